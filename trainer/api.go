@@ -1,0 +1,85 @@
+// Package trainer speaks to LoRA trainers. This file holds the wire types of
+// the trainer job API (DESIGN §5); the reference backend serves the same
+// types, so there is one definition of the protocol.
+package trainer
+
+import "encoding/json"
+
+// Job states.
+const (
+	StateQueued    = "queued"
+	StateRunning   = "running"
+	StateSucceeded = "succeeded"
+	StateFailed    = "failed"
+	StateCancelled = "cancelled"
+)
+
+// Terminal reports whether a job in state s will not change again.
+func Terminal(s string) bool {
+	return s == StateSucceeded || s == StateFailed || s == StateCancelled
+}
+
+// Adapter names a LoRA adapter and the directory that holds it.
+type Adapter struct {
+	Name string `json:"name"`
+	Path string `json:"path"`
+}
+
+// LoRA is the adapter's shape.
+type LoRA struct {
+	Rank          int      `json:"rank"`
+	Alpha         float64  `json:"alpha"`
+	TargetModules []string `json:"target_modules"`
+}
+
+// Hyperparameters of one update.
+type Hyperparameters struct {
+	LearningRate float64 `json:"learning_rate"`
+	Epsilon      float64 `json:"epsilon"`
+	EpsilonHigh  float64 `json:"epsilon_high"`
+	KLBeta       float64 `json:"kl_beta"`
+	Epochs       int     `json:"epochs"`
+}
+
+// Trajectory is one philosopher's conversation. MessagesAndChoices holds
+// OpenAI messages (objects with "role") and, for each sampled assistant turn,
+// the full OpenAI choice object (with "message", "finish_reason" and
+// "logprobs") exactly as the inference server returned it.
+type Trajectory struct {
+	MessagesAndChoices []json.RawMessage `json:"messages_and_choices"`
+	Tools              json.RawMessage   `json:"tools,omitempty"`
+	Reward             float64           `json:"reward"`
+	Advantage          float64           `json:"advantage"`
+	Group              string            `json:"group"`
+	Episode            string            `json:"episode"`
+	Agent              int               `json:"agent"`
+}
+
+// JobRequest is the body of POST /v1/jobs. ID is the idempotency key.
+type JobRequest struct {
+	ID              string          `json:"id"`
+	BaseModel       string          `json:"base_model"`
+	ParentAdapter   *Adapter        `json:"parent_adapter"`
+	OutputAdapter   string          `json:"output_adapter"`
+	LoRA            LoRA            `json:"lora"`
+	Hyperparameters Hyperparameters `json:"hyperparameters"`
+	Trajectories    []Trajectory    `json:"trajectories"`
+}
+
+// Metrics are the training statistics a job reports.
+type Metrics struct {
+	Loss         float64 `json:"loss"`
+	KL           float64 `json:"kl"`
+	GradNorm     float64 `json:"grad_norm"`
+	ClipFraction float64 `json:"clip_fraction"`
+}
+
+// Job is the body of GET /v1/jobs/{id}.
+type Job struct {
+	ID       string   `json:"id"`
+	State    string   `json:"state"`
+	Progress float64  `json:"progress"`
+	Metrics  *Metrics `json:"metrics,omitempty"`
+	Adapter  *Adapter `json:"adapter,omitempty"`
+	Error    string   `json:"error,omitempty"`
+}
