@@ -1,0 +1,240 @@
+package checkpoint
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	bolt "go.etcd.io/bbolt"
+)
+
+// CreateRun records a new run. A zero State means running; zero Created
+// and Updated mean now. It fails with ErrRunExists if the name is taken.
+func (s *Store) CreateRun(ctx context.Context, run Run) error {
+	if err := validName(run.Name); err != nil {
+		return fmt.Errorf("create run: %w", err)
+	}
+	if run.State == "" {
+		run.State = StateRunning
+	}
+	if err := validState(run.State); err != nil {
+		return fmt.Errorf("create run %s: %w", run.Name, err)
+	}
+	now := time.Now().UTC()
+	if run.Created.IsZero() {
+		run.Created = now
+	}
+	if run.Updated.IsZero() {
+		run.Updated = run.Created
+	}
+	v, err := json.Marshal(run)
+	if err != nil {
+		return fmt.Errorf("create run %s: encode: %w", run.Name, err)
+	}
+	err = s.update(ctx, func(tx *bolt.Tx) error {
+		runs := tx.Bucket(runsBucket)
+		if runs.Bucket([]byte(run.Name)) != nil {
+			return ErrRunExists
+		}
+		b, err := runs.CreateBucket([]byte(run.Name))
+		if err != nil {
+			return err
+		}
+		if _, err := b.CreateBucket(stepsBucket); err != nil {
+			return err
+		}
+		if _, err := b.CreateBucket(evaluationsBucket); err != nil {
+			return err
+		}
+		return b.Put(runKey, v)
+	})
+	if err != nil {
+		return fmt.Errorf("create run %s: %w", run.Name, err)
+	}
+	return nil
+}
+
+// GetRun returns the record of run name.
+func (s *Store) GetRun(ctx context.Context, name string) (Run, error) {
+	var run Run
+	err := s.view(ctx, func(tx *bolt.Tx) error {
+		b, err := runBucket(tx, name)
+		if err != nil {
+			return err
+		}
+		run, err = getRun(b, name)
+		return err
+	})
+	return run, runNotFound(name, err)
+}
+
+// SetRunState sets a run's state and error message and stamps Updated.
+func (s *Store) SetRunState(ctx context.Context, name, state, errMsg string) error {
+	if err := validState(state); err != nil {
+		return fmt.Errorf("set state of run %s: %w", name, err)
+	}
+	err := s.update(ctx, func(tx *bolt.Tx) error {
+		b, err := runBucket(tx, name)
+		if err != nil {
+			return err
+		}
+		run, err := getRun(b, name)
+		if err != nil {
+			return err
+		}
+		run.State, run.Error, run.Updated = state, errMsg, time.Now().UTC()
+		return putRun(b, run)
+	})
+	if err != nil {
+		return fmt.Errorf("set state of run %s: %w", name, err)
+	}
+	return nil
+}
+
+// ListRuns summarises every run, oldest first. A run's BestStep is chosen
+// by its own policy, metric and EMA, and is -1 while nothing can be chosen.
+func (s *Store) ListRuns(ctx context.Context) ([]RunSummary, error) {
+	var out []RunSummary
+	err := s.view(ctx, func(tx *bolt.Tx) error {
+		runs := tx.Bucket(runsBucket)
+		if runs == nil {
+			return nil
+		}
+		return runs.ForEachBucket(func(k []byte) error {
+			name := string(k)
+			run, steps, evals, err := snapshot(runs.Bucket(k), name)
+			if err != nil {
+				return err
+			}
+			sum := RunSummary{Name: run.Name, State: run.State, BestStep: -1, Created: run.Created}
+			if len(steps) > 0 {
+				sum.Steps = steps[len(steps)-1].Step
+			}
+			if sel, err := Select(run.Policy, run.Metric, run.EMA, steps, evals); err == nil {
+				sum.BestStep = sel.Step
+			}
+			out = append(out, sum)
+			return nil
+		})
+	})
+	if err != nil {
+		return nil, fmt.Errorf("list runs: %w", err)
+	}
+	slices.SortStableFunc(out, func(a, b RunSummary) int { return a.Created.Compare(b.Created) })
+	return out, nil
+}
+
+// UniqueRunName returns prefix-1, prefix-2, ... whichever is first not in
+// the store. A missing database file is an empty store. The name is free
+// when read: CreateRun still fails with ErrRunExists if another process
+// takes it first.
+func (s *Store) UniqueRunName(ctx context.Context, prefix string) (string, error) {
+	if err := validName(prefix); err != nil {
+		return "", fmt.Errorf("unique run name: %w", err)
+	}
+	var name string
+	err := s.view(ctx, func(tx *bolt.Tx) error {
+		runs := tx.Bucket(runsBucket)
+		for i := 1; ; i++ {
+			name = prefix + "-" + strconv.Itoa(i)
+			if runs == nil || runs.Bucket([]byte(name)) == nil {
+				return nil
+			}
+		}
+	})
+	if errors.Is(err, ErrNoDatabase) {
+		return prefix + "-1", nil
+	}
+	if err != nil {
+		return "", fmt.Errorf("unique run name: %w", err)
+	}
+	return name, nil
+}
+
+// Snapshot returns a run's record, steps and evaluations, ordered by step,
+// read in one transaction so they agree with each other.
+func (s *Store) Snapshot(ctx context.Context, name string) (Run, []Step, []Evaluation, error) {
+	var (
+		run   Run
+		steps []Step
+		evals []Evaluation
+	)
+	err := s.view(ctx, func(tx *bolt.Tx) error {
+		b, err := runBucket(tx, name)
+		if err != nil {
+			return err
+		}
+		run, steps, evals, err = snapshot(b, name)
+		return err
+	})
+	if err != nil {
+		return Run{}, nil, nil, runNotFound(name, err)
+	}
+	return run, steps, evals, nil
+}
+
+func snapshot(b *bolt.Bucket, name string) (Run, []Step, []Evaluation, error) {
+	run, err := getRun(b, name)
+	if err != nil {
+		return Run{}, nil, nil, err
+	}
+	steps, err := decodeAll[Step](b.Bucket(stepsBucket), name, "step")
+	if err != nil {
+		return Run{}, nil, nil, err
+	}
+	evals, err := decodeAll[Evaluation](b.Bucket(evaluationsBucket), name, "evaluation")
+	if err != nil {
+		return Run{}, nil, nil, err
+	}
+	return run, steps, evals, nil
+}
+
+func getRun(b *bolt.Bucket, name string) (Run, error) {
+	var run Run
+	v := b.Get(runKey)
+	if v == nil {
+		return Run{}, fmt.Errorf("run %s: record missing", name)
+	}
+	if err := json.Unmarshal(v, &run); err != nil {
+		return Run{}, fmt.Errorf("run %s: decode record: %w", name, err)
+	}
+	return run, nil
+}
+
+func putRun(b *bolt.Bucket, run Run) error {
+	v, err := json.Marshal(run)
+	if err != nil {
+		return fmt.Errorf("encode run %s: %w", run.Name, err)
+	}
+	return b.Put(runKey, v)
+}
+
+// decodeAll decodes every value of bucket b in key order. A nil bucket
+// holds nothing.
+func decodeAll[T any](b *bolt.Bucket, run, what string) ([]T, error) {
+	var out []T
+	if b == nil {
+		return out, nil
+	}
+	err := b.ForEach(func(k, v []byte) error {
+		var x T
+		if err := json.Unmarshal(v, &x); err != nil {
+			return fmt.Errorf("run %s: decode %s %d: %w", run, what, btoi(k), err)
+		}
+		out = append(out, x)
+		return nil
+	})
+	return out, err
+}
+
+func validState(state string) error {
+	if !slices.Contains(States, state) {
+		return fmt.Errorf("unknown run state %q (accepted: %s)", state, strings.Join(States, ", "))
+	}
+	return nil
+}

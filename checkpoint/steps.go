@@ -1,0 +1,221 @@
+package checkpoint
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"time"
+
+	bolt "go.etcd.io/bbolt"
+)
+
+// CommitStep records a finished step, and its evaluation if eval is not
+// nil, in one transaction that also deletes the in-flight record of this or
+// an earlier step. Steps are committed in order from 0 without gaps: a step
+// already committed fails with ErrStepExists, any other step but the next
+// with ErrStepOutOfOrder. A zero Committed means now. This is what makes a
+// resumed run train each step exactly once.
+func (s *Store) CommitStep(ctx context.Context, name string, step Step, eval *Evaluation) error {
+	if step.Step < 0 {
+		return fmt.Errorf("commit step %d of run %s: negative step", step.Step, name)
+	}
+	if eval != nil && eval.Step != step.Step {
+		return fmt.Errorf("commit step %d of run %s: evaluation is of step %d", step.Step, name, eval.Step)
+	}
+	if step.Committed.IsZero() {
+		step.Committed = time.Now().UTC()
+	}
+	sv, err := json.Marshal(step)
+	if err != nil {
+		return fmt.Errorf("commit step %d of run %s: encode step: %w", step.Step, name, err)
+	}
+	var ev []byte
+	if eval != nil {
+		if ev, err = json.Marshal(eval); err != nil {
+			return fmt.Errorf("commit step %d of run %s: encode evaluation: %w", step.Step, name, err)
+		}
+	}
+
+	err = s.update(ctx, func(tx *bolt.Tx) error {
+		b, err := runBucket(tx, name)
+		if err != nil {
+			return err
+		}
+		steps, err := b.CreateBucketIfNotExists(stepsBucket)
+		if err != nil {
+			return err
+		}
+		next := 0
+		if last, ok := lastKey(steps); ok {
+			next = last + 1
+		}
+		switch {
+		case step.Step < next:
+			return ErrStepExists
+		case step.Step > next:
+			return fmt.Errorf("%w: the next step is %d", ErrStepOutOfOrder, next)
+		}
+		if err := steps.Put(itob(step.Step), sv); err != nil {
+			return err
+		}
+		if ev != nil {
+			evals, err := b.CreateBucketIfNotExists(evaluationsBucket)
+			if err != nil {
+				return err
+			}
+			if err := evals.Put(itob(step.Step), ev); err != nil {
+				return err
+			}
+		}
+		inf, err := getInFlight(b, name)
+		if err != nil {
+			return err
+		}
+		if inf != nil && inf.Step <= step.Step {
+			if err := b.Delete(inflightKey); err != nil {
+				return err
+			}
+		}
+		run, err := getRun(b, name)
+		if err != nil {
+			return err
+		}
+		run.Updated = step.Committed
+		return putRun(b, run)
+	})
+	if err != nil {
+		return fmt.Errorf("commit step %d of run %s: %w", step.Step, name, err)
+	}
+	return nil
+}
+
+// Steps returns a run's committed steps in order.
+func (s *Store) Steps(ctx context.Context, name string) ([]Step, error) {
+	var steps []Step
+	err := s.view(ctx, func(tx *bolt.Tx) error {
+		b, err := runBucket(tx, name)
+		if err != nil {
+			return err
+		}
+		steps, err = decodeAll[Step](b.Bucket(stepsBucket), name, "step")
+		return err
+	})
+	if err != nil {
+		return nil, runNotFound(name, err)
+	}
+	return steps, nil
+}
+
+// Evaluations returns a run's evaluations ordered by step.
+func (s *Store) Evaluations(ctx context.Context, name string) ([]Evaluation, error) {
+	var evals []Evaluation
+	err := s.view(ctx, func(tx *bolt.Tx) error {
+		b, err := runBucket(tx, name)
+		if err != nil {
+			return err
+		}
+		evals, err = decodeAll[Evaluation](b.Bucket(evaluationsBucket), name, "evaluation")
+		return err
+	})
+	if err != nil {
+		return nil, runNotFound(name, err)
+	}
+	return evals, nil
+}
+
+// LastStep returns a run's last committed step; ok is false when none is.
+func (s *Store) LastStep(ctx context.Context, name string) (step int, ok bool, err error) {
+	err = s.view(ctx, func(tx *bolt.Tx) error {
+		b, err := runBucket(tx, name)
+		if err != nil {
+			return err
+		}
+		step, ok = lastKey(b.Bucket(stepsBucket))
+		return nil
+	})
+	if err != nil {
+		return 0, false, runNotFound(name, err)
+	}
+	return step, ok, nil
+}
+
+// SetInFlight records the trainer job submitted for a step not yet
+// committed, replacing any earlier record. A committed step fails with
+// ErrStepExists.
+func (s *Store) SetInFlight(ctx context.Context, name string, inf InFlight) error {
+	v, err := json.Marshal(inf)
+	if err != nil {
+		return fmt.Errorf("set in-flight job of run %s: encode: %w", name, err)
+	}
+	err = s.update(ctx, func(tx *bolt.Tx) error {
+		b, err := runBucket(tx, name)
+		if err != nil {
+			return err
+		}
+		if last, ok := lastKey(b.Bucket(stepsBucket)); ok && inf.Step <= last {
+			return fmt.Errorf("step %d: %w", inf.Step, ErrStepExists)
+		}
+		return b.Put(inflightKey, v)
+	})
+	if err != nil {
+		return fmt.Errorf("set in-flight job of run %s: %w", name, err)
+	}
+	return nil
+}
+
+// GetInFlight returns a run's in-flight job, or nil when there is none.
+func (s *Store) GetInFlight(ctx context.Context, name string) (*InFlight, error) {
+	var inf *InFlight
+	err := s.view(ctx, func(tx *bolt.Tx) error {
+		b, err := runBucket(tx, name)
+		if err != nil {
+			return err
+		}
+		inf, err = getInFlight(b, name)
+		return err
+	})
+	if err != nil {
+		return nil, runNotFound(name, err)
+	}
+	return inf, nil
+}
+
+// ClearInFlight deletes a run's in-flight job record, if any.
+func (s *Store) ClearInFlight(ctx context.Context, name string) error {
+	err := s.update(ctx, func(tx *bolt.Tx) error {
+		b, err := runBucket(tx, name)
+		if err != nil {
+			return err
+		}
+		return b.Delete(inflightKey)
+	})
+	if err != nil {
+		return fmt.Errorf("clear in-flight job of run %s: %w", name, err)
+	}
+	return nil
+}
+
+func getInFlight(b *bolt.Bucket, name string) (*InFlight, error) {
+	v := b.Get(inflightKey)
+	if v == nil {
+		return nil, nil
+	}
+	var inf InFlight
+	if err := json.Unmarshal(v, &inf); err != nil {
+		return nil, fmt.Errorf("run %s: decode in-flight job: %w", name, err)
+	}
+	return &inf, nil
+}
+
+// lastKey returns the last step key of bucket b; ok is false when b is
+// empty or nil.
+func lastKey(b *bolt.Bucket) (int, bool) {
+	if b == nil {
+		return 0, false
+	}
+	k, _ := b.Cursor().Last()
+	if k == nil {
+		return 0, false
+	}
+	return btoi(k), true
+}

@@ -1,0 +1,131 @@
+package checkpoint
+
+import (
+	"encoding/json"
+	"time"
+
+	"github.com/grpo-dev/grpo/trainer"
+)
+
+// Run states.
+const (
+	StateRunning   = "running"
+	StateSucceeded = "succeeded"
+	StateFailed    = "failed"
+	StateCancelled = "cancelled"
+)
+
+// States lists the accepted run states.
+var States = []string{StateRunning, StateSucceeded, StateFailed, StateCancelled}
+
+// Run is a run's record. Its JSON field names are printed by
+// `grpo runs show --json` and are a public interface.
+type Run struct {
+	Name    string          `json:"name"`
+	Config  json.RawMessage `json:"config"` // the resolved config, as JSON
+	State   string          `json:"state"`  // running | succeeded | failed | cancelled
+	Steps   int             `json:"steps"`  // planned number of training steps
+	Policy  string          `json:"policy"` // selection policy: best-validation | best-train | last
+	Metric  string          `json:"metric"` // validation metric, e.g. reward_mean
+	EMA     float64         `json:"ema"`
+	Error   string          `json:"error,omitempty"`
+	Created time.Time       `json:"created"`
+	Updated time.Time       `json:"updated"`
+}
+
+// RunSummary is one line of ListRuns.
+type RunSummary struct {
+	Name     string    `json:"name"`
+	State    string    `json:"state"`
+	Steps    int       `json:"steps"`     // last committed step number, 0 if only the base model
+	BestStep int       `json:"best_step"` // by the run's policy, -1 if unknown
+	Created  time.Time `json:"created"`
+}
+
+// GroupStats are the rewards of one GRPO group.
+type GroupStats struct {
+	ID           string    `json:"id"`
+	Seed         int64     `json:"seed"`
+	N            int       `json:"n"`
+	Rewards      []float64 `json:"rewards"`
+	Mean         float64   `json:"mean"`
+	Std          float64   `json:"std"`
+	ZeroVariance bool      `json:"zero_variance"`
+	Resampled    bool      `json:"resampled,omitempty"`
+}
+
+// TrainStats summarise the training rollouts of one step.
+type TrainStats struct {
+	RewardMean         float64      `json:"reward_mean"`
+	RewardStd          float64      `json:"reward_std"`
+	Episodes           int          `json:"episodes"`
+	Errored            int          `json:"errored"`
+	DeadlockRate       float64      `json:"deadlock_rate"`
+	MealsMean          float64      `json:"meals_mean"`
+	InvalidRate        float64      `json:"invalid_rate"`
+	ZeroVarianceGroups int          `json:"zero_variance_groups"`
+	FracRewardZeroStd  float64      `json:"frac_reward_zero_std"`
+	Trajectories       int          `json:"trajectories"`
+	Groups             []GroupStats `json:"groups"`
+}
+
+// Job is the trainer job of one step as it finished.
+type Job struct {
+	ID        string             `json:"id"`
+	State     string             `json:"state"`
+	Metrics   map[string]float64 `json:"metrics"`
+	Error     string             `json:"error,omitempty"`
+	Submitted time.Time          `json:"submitted"`
+	Finished  time.Time          `json:"finished"`
+}
+
+// Adapter names a LoRA adapter and the directory that holds it.
+type Adapter = trainer.Adapter
+
+// Step is a committed training step. Step 0 is the base model.
+type Step struct {
+	Step      int                `json:"step"`
+	N         int                `json:"n"`                 // table size of this step's training rollouts (curriculum)
+	Train     *TrainStats        `json:"train"`             // nil for step 0
+	Adapter   *Adapter           `json:"adapter"`           // adapter in use after this step; nil while none is trained
+	Job       *Job               `json:"job"`               // nil when no job ran (step 0, or a step with no signal)
+	Seconds   map[string]float64 `json:"seconds,omitempty"` // timings: rollout, train, load, validate
+	Committed time.Time          `json:"committed"`
+}
+
+// EvalN is the validation result at one table size.
+type EvalN struct {
+	N            int     `json:"n"`
+	Episodes     int     `json:"episodes"`
+	RewardMean   float64 `json:"reward_mean"`
+	DeadlockRate float64 `json:"deadlock_rate"`
+	MealsMean    float64 `json:"meals_mean"`
+}
+
+// Evaluation is the validation of the checkpoint a step produced.
+type Evaluation struct {
+	Step         int        `json:"step"`
+	Episodes     int        `json:"episodes"`
+	Errored      int        `json:"errored"`
+	RewardMean   float64    `json:"reward_mean"`
+	RewardStd    float64    `json:"reward_std"`
+	RewardCI95   [2]float64 `json:"reward_ci95"`
+	DeadlockRate float64    `json:"deadlock_rate"`
+	MealsMean    float64    `json:"meals_mean"`
+	InvalidRate  float64    `json:"invalid_rate"`
+	PerN         []EvalN    `json:"per_n"`
+	Rewards      []float64  `json:"rewards"` // per-episode rewards, for significance tests between steps
+}
+
+// InFlight is a trainer job submitted for a step that is not yet committed.
+// A restarted orchestrator finds it and waits for the same job instead of
+// training the step again.
+type InFlight struct {
+	Step          int             `json:"step"`
+	N             int             `json:"n"`
+	JobID         string          `json:"job_id"`
+	OutputAdapter string          `json:"output_adapter"`
+	Request       json.RawMessage `json:"request"`
+	Train         *TrainStats     `json:"train"`
+	Submitted     time.Time       `json:"submitted"`
+}

@@ -1,0 +1,2 @@
+// Package grpo holds group statistics, advantage estimators, and significance tests.
+package grpo

@@ -1,0 +1,170 @@
+package grpo
+
+import (
+	"math"
+	"math/rand/v2"
+	"slices"
+
+	"gonum.org/v1/gonum/stat"
+	"gonum.org/v1/gonum/stat/distuv"
+)
+
+// DefaultResamples is the number of bootstrap resamples BootstrapCI draws when
+// asked for none.
+const DefaultResamples = 10000
+
+// Every result in this file is finite, so it can be stored and served as JSON
+// (encoding/json rejects NaN and ±Inf).
+
+// Summary describes a sample: its size, mean, sample standard deviation
+// (n-1 denominator), and the two-sided 95% Student t confidence interval of
+// the mean.
+type Summary struct {
+	N    int        `json:"n"`
+	Mean float64    `json:"mean"`
+	Std  float64    `json:"std"`
+	CI95 [2]float64 `json:"ci95"`
+}
+
+// Summarize returns the Summary of xs: CI95 is mean ± t(0.975, n-1)·std/√n.
+// With fewer than two values Std is 0 and CI95 is [mean, mean]; an empty
+// sample has mean 0.
+func Summarize(xs []float64) Summary {
+	n := len(xs)
+	mean, variance := meanVar(xs)
+	s := Summary{N: n, Mean: mean, Std: math.Sqrt(variance), CI95: [2]float64{mean, mean}}
+	if n < 2 {
+		return s
+	}
+	t := distuv.StudentsT{Mu: 0, Sigma: 1, Nu: float64(n - 1)}.Quantile(0.975)
+	half := t * s.Std / math.Sqrt(float64(n))
+	s.CI95 = [2]float64{mean - half, mean + half}
+	return s
+}
+
+// WelchResult is the outcome of Welch's unequal-variance t-test of b against a.
+type WelchResult struct {
+	Diff float64    `json:"diff"` // mean(b) - mean(a)
+	CI95 [2]float64 `json:"ci95"` // Welch 95% confidence interval of Diff
+	T    float64    `json:"t"`
+	DF   float64    `json:"df"` // Welch–Satterthwaite degrees of freedom
+	P    float64    `json:"p"`  // two-sided
+}
+
+// Welch runs Welch's two-sample t-test of mean(b) - mean(a), the test R's
+// t.test(b, a) performs by default.
+//
+// Degenerate inputs give finite, documented results instead of NaN:
+//   - a group with fewer than two values (no variance estimate): T 0, DF 0,
+//     P 1, CI95 [Diff, Diff];
+//   - both groups constant and equal (zero variance, Diff 0): T 0, P 1;
+//   - both groups constant and different: the difference is certain, so P 0
+//     and T is ±math.MaxFloat64 (the sign of Diff).
+//
+// In both zero-variance cases DF is len(a)+len(b)-2 and CI95 is [Diff, Diff].
+func Welch(a, b []float64) WelchResult {
+	na, nb := float64(len(a)), float64(len(b))
+	ma, va := meanVar(a)
+	mb, vb := meanVar(b)
+	r := WelchResult{Diff: mb - ma, P: 1}
+	r.CI95 = [2]float64{r.Diff, r.Diff}
+	if len(a) < 2 || len(b) < 2 {
+		return r
+	}
+	sa, sb := va/na, vb/nb
+	se2 := sa + sb
+	if se2 == 0 {
+		r.DF = na + nb - 2
+		if r.Diff != 0 {
+			r.T = math.Copysign(math.MaxFloat64, r.Diff)
+			r.P = 0
+		}
+		return r
+	}
+	se := math.Sqrt(se2)
+	r.T = r.Diff / se
+	r.DF = se2 * se2 / (sa*sa/(na-1) + sb*sb/(nb-1))
+	dist := distuv.StudentsT{Mu: 0, Sigma: 1, Nu: r.DF}
+	r.P = min(1, 2*dist.Survival(math.Abs(r.T)))
+	half := dist.Quantile(0.975) * se
+	r.CI95 = [2]float64{r.Diff - half, r.Diff + half}
+	return r
+}
+
+// HedgesG returns Hedges' g of b against a: Cohen's d with the pooled
+// standard deviation, (mean(b)-mean(a))/s_pooled, times the small-sample
+// correction J = 1 - 3/(4(na+nb)-9).
+//
+// It returns 0 when the effect size is undefined: fewer than three values in
+// all, an empty group, or a pooled standard deviation of zero (constant
+// groups; Welch reports whether such a difference is certain).
+func HedgesG(a, b []float64) float64 {
+	na, nb := len(a), len(b)
+	if na == 0 || nb == 0 || na+nb < 3 {
+		return 0
+	}
+	ma, va := meanVar(a)
+	mb, vb := meanVar(b)
+	pooled := (float64(na-1)*va + float64(nb-1)*vb) / float64(na+nb-2)
+	if pooled == 0 {
+		return 0
+	}
+	j := 1 - 3/float64(4*(na+nb)-9)
+	return (mb - ma) / math.Sqrt(pooled) * j
+}
+
+// BootstrapCI returns the 95% percentile bootstrap confidence interval of the
+// mean of xs: the 2.5th and 97.5th percentiles of the means of resamples
+// samples drawn with replacement. The same seed gives the same interval.
+// resamples <= 0 means DefaultResamples. An empty xs gives [0, 0] and a
+// constant one (including a single value) x gives [x, x].
+func BootstrapCI(xs []float64, resamples int, seed int64) [2]float64 {
+	n := len(xs)
+	if n == 0 {
+		return [2]float64{}
+	}
+	if constant(xs) {
+		return [2]float64{xs[0], xs[0]}
+	}
+	if resamples <= 0 {
+		resamples = DefaultResamples
+	}
+	rng := rand.New(rand.NewPCG(uint64(seed), 0))
+	means := make([]float64, resamples)
+	for i := range means {
+		var sum float64
+		for range n {
+			sum += xs[rng.IntN(n)]
+		}
+		means[i] = sum / float64(n)
+	}
+	slices.Sort(means)
+	return [2]float64{
+		stat.Quantile(0.025, stat.LinInterp, means, nil),
+		stat.Quantile(0.975, stat.LinInterp, means, nil),
+	}
+}
+
+// meanVar returns the mean and the sample (n-1) variance of xs. The variance
+// is 0 for fewer than two values, and exactly 0 with the mean exactly the
+// value for a constant sample, so equal constant groups compare equal instead
+// of differing by rounding. An empty xs has mean 0.
+func meanVar(xs []float64) (mean, variance float64) {
+	switch {
+	case len(xs) == 0:
+		return 0, 0
+	case constant(xs):
+		return xs[0], 0
+	}
+	return stat.MeanVariance(xs, nil)
+}
+
+// constant reports whether every value of xs is exactly xs[0].
+func constant(xs []float64) bool {
+	for _, x := range xs {
+		if x != xs[0] {
+			return false
+		}
+	}
+	return true
+}

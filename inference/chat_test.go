@@ -1,0 +1,123 @@
+package inference
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	openai "github.com/sashabaranov/go-openai"
+)
+
+const okCompletion = `{"id":"c","object":"chat.completion","created":1,"model":"m","choices":[{"index":0,"message":{"role":"assistant","content":null,"tool_calls":[{"id":"t1","type":"function","function":{"name":"think","arguments":"{}"}}]},"logprobs":{"content":[{"token":"token_id:5","logprob":-0.25,"bytes":[1],"top_logprobs":[]}]},"finish_reason":"tool_calls","stop_reason":null}],"usage":{"prompt_tokens":3,"completion_tokens":1,"total_tokens":4}}`
+
+func chatReq() *openai.ChatCompletionRequest {
+	return &openai.ChatCompletionRequest{Model: "m", Messages: []openai.ChatCompletionMessage{{Role: "user", Content: "hi"}}}
+}
+
+// scripted answers the i-th request (from 1) with answers[i-1] (the last
+// one repeats): a status and a body.
+func scripted(t *testing.T, answers ...func(w http.ResponseWriter)) (*httptest.Server, *atomic.Int64) {
+	var n atomic.Int64
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path != "/v1/chat/completions" {
+			http.NotFound(w, r)
+			return
+		}
+		i := int(n.Add(1)) - 1
+		answers[min(i, len(answers)-1)](w)
+	}))
+	t.Cleanup(srv.Close)
+	return srv, &n
+}
+
+func status(code int, body string) func(http.ResponseWriter) {
+	return func(w http.ResponseWriter) {
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(code)
+		fmt.Fprint(w, body)
+	}
+}
+
+func TestChatKeepsRawChoice(t *testing.T) {
+	srv, _ := scripted(t, status(200, okCompletion))
+	c := NewChatClient(srv.URL+"/v1", ChatOptions{})
+	got, err := c.Complete(context.Background(), chatReq())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.HasPrefix(string(got.Raw), `{"index":0,"message"`) || !strings.Contains(string(got.Raw), `"stop_reason":null`) {
+		t.Fatalf("raw choice = %s", got.Raw)
+	}
+	if got.Choice.Message.ToolCalls[0].Function.Name != "think" || got.Usage.TotalTokens != 4 {
+		t.Fatalf("parsed choice = %+v", got.Choice)
+	}
+}
+
+func TestChatRetriesThenSucceeds(t *testing.T) {
+	srv, n := scripted(t,
+		status(500, `{"error":{"message":"boom","type":"InternalServerError","code":500}}`),
+		status(200, `not json at all`),
+		status(502, `<html>bad gateway</html>`),
+		status(200, okCompletion))
+	c := NewChatClient(srv.URL+"/v1", ChatOptions{Backoff: time.Millisecond})
+	if _, err := c.Complete(context.Background(), chatReq()); err != nil {
+		t.Fatal(err)
+	}
+	if n.Load() != 4 {
+		t.Fatalf("%d requests, want 4", n.Load())
+	}
+}
+
+func TestChatGarbageGivesClearError(t *testing.T) {
+	srv, n := scripted(t, status(200, `{"hello":"world"}`))
+	c := NewChatClient(srv.URL+"/v1", ChatOptions{Backoff: time.Millisecond, Retries: 1})
+	_, err := c.Complete(context.Background(), chatReq())
+	var ge *GarbageError
+	if !errors.As(err, &ge) || !strings.Contains(err.Error(), `{\"hello\":\"world\"}`) || !strings.Contains(err.Error(), srv.URL) {
+		t.Fatalf("err = %v, want a GarbageError quoting the body and naming the URL", err)
+	}
+	if n.Load() != 2 {
+		t.Fatalf("%d requests, want 2", n.Load())
+	}
+}
+
+func TestChatBadRequestIsNotRetried(t *testing.T) {
+	srv, n := scripted(t, status(404, `{"error":{"message":"The model `+"`m`"+` does not exist.","type":"NotFoundError","param":null,"code":404}}`))
+	c := NewChatClient(srv.URL+"/v1", ChatOptions{Backoff: time.Millisecond})
+	_, err := c.Complete(context.Background(), chatReq())
+	if err == nil || !strings.Contains(err.Error(), "does not exist") || n.Load() != 1 {
+		t.Fatalf("err = %v after %d requests, want the server's message after 1", err, n.Load())
+	}
+}
+
+func TestChatHangTimesOut(t *testing.T) {
+	release := make(chan struct{})
+	srv, n := scripted(t, func(w http.ResponseWriter) { <-release })
+	defer close(release)
+	c := NewChatClient(srv.URL+"/v1", ChatOptions{RequestTimeout: 20 * time.Millisecond, Retries: 1, Backoff: time.Millisecond})
+	_, err := c.Complete(context.Background(), chatReq())
+	var te *TimeoutError
+	if !errors.As(err, &te) || !strings.Contains(err.Error(), "no answer within 20ms") {
+		t.Fatalf("err = %v, want a timeout", err)
+	}
+	if n.Load() != 2 {
+		t.Fatalf("%d requests, want 2", n.Load())
+	}
+}
+
+func TestChatConnectionRefused(t *testing.T) {
+	srv := httptest.NewServer(http.NotFoundHandler())
+	url := srv.URL
+	srv.Close()
+	c := NewChatClient(url+"/v1", ChatOptions{Backoff: time.Millisecond, Retries: 2})
+	_, err := c.Complete(context.Background(), chatReq())
+	if err == nil || !strings.Contains(err.Error(), "3 attempt(s)") || !strings.Contains(err.Error(), "connection refused") {
+		t.Fatalf("err = %v", err)
+	}
+}

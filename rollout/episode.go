@@ -1,0 +1,321 @@
+package rollout
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
+	"sync"
+	"time"
+
+	openai "github.com/sashabaranov/go-openai"
+)
+
+// Sampling holds the request parameters every call of an episode uses.
+type Sampling struct {
+	Temperature        float32        `json:"temperature"`
+	MaxTokens          int            `json:"max_tokens,omitempty"`
+	ToolChoice         string         `json:"tool_choice,omitempty"` // auto (default), required, none
+	TopLogprobs        int            `json:"top_logprobs,omitempty"`
+	ChatTemplateKwargs map[string]any `json:"chat_template_kwargs,omitempty"`
+}
+
+// EpisodeSpec is everything that determines one episode.
+type EpisodeSpec struct {
+	ID       string       `json:"id"`
+	Group    string       `json:"group,omitempty"`
+	Model    string       `json:"model"`
+	Env      EnvConfig    `json:"env"`
+	Reward   RewardConfig `json:"reward"`
+	Sampling Sampling     `json:"sampling"`
+	// SampleSeed derives each request's seed, so that an episode against a
+	// server that honours seeds is reproducible. Episodes of one group share
+	// Env.Seed and differ in SampleSeed.
+	SampleSeed int64 `json:"sample_seed"`
+}
+
+// Transcript is one philosopher's conversation: OpenAI messages, and each
+// sampled assistant turn as the raw choice object the server returned.
+type Transcript struct {
+	Agent              int               `json:"agent"`
+	MessagesAndChoices []json.RawMessage `json:"messages_and_choices"`
+}
+
+// Episode is the outcome of one episode. An errored episode (a call failed
+// after the client's retries) carries no reward: it must be excluded from
+// reward statistics and from training.
+type Episode struct {
+	Spec        EpisodeSpec  `json:"spec"`
+	Metrics     Metrics      `json:"metrics"`
+	Reward      float64      `json:"reward"`
+	Terms       Terms        `json:"terms"`
+	Errored     bool         `json:"errored"`
+	Error       string       `json:"error,omitempty"`
+	Seconds     float64      `json:"seconds"`
+	Transcripts []Transcript `json:"transcripts"`
+}
+
+// Runner plays episodes against a Completer. Limit, when set, bounds the
+// requests in flight across every episode that shares it.
+type Runner struct {
+	Client Completer
+	Limit  *Limiter
+	// OnCall, when set, is called after every LLM call with its outcome
+	// (for metrics); it must be cheap and safe for concurrent use.
+	OnCall func(action string, d time.Duration, err error)
+}
+
+// Limiter bounds concurrent requests.
+type Limiter struct{ slots chan struct{} }
+
+// NewLimiter allows n requests in flight (n < 1 means 1).
+func NewLimiter(n int) *Limiter { return &Limiter{slots: make(chan struct{}, max(1, n))} }
+
+func (l *Limiter) acquire(ctx context.Context) error {
+	if l == nil {
+		return nil
+	}
+	select {
+	case l.slots <- struct{}{}:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+func (l *Limiter) release() {
+	if l != nil {
+		<-l.slots
+	}
+}
+
+// toolsJSON is the tool list as it goes into requests and transcripts.
+var (
+	toolDefs  = Tools()
+	toolsJSON = mustJSON(toolDefs)
+)
+
+// ToolsJSON returns the JSON tool list sent with every request.
+func ToolsJSON() json.RawMessage { return toolsJSON }
+
+func mustJSON(v any) json.RawMessage {
+	b, err := json.Marshal(v)
+	if err != nil {
+		panic(err)
+	}
+	return b
+}
+
+// agent is one philosopher's conversation.
+type agent struct {
+	id    int
+	msgs  []openai.ChatCompletionMessage
+	items []json.RawMessage
+	calls []string // tool call ids of the latest sampled turn
+}
+
+func (a *agent) add(m openai.ChatCompletionMessage) {
+	a.msgs = append(a.msgs, m)
+	a.items = append(a.items, mustJSON(m))
+}
+
+// episode is the bookkeeping of one Run.
+type episode struct {
+	spec    EpisodeSpec
+	table   *Table
+	agents  []*agent
+	metrics Metrics
+}
+
+// observe appends this round's observation to a's conversation.
+func (e *episode) observe(a *agent) {
+	a.add(openai.ChatCompletionMessage{Role: openai.ChatMessageRoleUser, Content: Observation(e.table.Observe(a.id))})
+}
+
+// take appends a sampled turn to a's conversation and returns its action.
+func (e *episode) take(a *agent, c *Completion) string {
+	a.msgs = append(a.msgs, c.Choice.Message)
+	a.items = append(a.items, c.Raw)
+	a.calls = a.calls[:0]
+	for _, tc := range c.Choice.Message.ToolCalls {
+		a.calls = append(a.calls, tc.ID)
+	}
+	e.metrics.LLMCalls++
+	e.metrics.PromptTokens += c.Usage.PromptTokens
+	e.metrics.OutputTokens += c.Usage.CompletionTokens
+	action, _ := Decide(c.Choice.Message)
+	return action
+}
+
+// answer appends the tool result message for each call of the latest turn.
+func (e *episode) answer(a *agent, action string, ok bool) {
+	text := invalidResult
+	if action != Invalid {
+		text = ResultText(action, ok)
+	}
+	for _, id := range a.calls {
+		a.add(openai.ChatCompletionMessage{Role: openai.ChatMessageRoleTool, ToolCallID: id, Content: text})
+	}
+}
+
+// Run plays one episode. It returns an errored Episode, never an error, when
+// the server fails; ctx cancellation also yields an errored episode.
+func (r *Runner) Run(ctx context.Context, spec EpisodeSpec) Episode {
+	start := time.Now()
+	out := Episode{Spec: spec}
+	table, err := NewTable(spec.Env)
+	if err != nil {
+		out.Errored, out.Error = true, err.Error()
+		return out
+	}
+	e := &episode{spec: spec, table: table, agents: make([]*agent, spec.Env.N)}
+	for i := range e.agents {
+		a := &agent{id: i, msgs: make([]openai.ChatCompletionMessage, 0, 2+3*spec.Env.Rounds)}
+		a.add(openai.ChatCompletionMessage{Role: openai.ChatMessageRoleSystem, Content: SystemPrompt(spec.Env, i)})
+		e.agents[i] = a
+	}
+	var failure error
+	for !table.Done() && failure == nil {
+		if spec.Env.Mode == Sequential {
+			failure = r.sequentialRound(ctx, e)
+		} else {
+			failure = r.simultaneousRound(ctx, e)
+		}
+	}
+
+	m := table.Metrics()
+	m.LLMCalls, m.PromptTokens, m.OutputTokens = e.metrics.LLMCalls, e.metrics.PromptTokens, e.metrics.OutputTokens
+	out.Metrics = m
+	out.Transcripts = make([]Transcript, len(e.agents))
+	for i, a := range e.agents {
+		out.Transcripts[i] = Transcript{Agent: i, MessagesAndChoices: a.items}
+	}
+	out.Seconds = time.Since(start).Seconds()
+	if failure != nil {
+		out.Errored, out.Error = true, failure.Error()
+		out.Metrics.Errors = 1
+		return out
+	}
+	out.Reward, out.Terms = Score(spec.Reward, out.Metrics)
+	return out
+}
+
+func (r *Runner) sequentialRound(ctx context.Context, e *episode) error {
+	for _, a := range e.agents {
+		e.observe(a)
+		c, err := r.complete(ctx, e.spec, a, e.table.Round())
+		if err != nil {
+			return err
+		}
+		action := e.take(a, c)
+		e.answer(a, action, e.table.Act(a.id, action))
+	}
+	e.table.EndRound()
+	return nil
+}
+
+// simultaneousRound asks every philosopher concurrently on one snapshot;
+// the first failure cancels the other calls.
+func (r *Runner) simultaneousRound(ctx context.Context, e *episode) error {
+	for _, a := range e.agents {
+		e.observe(a)
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	round := e.table.Round()
+	done := make([]*Completion, len(e.agents))
+	errs := make([]error, len(e.agents))
+	var wg sync.WaitGroup
+	for i, a := range e.agents {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			done[i], errs[i] = r.complete(ctx, e.spec, a, round)
+			if errs[i] != nil {
+				cancel()
+			}
+		}()
+	}
+	wg.Wait()
+	if err := firstCause(errs); err != nil {
+		return err
+	}
+	actions := make([]string, len(e.agents))
+	for i, a := range e.agents {
+		actions[i] = e.take(a, done[i])
+	}
+	ok := e.table.Resolve(actions)
+	for i, a := range e.agents {
+		e.answer(a, actions[i], ok[i])
+	}
+	return nil
+}
+
+// firstCause prefers an error that is not the cancellation it provoked.
+func firstCause(errs []error) error {
+	var first error
+	for _, err := range errs {
+		if err == nil {
+			continue
+		}
+		if !errors.Is(err, context.Canceled) {
+			return err
+		}
+		if first == nil {
+			first = err
+		}
+	}
+	return first
+}
+
+func (r *Runner) complete(ctx context.Context, spec EpisodeSpec, a *agent, round int) (*Completion, error) {
+	req := &openai.ChatCompletionRequest{
+		Model:              spec.Model,
+		Messages:           a.msgs,
+		Tools:              toolDefs,
+		ToolChoice:         spec.Sampling.ToolChoice,
+		Temperature:        spec.Sampling.Temperature,
+		MaxTokens:          spec.Sampling.MaxTokens,
+		LogProbs:           true,
+		TopLogProbs:        spec.Sampling.TopLogprobs,
+		ChatTemplateKwargs: spec.Sampling.ChatTemplateKwargs,
+	}
+	if req.ToolChoice == "" {
+		req.ToolChoice = "auto"
+	}
+	if req.Temperature == 0 {
+		// go-openai omits a zero temperature (the server would then use
+		// its default, 1); the smallest float is greedy for vLLM (< 1e-5).
+		req.Temperature = math.SmallestNonzeroFloat32
+	}
+	seed := int(RequestSeed(spec.SampleSeed, a.id, round) & 0x7fffffff)
+	req.Seed = &seed
+	if err := r.Limit.acquire(ctx); err != nil {
+		return nil, fmt.Errorf("philosopher %d round %d: %w", a.id, round, err)
+	}
+	t0 := time.Now()
+	c, err := r.Client.Complete(ctx, req)
+	r.Limit.release()
+	if r.OnCall != nil {
+		action := ""
+		if err == nil {
+			action, _ = Decide(c.Choice.Message)
+		}
+		r.OnCall(action, time.Since(t0), err)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("philosopher %d round %d: %w", a.id, round, err)
+	}
+	return c, nil
+}
+
+// RequestSeed derives a request's sampling seed from the episode's sample
+// seed, the philosopher and the round (splitmix64 mixing).
+func RequestSeed(sample int64, id, round int) int64 {
+	x := uint64(sample) ^ uint64(id)<<32 ^ uint64(round)<<48
+	x += 0x9e3779b97f4a7c15
+	x = (x ^ x>>30) * 0xbf58476d1ce4e5b9
+	x = (x ^ x>>27) * 0x94d049bb133111eb
+	return int64(x ^ x>>31)
+}
