@@ -33,10 +33,10 @@ type ChatOptions struct {
 // returned it. Transient failures (429, 5xx, connection errors, timeouts,
 // bodies that are not a completion) are retried with exponential backoff.
 type ChatClient struct {
-	url     string
-	client  *openai.Client
-	opts    ChatOptions
-	sleep   func(context.Context, time.Duration) error
+	url    string
+	client *openai.Client
+	opts   ChatOptions
+	sleep  func(context.Context, time.Duration) error
 }
 
 var _ rollout.Completer = (*ChatClient)(nil)

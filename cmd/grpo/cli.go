@@ -1,0 +1,194 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"runtime/debug"
+	"strconv"
+	"strings"
+)
+
+// version is set at build time with -ldflags "-X main.version=v1.2.3".
+var version = "dev"
+
+// Main holds the process's streams and environment so that commands can be
+// run from tests.
+type Main struct {
+	Stdin  io.Reader
+	Stdout io.Writer
+	Stderr io.Writer
+	Getenv func(string) string
+}
+
+// NewMain returns a Main wired to the real process.
+func NewMain() *Main {
+	return &Main{Stdin: os.Stdin, Stdout: os.Stdout, Stderr: os.Stderr, Getenv: os.Getenv}
+}
+
+type command struct {
+	name    string
+	summary string
+	run     func(m *Main, ctx context.Context, args []string) error
+}
+
+func commands() []command {
+	return []command{
+		{"run", "run GRPO training (no arguments: the embedded default)", (*Main).run},
+		{"runs", "list runs, or show one run's steps (runs show RUN)", (*Main).runs},
+		{"best", "print a run's selected step and adapter", (*Main).best},
+		{"refmodel", "serve the embedded reference backend on its own (refmodel serve)", (*Main).refmodel},
+		{"eval", "evaluate one or more models on the Dining Philosophers table", (*Main).eval},
+		{"compare", "compare two eval outputs (Welch's t-test, Hedges' g)", (*Main).compare},
+		{"version", "print the version", (*Main).version},
+	}
+}
+
+const usageHead = `grpo orchestrates GRPO fine-tuning of LLM agents on the Dining Philosophers
+table: grouped rollouts against OpenAI-compatible servers, group-relative
+advantages, LoRA trainer jobs, and best-step selection on held-out validation.
+
+Usage:
+  grpo <command> [flags]
+
+Commands:
+`
+
+func (m *Main) usage(w io.Writer) {
+	fmt.Fprint(w, usageHead)
+	for _, c := range commands() {
+		fmt.Fprintf(w, "  %-9s %s\n", c.name, c.summary)
+	}
+	fmt.Fprint(w, "\nRun 'grpo <command> --help' for a command's flags.\n")
+}
+
+// Run executes one command and returns the process exit code: 0 on
+// success, 2 for usage errors, 1 for failures.
+func (m *Main) Run(ctx context.Context, args []string) int {
+	if len(args) == 0 {
+		args = []string{"run"}
+	}
+	name, rest := args[0], args[1:]
+	switch name {
+	case "-h", "--help", "help":
+		m.usage(m.Stdout)
+		return 0
+	}
+	for _, c := range commands() {
+		if c.name != name {
+			continue
+		}
+		err := c.run(m, ctx, rest)
+		switch {
+		case err == nil:
+			return 0
+		case errors.Is(err, flag.ErrHelp):
+			return 0
+		case errors.As(err, new(*usageError)):
+			fmt.Fprintf(m.Stderr, "grpo %s: %v\nRun 'grpo %s --help' for usage.\n", name, err, name)
+			return 2
+		default:
+			fmt.Fprintf(m.Stderr, "grpo %s: %v\n", name, err)
+			return 1
+		}
+	}
+	fmt.Fprintf(m.Stderr, "grpo: unknown command %q\n\n", name)
+	m.usage(m.Stderr)
+	return 2
+}
+
+// usageError is a bad flag or argument: exit code 2 and a pointer to --help.
+type usageError struct{ msg string }
+
+func (e *usageError) Error() string { return e.msg }
+
+func usagef(format string, a ...any) error { return &usageError{fmt.Sprintf(format, a...)} }
+
+// newFlags returns a flag set whose errors come back to the caller and
+// whose --help prints the synopsis and defaults on stdout.
+func (m *Main) newFlags(name, synopsis string) *flag.FlagSet {
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	fs.Usage = func() {
+		fs.SetOutput(m.Stdout)
+		fmt.Fprintf(m.Stdout, "%s\nFlags:\n", strings.TrimSpace(synopsis))
+		fs.PrintDefaults()
+	}
+	return fs
+}
+
+// parse parses flags; a bad flag becomes a usageError naming it.
+func parse(fs *flag.FlagSet, args []string) error {
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return err
+		}
+		return &usageError{err.Error()}
+	}
+	return nil
+}
+
+func (m *Main) version(ctx context.Context, args []string) error {
+	fs := m.newFlags("version", "Usage: grpo version\n\nPrints the version, the Go version and the source revision.")
+	if err := parse(fs, args); err != nil {
+		return err
+	}
+	fmt.Fprintf(m.Stdout, "grpo %s\n", buildVersion())
+	return nil
+}
+
+func buildVersion() string {
+	v := version
+	if bi, ok := debug.ReadBuildInfo(); ok {
+		rev, dirty := "", false
+		for _, s := range bi.Settings {
+			switch s.Key {
+			case "vcs.revision":
+				rev = s.Value
+			case "vcs.modified":
+				dirty = s.Value == "true"
+			}
+		}
+		if len(rev) > 12 {
+			rev = rev[:12]
+		}
+		if rev != "" {
+			v += " (" + rev
+			if dirty {
+				v += "-dirty"
+			}
+			v += ")"
+		}
+		v += " " + bi.GoVersion
+	}
+	return v
+}
+
+// listFlag is a repeatable string flag.
+type listFlag []string
+
+func (l *listFlag) String() string     { return strings.Join(*l, ",") }
+func (l *listFlag) Set(s string) error { *l = append(*l, s); return nil }
+
+// parseInts parses "5,10,15".
+func parseInts(flagName, s string) ([]int, error) {
+	var out []int
+	for _, f := range strings.Split(s, ",") {
+		f = strings.TrimSpace(f)
+		if f == "" {
+			continue
+		}
+		v, err := strconv.Atoi(f)
+		if err != nil {
+			return nil, usagef("--%s %q: %q is not a whole number (want e.g. 5,10,15)", flagName, s, f)
+		}
+		out = append(out, v)
+	}
+	if len(out) == 0 {
+		return nil, usagef("--%s is empty (want e.g. 5,10,15)", flagName)
+	}
+	return out, nil
+}

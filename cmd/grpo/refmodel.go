@@ -1,0 +1,57 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"net"
+	"os"
+
+	"github.com/grpo-dev/grpo/refmodel"
+)
+
+const refmodelSynopsis = `Usage: grpo refmodel serve [--addr HOST:PORT] [--data-dir DIR] [--seed S]
+
+Serves the embedded reference backend on its own: a small learnable policy
+behind vLLM's OpenAI-compatible API (/v1/chat/completions, /v1/models,
+/v1/load_lora_adapter, /v1/unload_lora_adapter, /health, /metrics) and the
+trainer job API (/v1/jobs, /healthz) on one address. Its base model is
+served as "refmodel"; trained adapters are written under --data-dir.
+`
+
+func (m *Main) refmodel(ctx context.Context, args []string) error {
+	fs := m.newFlags("refmodel", refmodelSynopsis)
+	addr := fs.String("addr", "127.0.0.1:8000", "listen address")
+	dataDir := fs.String("data-dir", "refmodel-data", "directory for adapters and job records")
+	seed := fs.Int64("seed", 1, "seed of the server's sampler for requests without a seed")
+	if err := parse(fs, args); err != nil {
+		return err
+	}
+	if fs.NArg() == 0 || fs.Arg(0) != "serve" {
+		return usagef("want 'grpo refmodel serve'")
+	}
+	if err := parse(fs, fs.Args()[1:]); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return usagef("unexpected argument %q", fs.Arg(0))
+	}
+	logger := slog.New(slog.NewTextHandler(m.Stderr, nil))
+	if err := os.MkdirAll(*dataDir, 0o755); err != nil {
+		return fmt.Errorf("data directory: %w", err)
+	}
+	b, err := refmodel.New(refmodel.Options{DataDir: *dataDir, Seed: *seed, Logger: logger})
+	if err != nil {
+		return err
+	}
+	if err := b.Open(); err != nil {
+		return err
+	}
+	defer b.Close()
+	ln, err := net.Listen("tcp", *addr)
+	if err != nil {
+		return fmt.Errorf("listen on --addr %s: %w", *addr, err)
+	}
+	fmt.Fprintf(m.Stderr, "refmodel serving on http://%s (OpenAI base URL http://%s/v1, trainer http://%s)\n", ln.Addr(), ln.Addr(), ln.Addr())
+	return b.Serve(ctx, ln)
+}

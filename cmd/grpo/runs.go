@@ -1,0 +1,203 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"text/tabwriter"
+
+	"github.com/grpo-dev/grpo/checkpoint"
+	"github.com/grpo-dev/grpo/config"
+	"github.com/grpo-dev/grpo/grpo"
+)
+
+const runsSynopsis = `Usage: grpo runs [--db PATH] [--json]
+       grpo runs show RUN [--db PATH] [--json]
+
+Lists the runs in the store, or shows one run's configuration and steps
+(train reward, validation reward with 95% CI, deadlock rate, meals, adapter,
+trainer job). Safe while a run is training: the store is opened read-only
+for the moment of the read.
+`
+
+func newTable(w io.Writer) *tabwriter.Writer { return tabwriter.NewWriter(w, 0, 0, 2, ' ', 0) }
+
+func welch(a, b []float64) grpo.WelchResult { return grpo.Welch(a, b) }
+
+func (m *Main) runs(ctx context.Context, args []string) error {
+	fs := m.newFlags("runs", runsSynopsis)
+	db := fs.String("db", config.Default().Run.DB, "bbolt store")
+	asJSON := fs.Bool("json", false, "print JSON")
+	if err := parse(fs, args); err != nil {
+		return err
+	}
+	rest := fs.Args()
+	if len(rest) > 0 && rest[0] == "show" {
+		// Flags may also follow the run name: grpo runs show RUN --json.
+		if err := parse(fs, rest[1:]); err != nil {
+			return err
+		}
+		names := fs.Args()
+		if len(names) > 0 {
+			if err := parse(fs, names[1:]); err != nil {
+				return err
+			}
+		}
+		if len(names) == 0 {
+			return usagef("runs show needs a run name")
+		}
+		return m.showRun(ctx, *db, names[0], *asJSON)
+	}
+	if len(rest) > 0 {
+		return usagef("unexpected argument %q (want 'grpo runs' or 'grpo runs show RUN')", rest[0])
+	}
+	list, err := checkpoint.New(*db, checkpoint.Options{}).ListRuns(ctx)
+	if err != nil {
+		return err
+	}
+	if *asJSON {
+		if list == nil {
+			list = []checkpoint.RunSummary{}
+		}
+		return json.NewEncoder(m.Stdout).Encode(list)
+	}
+	tw := newTable(m.Stdout)
+	fmt.Fprintln(tw, "NAME\tSTATE\tSTEPS\tBEST STEP\tCREATED")
+	for _, r := range list {
+		best := "-"
+		if r.BestStep >= 0 {
+			best = fmt.Sprint(r.BestStep)
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\n", r.Name, r.State, r.Steps, best, r.Created.Local().Format("2006-01-02 15:04:05"))
+	}
+	return tw.Flush()
+}
+
+// stepView is one step in 'runs show --json'.
+type stepView struct {
+	Step       int                 `json:"step"`
+	N          int                 `json:"n"`
+	Train      *trainView          `json:"train"`
+	Validation *validationView     `json:"validation"`
+	Adapter    *checkpoint.Adapter `json:"adapter"`
+	Job        *checkpoint.Job     `json:"job"`
+	Seconds    map[string]float64  `json:"seconds,omitempty"`
+}
+
+type trainView struct {
+	RewardMean         float64                 `json:"reward_mean"`
+	RewardStd          float64                 `json:"reward_std"`
+	Episodes           int                     `json:"episodes"`
+	Errored            int                     `json:"errored"`
+	DeadlockRate       float64                 `json:"deadlock_rate"`
+	MealsMean          float64                 `json:"meals_mean"`
+	ZeroVarianceGroups int                     `json:"zero_variance_groups"`
+	Trajectories       int                     `json:"trajectories"`
+	Groups             []checkpoint.GroupStats `json:"groups"`
+}
+
+type validationView struct {
+	RewardMean   float64            `json:"reward_mean"`
+	RewardStd    float64            `json:"reward_std"`
+	RewardCI95   [2]float64         `json:"reward_ci95"`
+	DeadlockRate float64            `json:"deadlock_rate"`
+	MealsMean    float64            `json:"meals_mean"`
+	InvalidRate  float64            `json:"invalid_rate"`
+	Episodes     int                `json:"episodes"`
+	Errored      int                `json:"errored"`
+	PerN         []checkpoint.EvalN `json:"per_n"`
+}
+
+func (m *Main) showRun(ctx context.Context, db, name string, asJSON bool) error {
+	r, err := loadReport(ctx, checkpoint.New(db, checkpoint.Options{}), name)
+	if err != nil {
+		return err
+	}
+	if !asJSON {
+		r.print(m.Stdout)
+		return nil
+	}
+	out := struct {
+		Run    string          `json:"run"`
+		State  string          `json:"state"`
+		Error  string          `json:"error,omitempty"`
+		Config json.RawMessage `json:"config"`
+		Steps  []stepView      `json:"steps"`
+	}{Run: r.run.Name, State: r.run.State, Error: r.run.Error, Config: r.run.Config, Steps: []stepView{}}
+	for _, s := range r.steps {
+		v := stepView{Step: s.Step, N: s.N, Adapter: s.Adapter, Job: s.Job, Seconds: s.Seconds}
+		if t := s.Train; t != nil {
+			v.Train = &trainView{RewardMean: t.RewardMean, RewardStd: t.RewardStd, Episodes: t.Episodes, Errored: t.Errored,
+				DeadlockRate: t.DeadlockRate, MealsMean: t.MealsMean, ZeroVarianceGroups: t.ZeroVarianceGroups,
+				Trajectories: t.Trajectories, Groups: t.Groups}
+		}
+		if ev, ok := r.evals[s.Step]; ok {
+			v.Validation = &validationView{RewardMean: ev.RewardMean, RewardStd: ev.RewardStd, RewardCI95: ev.RewardCI95,
+				DeadlockRate: ev.DeadlockRate, MealsMean: ev.MealsMean, InvalidRate: ev.InvalidRate,
+				Episodes: ev.Episodes, Errored: ev.Errored, PerN: ev.PerN}
+		}
+		out.Steps = append(out.Steps, v)
+	}
+	enc := json.NewEncoder(m.Stdout)
+	enc.SetIndent("", "  ")
+	return enc.Encode(out)
+}
+
+const bestSynopsis = `Usage: grpo best [RUN] [--db PATH] [--json]
+
+Prints the selected step of RUN (default: the most recent run) under the
+run's selection policy (best-validation by default), its adapter, its
+score, and the last step's score for comparison.
+`
+
+func (m *Main) best(ctx context.Context, args []string) error {
+	fs := m.newFlags("best", bestSynopsis)
+	db := fs.String("db", config.Default().Run.DB, "bbolt store")
+	asJSON := fs.Bool("json", false, "print JSON")
+	if err := parse(fs, args); err != nil {
+		return err
+	}
+	name := ""
+	if fs.NArg() > 0 {
+		name = fs.Arg(0)
+		if err := parse(fs, fs.Args()[1:]); err != nil {
+			return err
+		}
+		if fs.NArg() > 0 {
+			return usagef("unexpected argument %q", fs.Arg(0))
+		}
+	}
+	store := checkpoint.New(*db, checkpoint.Options{})
+	if name == "" {
+		list, err := store.ListRuns(ctx)
+		if err != nil {
+			return err
+		}
+		if len(list) == 0 {
+			return fmt.Errorf("no runs in %s", *db)
+		}
+		name = list[len(list)-1].Name
+	}
+	r, err := loadReport(ctx, store, name)
+	if err != nil {
+		return err
+	}
+	if r.sel == nil {
+		return fmt.Errorf("run %s has no selectable step yet under %s", name, r.run.Policy)
+	}
+	out := struct {
+		Run string `json:"run"`
+		checkpoint.Selection
+	}{name, *r.sel}
+	if *asJSON {
+		return json.NewEncoder(m.Stdout).Encode(out)
+	}
+	adapter := "base model (no adapter)"
+	if a := r.sel.Adapter; a != nil {
+		adapter = a.Name + " at " + a.Path
+	}
+	fmt.Fprintf(m.Stdout, "run %s: best step %d by %s (%s %.4f); adapter %s\nlast step %d: %.4f\n",
+		name, r.sel.Step, r.sel.Policy, r.run.Metric, r.sel.Value, adapter, r.sel.LastStep, r.sel.LastValue)
+	return nil
+}

@@ -1,0 +1,136 @@
+// Package config is the run configuration: one YAML file (DESIGN §10) in
+// which every field has a default, so an empty file is a valid run.
+package config
+
+import (
+	"time"
+
+	"github.com/grpo-dev/grpo/grpo"
+	"github.com/grpo-dev/grpo/rollout"
+)
+
+// Config is a whole run. YAML keys are a public interface: other tools
+// write these files. Add keys freely; never rename these.
+type Config struct {
+	Run        Run        `yaml:"run" json:"run"`
+	Env        Env        `yaml:"env" json:"env"`
+	Reward     Reward     `yaml:"reward" json:"reward"`
+	GRPO       GRPO       `yaml:"grpo" json:"grpo"`
+	Inference  Inference  `yaml:"inference" json:"inference"`
+	Trainer    Trainer    `yaml:"trainer" json:"trainer"`
+	Validation Validation `yaml:"validation" json:"validation"`
+	Curriculum Curriculum `yaml:"curriculum" json:"curriculum"`
+}
+
+// Run names the run and its store.
+type Run struct {
+	Name  string `yaml:"name" json:"name"` // default: generated, unique in the store
+	Steps int    `yaml:"steps" json:"steps"`
+	Seed  int64  `yaml:"seed" json:"seed"`
+	DB    string `yaml:"db" json:"db"`
+}
+
+// Env is the table of training rollouts (n may be changed per step by the
+// curriculum).
+type Env struct {
+	N                int          `yaml:"n" json:"n"`
+	Rounds           int          `yaml:"rounds" json:"rounds"`
+	Mode             rollout.Mode `yaml:"mode" json:"mode"`
+	DeadlockPatience int          `yaml:"deadlock_patience" json:"deadlock_patience"`
+}
+
+// Reward selects the reward function.
+type Reward struct {
+	Function rollout.RewardFunc `yaml:"function" json:"function"`
+	Weights  rollout.Weights    `yaml:"weights" json:"weights"`
+}
+
+// GRPO is the sampling and advantage recipe.
+type GRPO struct {
+	Groups               int                   `yaml:"groups" json:"groups"`
+	EpisodesPerGroup     int                   `yaml:"episodes_per_group" json:"episodes_per_group"`
+	Advantage            grpo.AdvantageOptions `yaml:"advantage" json:"advantage"`
+	ResampleZeroVariance bool                  `yaml:"resample_zero_variance" json:"resample_zero_variance"`
+	MaxResamples         int                   `yaml:"max_resamples" json:"max_resamples"` // replacement groups per step at most
+	MaxOffPolicySteps    int                   `yaml:"max_off_policy_steps" json:"max_off_policy_steps"`
+}
+
+// Endpoint is one OpenAI-compatible inference server.
+type Endpoint struct {
+	URL       string `yaml:"url" json:"url"`
+	APIKeyEnv string `yaml:"api_key_env" json:"api_key_env,omitempty"`
+}
+
+// Adapters says how trained adapters are named and how many stay loaded.
+type Adapters struct {
+	Naming string `yaml:"naming" json:"naming"` // per-step | inplace
+	Keep   int    `yaml:"keep" json:"keep"`
+}
+
+// Inference is where rollouts are sampled.
+type Inference struct {
+	Endpoints          []Endpoint     `yaml:"endpoints" json:"endpoints"` // empty: the embedded reference backend
+	Model              string         `yaml:"model" json:"model"`
+	Temperature        float64        `yaml:"temperature" json:"temperature"`
+	MaxTokens          int            `yaml:"max_tokens" json:"max_tokens"`
+	ChatTemplateKwargs map[string]any `yaml:"chat_template_kwargs" json:"chat_template_kwargs,omitempty"`
+	Concurrency        int            `yaml:"concurrency" json:"concurrency"`
+	RequestTimeout     Duration       `yaml:"request_timeout" json:"request_timeout"`
+	Retries            int            `yaml:"retries" json:"retries"`
+	Adapters           Adapters       `yaml:"adapters" json:"adapters"`
+}
+
+// LoRA is the adapter shape asked of the trainer.
+type LoRA struct {
+	Rank          int      `yaml:"rank" json:"rank"`
+	Alpha         float64  `yaml:"alpha" json:"alpha"`
+	TargetModules []string `yaml:"target_modules" json:"target_modules"`
+}
+
+// Hyperparameters of each update.
+type Hyperparameters struct {
+	LearningRate float64 `yaml:"learning_rate" json:"learning_rate"`
+	Epsilon      float64 `yaml:"epsilon" json:"epsilon"`
+	EpsilonHigh  float64 `yaml:"epsilon_high" json:"epsilon_high"`
+	KLBeta       float64 `yaml:"kl_beta" json:"kl_beta"`
+	Epochs       int     `yaml:"epochs" json:"epochs"`
+}
+
+// Trainer is where updates are computed.
+type Trainer struct {
+	Kind            string          `yaml:"kind" json:"kind"` // embedded | jobs | art
+	URL             string          `yaml:"url" json:"url"`
+	BaseModel       string          `yaml:"base_model" json:"base_model"`
+	LoRA            LoRA            `yaml:"lora" json:"lora"`
+	Hyperparameters Hyperparameters `yaml:"hyperparameters" json:"hyperparameters"`
+	JobTimeout      Duration        `yaml:"job_timeout" json:"job_timeout"`
+}
+
+// Validation is the held-out evaluation that selects the best step.
+type Validation struct {
+	Every       int     `yaml:"every" json:"every"`
+	N           []int   `yaml:"n" json:"n"`
+	Episodes    int     `yaml:"episodes" json:"episodes"`
+	Seed        int64   `yaml:"seed" json:"seed"` // validation seeds start here; training seeds never reach them
+	Temperature float64 `yaml:"temperature" json:"temperature"`
+	Metric      string  `yaml:"metric" json:"metric"`
+	Selection   string  `yaml:"selection" json:"selection"` // best-validation | best-train | last
+	EMA         float64 `yaml:"ema" json:"ema"`
+}
+
+// Curriculum changes the training table size over steps.
+type Curriculum struct {
+	Schedule string `yaml:"schedule" json:"schedule"` // e.g. "5@0,10@6,15@11"
+	// Promotion, when set, moves to the next size in Sizes once the
+	// validation metric reaches Threshold.
+	Promote PromoteRule `yaml:"promote" json:"promote"`
+}
+
+// PromoteRule is threshold-based curriculum promotion.
+type PromoteRule struct {
+	Sizes     []int   `yaml:"sizes" json:"sizes,omitempty"`
+	Threshold float64 `yaml:"threshold" json:"threshold,omitempty"`
+}
+
+// Duration is a time.Duration written as "60s", "30m" in YAML and JSON.
+type Duration time.Duration

@@ -1,0 +1,120 @@
+package config
+
+import (
+	"time"
+
+	"github.com/grpo-dev/grpo/grpo"
+	"github.com/grpo-dev/grpo/refmodel"
+	"github.com/grpo-dev/grpo/rollout"
+)
+
+// Trainer kinds.
+const (
+	TrainerEmbedded = "embedded"
+	TrainerJobs     = "jobs"
+	TrainerART      = "art"
+)
+
+// Adapter naming schemes.
+const (
+	NamingPerStep = "per-step"
+	NamingInplace = "inplace"
+)
+
+// Validation metrics.
+const (
+	MetricRewardMean   = "reward_mean"
+	MetricMealsMean    = "meals_mean"
+	MetricDeadlockRate = "deadlock_rate"
+)
+
+// Selection policies.
+const (
+	SelectBestValidation = "best-validation"
+	SelectBestTrain      = "best-train"
+	SelectLast           = "last"
+)
+
+// DefaultModel is the base model of the study, served under its Hugging
+// Face name.
+const DefaultModel = "Qwen/Qwen3-14B"
+
+// DefaultTargetModules are the LoRA targets of the study: every attention
+// and MLP projection.
+var DefaultTargetModules = []string{"q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"}
+
+// Default returns the defaults of DESIGN §10. It does not apply the
+// embedded-backend adjustments that Parse makes (see Parse), so it is the
+// value a file sets keys over.
+func Default() Config {
+	return Config{
+		Run: Run{Steps: 16, Seed: 1, DB: "grpo.db"},
+		Env: Env{N: 5, Rounds: 5, Mode: rollout.Simultaneous, DeadlockPatience: 1},
+		Reward: Reward{
+			Function: rollout.Shaped,
+			Weights:  rollout.Weights{Alpha: 1.0, Beta: 0.5, Gamma: 0.3, Delta: 0.1},
+		},
+		GRPO: GRPO{
+			Groups:           2,
+			EpisodesPerGroup: 3,
+			Advantage:        grpo.AdvantageOptions{StdNormalize: true, Std: grpo.StdPopulation, Baseline: grpo.BaselineMean},
+			MaxResamples:     4,
+		},
+		Inference: Inference{
+			Endpoints:          []Endpoint{},
+			Model:              DefaultModel,
+			Temperature:        1.0,
+			MaxTokens:          512,
+			ChatTemplateKwargs: map[string]any{"enable_thinking": false},
+			Concurrency:        64,
+			RequestTimeout:     Duration(60 * time.Second),
+			Retries:            3,
+			Adapters:           Adapters{Naming: NamingPerStep, Keep: 2},
+		},
+		Trainer: Trainer{
+			Kind:      TrainerEmbedded,
+			URL:       "http://127.0.0.1:7000",
+			BaseModel: DefaultModel,
+			LoRA: LoRA{
+				Rank:          8,
+				Alpha:         16,
+				TargetModules: append([]string(nil), DefaultTargetModules...),
+			},
+			Hyperparameters: Hyperparameters{LearningRate: 5.0e-6, Epsilon: 0.2, EpsilonHigh: 0.2, KLBeta: 0.0, Epochs: 1},
+			JobTimeout:      Duration(30 * time.Minute),
+		},
+		Validation: Validation{
+			Every:       1,
+			N:           []int{5},
+			Episodes:    24,
+			Seed:        1000000,
+			Temperature: 1.0,
+			Metric:      MetricRewardMean,
+			Selection:   SelectBestValidation,
+		},
+	}
+}
+
+// Embedded reports whether the run uses the in-process reference backend
+// for both inference and training.
+func (c Config) Embedded() bool {
+	return c.Trainer.Kind == TrainerEmbedded && len(c.Inference.Endpoints) == 0
+}
+
+// applyEmbedded points the model names and learning rate at the reference
+// backend when the run uses it and the file did not choose them: the
+// study's Qwen names and 5e-6 learning rate mean nothing to refmodel.
+func (c *Config) applyEmbedded(set map[string]bool) {
+	if !c.Embedded() {
+		return
+	}
+	if !set["inference.model"] {
+		c.Inference.Model = refmodel.BaseModelName
+	}
+	if !set["trainer.base_model"] {
+		c.Trainer.BaseModel = refmodel.BaseModelName
+	}
+	if !set["trainer.hyperparameters.learning_rate"] {
+		c.Trainer.Hyperparameters.LearningRate = refmodel.DefaultLearningRate
+	}
+}

@@ -1,0 +1,349 @@
+package config
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"reflect"
+	"regexp"
+	"sort"
+	"strconv"
+	"strings"
+
+	"gopkg.in/yaml.v3"
+)
+
+// Load reads the YAML (or JSON) file at path and parses it with Parse;
+// errors carry the file name and line.
+func Load(path string) (Config, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return Config{}, fmt.Errorf("read config: %w", err)
+	}
+	return parse(path, data)
+}
+
+// Parse decodes a YAML document over Default(). JSON is YAML, so a JSON
+// object works too; an empty document is the default run. Unknown keys and
+// values of the wrong type are *Error values naming the key path and what
+// is accepted.
+//
+// When the run uses the embedded reference backend (trainer.kind embedded,
+// no inference.endpoints), inference.model and trainer.base_model become
+// refmodel's name and trainer.hyperparameters.learning_rate refmodel's
+// default, each only if the document does not set it.
+//
+// Parse does not call Validate: callers may override fields first.
+func Parse(data []byte) (Config, error) {
+	return parse("", data)
+}
+
+func parse(file string, data []byte) (Config, error) {
+	cfg := Default()
+	doc, err := document(file, data)
+	if err != nil {
+		return Config{}, err
+	}
+	w := walker{file: file, set: make(map[string]bool)}
+	if doc != nil {
+		if err := w.walk(doc, reflect.TypeFor[Config](), ""); err != nil {
+			return Config{}, err
+		}
+		// A mapping replaces the default map instead of merging into it.
+		if w.set["inference.chat_template_kwargs"] {
+			cfg.Inference.ChatTemplateKwargs = nil
+		}
+		dec := yaml.NewDecoder(bytes.NewReader(data))
+		dec.KnownFields(true)
+		if err := dec.Decode(&cfg); err != nil {
+			return Config{}, yamlError(file, err)
+		}
+	}
+	// Written as [] or null, or left out: all mean the same.
+	if cfg.Inference.Endpoints == nil {
+		cfg.Inference.Endpoints = []Endpoint{}
+	}
+	if len(cfg.Curriculum.Promote.Sizes) == 0 {
+		cfg.Curriculum.Promote.Sizes = nil
+	}
+	cfg.applyEmbedded(w.set)
+	return cfg, nil
+}
+
+// document returns the content of the only YAML document in data, or nil
+// when data holds none or a null one.
+func document(file string, data []byte) (*yaml.Node, error) {
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	var doc yaml.Node
+	if err := dec.Decode(&doc); errors.Is(err, io.EOF) {
+		return nil, nil
+	} else if err != nil {
+		return nil, yamlError(file, err)
+	}
+	var next yaml.Node
+	if err := dec.Decode(&next); !errors.Is(err, io.EOF) {
+		if err != nil {
+			return nil, yamlError(file, err)
+		}
+		return nil, &Error{File: file, Line: next.Line, Msg: "a second YAML document; a config file holds one"}
+	}
+	if len(doc.Content) == 0 {
+		return nil, nil
+	}
+	n := doc.Content[0]
+	if n.Kind == yaml.ScalarNode && n.ShortTag() == "!!null" {
+		return nil, nil
+	}
+	return n, nil
+}
+
+var yamlLine = regexp.MustCompile(`^(?:yaml: )?line (\d+): (.*)$`)
+
+// yamlError turns a yaml.v3 error into an *Error carrying file and line.
+func yamlError(file string, err error) *Error {
+	msg := err.Error()
+	var terr *yaml.TypeError
+	if errors.As(err, &terr) && len(terr.Errors) > 0 {
+		msg = terr.Errors[0]
+	}
+	msg = strings.TrimPrefix(msg, "yaml: ")
+	e := &Error{File: file, Msg: msg}
+	if m := yamlLine.FindStringSubmatch(msg); m != nil {
+		e.Line, _ = strconv.Atoi(m[1])
+		e.Msg = m[2]
+	}
+	return e
+}
+
+// walker checks a YAML node tree against the Config type before it is
+// decoded, so that every error can name its key path, and records which
+// keys the document sets.
+type walker struct {
+	file string
+	set  map[string]bool // key paths given a non-null value
+}
+
+var unmarshalerType = reflect.TypeFor[yaml.Unmarshaler]()
+
+func (w *walker) errorf(n *yaml.Node, key, format string, args ...any) *Error {
+	return &Error{File: w.file, Line: n.Line, Column: n.Column, Key: key, Msg: fmt.Sprintf(format, args...)}
+}
+
+// walk checks n as a value of type t found at key path path.
+func (w *walker) walk(n *yaml.Node, t reflect.Type, path string) error {
+	if n.Kind == yaml.AliasNode {
+		n = n.Alias
+	}
+	if n.ShortTag() == "!!null" {
+		return nil
+	}
+	if reflect.PointerTo(t).Implements(unmarshalerType) {
+		return w.leaf(n, t, path)
+	}
+	switch t.Kind() {
+	case reflect.Struct:
+		return w.mapping(n, t, path)
+	case reflect.Slice:
+		if n.Kind != yaml.SequenceNode {
+			return w.errorf(n, path, "expected %s, got %s", describe(t), got(n))
+		}
+		for i, item := range n.Content {
+			if err := w.walk(item, t.Elem(), fmt.Sprintf("%s[%d]", path, i)); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	return w.leaf(n, t, path)
+}
+
+// mapping checks n as the struct type t.
+func (w *walker) mapping(n *yaml.Node, t reflect.Type, path string) error {
+	fields := yamlFields(t)
+	if n.Kind != yaml.MappingNode {
+		return w.errorf(n, path, "expected %s, got %s", describe(t), got(n))
+	}
+	seen := make(map[string]*yaml.Node)
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		k, v := n.Content[i], n.Content[i+1]
+		if k.Kind == yaml.ScalarNode && k.ShortTag() == "!!merge" {
+			if err := w.merge(v, t, path); err != nil {
+				return err
+			}
+			continue
+		}
+		key := join(path, k.Value)
+		if k.Kind != yaml.ScalarNode {
+			return w.errorf(k, path, "a key must be a plain name; accepted: %s", names(fields))
+		}
+		f, ok := fields[k.Value]
+		if !ok {
+			msg := "unknown key; accepted: " + names(fields)
+			if s := suggest(k.Value, fields); s != "" {
+				msg = fmt.Sprintf("unknown key (did you mean %s?); accepted: %s", s, names(fields))
+			}
+			return w.errorf(k, key, "%s", msg)
+		}
+		if prev, ok := seen[k.Value]; ok {
+			return w.errorf(k, key, "set twice (first at line %d)", prev.Line)
+		}
+		seen[k.Value] = k
+		if err := w.walk(v, f.Type, key); err != nil {
+			return err
+		}
+		if v.ShortTag() != "!!null" {
+			w.set[key] = true
+		}
+	}
+	return nil
+}
+
+// merge checks the value of a "<<" merge key: a mapping or a list of them.
+func (w *walker) merge(v *yaml.Node, t reflect.Type, path string) error {
+	if v.Kind == yaml.AliasNode {
+		v = v.Alias
+	}
+	if v.Kind == yaml.SequenceNode {
+		for _, m := range v.Content {
+			if err := w.walk(m, t, path); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	return w.walk(v, t, path)
+}
+
+// leaf decodes n into a scratch value of type t to check it.
+func (w *walker) leaf(n *yaml.Node, t reflect.Type, path string) error {
+	err := n.Decode(reflect.New(t).Interface())
+	if err == nil {
+		return nil
+	}
+	var terr *yaml.TypeError
+	if errors.As(err, &terr) {
+		return w.errorf(n, path, "expected %s, got %s", describe(t), got(n))
+	}
+	return w.errorf(n, path, "%s", strings.TrimPrefix(err.Error(), "yaml: "))
+}
+
+// yamlFields maps the YAML keys of struct type t to its fields, as yaml.v3
+// names them.
+func yamlFields(t reflect.Type) map[string]reflect.StructField {
+	fields := make(map[string]reflect.StructField)
+	for f := range t.Fields() {
+		if !f.IsExported() {
+			continue
+		}
+		name, _, _ := strings.Cut(f.Tag.Get("yaml"), ",")
+		if name == "-" {
+			continue
+		}
+		if name == "" {
+			name = strings.ToLower(f.Name)
+		}
+		fields[name] = f
+	}
+	return fields
+}
+
+// names lists the keys of fields in declaration order.
+func names(fields map[string]reflect.StructField) string {
+	keys := make([]string, 0, len(fields))
+	for k := range fields {
+		keys = append(keys, k)
+	}
+	sort.Slice(keys, func(i, j int) bool { return fields[keys[i]].Index[0] < fields[keys[j]].Index[0] })
+	return strings.Join(keys, ", ")
+}
+
+func join(path, key string) string {
+	if path == "" {
+		return key
+	}
+	return path + "." + key
+}
+
+// describe names what a value of type t looks like in YAML.
+func describe(t reflect.Type) string {
+	switch t {
+	case reflect.TypeFor[Duration]():
+		return "a duration like 60s, 30m or 1h30m, or a number of seconds"
+	}
+	switch t.Kind() {
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
+		reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
+		return "an integer"
+	case reflect.Float32, reflect.Float64:
+		return "a number"
+	case reflect.Bool:
+		return "true or false"
+	case reflect.String:
+		return "a string"
+	case reflect.Slice:
+		return "a list of " + plural(t.Elem())
+	case reflect.Map:
+		return "a mapping"
+	case reflect.Struct:
+		return "a mapping with keys " + names(yamlFields(t))
+	}
+	return t.String()
+}
+
+func plural(t reflect.Type) string {
+	switch t.Kind() {
+	case reflect.Int, reflect.Int64:
+		return "integers"
+	case reflect.String:
+		return "strings"
+	case reflect.Struct:
+		return "mappings with keys " + names(yamlFields(t))
+	}
+	return describe(t)
+}
+
+// got describes the YAML value n for an error message.
+func got(n *yaml.Node) string {
+	switch n.Kind {
+	case yaml.MappingNode:
+		return "a mapping"
+	case yaml.SequenceNode:
+		return "a list"
+	}
+	return strconv.Quote(n.Value)
+}
+
+// suggest returns the accepted key closest to key when it is a likely typo.
+func suggest(key string, fields map[string]reflect.StructField) string {
+	limit := max(1, len(key)/3)
+	best, bestDist := "", limit+1
+	for name := range fields {
+		if d := editDistance(key, name); d < bestDist || d == bestDist && name < best {
+			best, bestDist = name, d
+		}
+	}
+	return best
+}
+
+// editDistance is the Levenshtein distance between a and b.
+func editDistance(a, b string) int {
+	prev := make([]int, len(b)+1)
+	cur := make([]int, len(b)+1)
+	for j := range prev {
+		prev[j] = j
+	}
+	for i := 1; i <= len(a); i++ {
+		cur[0] = i
+		for j := 1; j <= len(b); j++ {
+			cost := 1
+			if a[i-1] == b[j-1] {
+				cost = 0
+			}
+			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
+		}
+		prev, cur = cur, prev
+	}
+	return prev[len(b)]
+}

@@ -1,0 +1,275 @@
+package config
+
+import (
+	"encoding/json"
+	"fmt"
+	"math"
+	"math/big"
+	"net/url"
+	"regexp"
+
+	"github.com/grpo-dev/grpo/grpo"
+	"github.com/grpo-dev/grpo/rollout"
+)
+
+// MaxLoRARank is the largest LoRA rank accepted (vLLM's --max-lora-rank
+// must be at least the rank trained).
+const MaxLoRARank = 64
+
+var (
+	runName    = regexp.MustCompile(`^[A-Za-z0-9._-]{1,64}$`)
+	envVarName = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
+)
+
+// Validate reports the first bad value as an *Error naming its key and what
+// is accepted.
+func (c Config) Validate() error {
+	for _, check := range []func() error{
+		c.validateRun, c.validateEnv, c.validateReward, c.validateGRPO,
+		c.validateInference, c.validateTrainer, c.validateValidation,
+		c.validateCurriculum, c.validateSeeds,
+	} {
+		if err := check(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (c Config) validateRun() error {
+	r := c.Run
+	switch {
+	case r.Steps < 1:
+		return invalid("run.steps", "is %d; need at least 1 step", r.Steps)
+	case r.Name != "" && (!runName.MatchString(r.Name) || r.Name == "." || r.Name == ".."):
+		return invalid("run.name", "%q is not accepted; use 1 to 64 of A-Z a-z 0-9 . _ - (it becomes part of adapter names and job ids), or leave it empty to generate one", r.Name)
+	}
+	return nil
+}
+
+func (c Config) validateEnv() error {
+	e := c.Env
+	switch {
+	case e.N < 2:
+		return invalid("env.n", "is %d; need at least 2 philosophers", e.N)
+	case e.Rounds < 1:
+		return invalid("env.rounds", "is %d; need at least 1 round", e.Rounds)
+	case e.Mode != rollout.Simultaneous && e.Mode != rollout.Sequential:
+		return invalid("env.mode", "%q is not accepted; accepted: %s, %s", e.Mode, rollout.Simultaneous, rollout.Sequential)
+	case e.DeadlockPatience < 1:
+		return invalid("env.deadlock_patience", "is %d; need at least 1 round", e.DeadlockPatience)
+	}
+	// Anything rollout adds later is still refused.
+	if err := c.EnvConfig().Validate(); err != nil {
+		return invalid("env", "%v", err)
+	}
+	return nil
+}
+
+// EnvConfig is the training table for env, with the table size of env.n.
+func (c Config) EnvConfig() rollout.EnvConfig {
+	return rollout.EnvConfig{N: c.Env.N, Rounds: c.Env.Rounds, Mode: c.Env.Mode, DeadlockPatience: c.Env.DeadlockPatience}
+}
+
+func (c Config) validateReward() error {
+	r := c.Reward
+	if _, err := rollout.ParseRewardFunc(string(r.Function)); err != nil {
+		return invalid("reward.function", "%q is not accepted; accepted: %s, %s", r.Function, rollout.Shaped, rollout.Paper)
+	}
+	for _, w := range []struct {
+		key string
+		v   float64
+	}{
+		{"reward.weights.alpha", r.Weights.Alpha},
+		{"reward.weights.beta", r.Weights.Beta},
+		{"reward.weights.gamma", r.Weights.Gamma},
+		{"reward.weights.delta", r.Weights.Delta},
+	} {
+		if !finite(w.v) {
+			return invalid(w.key, "is %v; need a finite number", w.v)
+		}
+	}
+	return nil
+}
+
+func (c Config) validateGRPO() error {
+	g := c.GRPO
+	switch {
+	case g.Groups < 1:
+		return invalid("grpo.groups", "is %d; need at least 1 group", g.Groups)
+	case g.EpisodesPerGroup < 2:
+		return invalid("grpo.episodes_per_group", "is %d; need at least 2: a group of one episode has no reward variance, so no advantage", g.EpisodesPerGroup)
+	case g.Advantage.Std != grpo.StdPopulation && g.Advantage.Std != grpo.StdUnbiased:
+		return invalid("grpo.advantage.std", "%q is not accepted; accepted: %s, %s", g.Advantage.Std, grpo.StdPopulation, grpo.StdUnbiased)
+	case g.Advantage.Baseline != grpo.BaselineMean && g.Advantage.Baseline != grpo.BaselineLeaveOneOut:
+		return invalid("grpo.advantage.baseline", "%q is not accepted; accepted: %s, %s", g.Advantage.Baseline, grpo.BaselineMean, grpo.BaselineLeaveOneOut)
+	case g.MaxResamples < 0:
+		return invalid("grpo.max_resamples", "is %d; need 0 or more", g.MaxResamples)
+	case g.MaxOffPolicySteps != 0:
+		return invalid("grpo.max_off_policy_steps", "is %d; only synchronous training (0) is implemented yet", g.MaxOffPolicySteps)
+	}
+	if err := g.Advantage.Validate(); err != nil {
+		return invalid("grpo.advantage", "%v", err)
+	}
+	return nil
+}
+
+func (c Config) validateInference() error {
+	in := c.Inference
+	for i, e := range in.Endpoints {
+		if err := httpURL(e.URL); err != nil {
+			return invalid(fmt.Sprintf("inference.endpoints[%d].url", i), "%v", err)
+		}
+		if e.APIKeyEnv != "" && !envVarName.MatchString(e.APIKeyEnv) {
+			return invalid(fmt.Sprintf("inference.endpoints[%d].api_key_env", i), "%q is not an environment variable name (letters, digits, _; not starting with a digit)", e.APIKeyEnv)
+		}
+	}
+	switch {
+	case in.Model == "":
+		return invalid("inference.model", "is empty; give the base model's served name")
+	case !nonNegative(in.Temperature):
+		return invalid("inference.temperature", "is %v; need a number >= 0", in.Temperature)
+	case in.MaxTokens < 1:
+		return invalid("inference.max_tokens", "is %d; need at least 1", in.MaxTokens)
+	case in.Concurrency < 1:
+		return invalid("inference.concurrency", "is %d; need at least 1 request in flight", in.Concurrency)
+	case in.RequestTimeout <= 0:
+		return invalid("inference.request_timeout", "is %v; need a duration > 0 such as 60s", in.RequestTimeout)
+	case in.Retries < 0:
+		return invalid("inference.retries", "is %d; need 0 or more", in.Retries)
+	case in.Adapters.Naming != NamingPerStep && in.Adapters.Naming != NamingInplace:
+		return invalid("inference.adapters.naming", "%q is not accepted; accepted: %s, %s", in.Adapters.Naming, NamingPerStep, NamingInplace)
+	case in.Adapters.Keep < 1:
+		return invalid("inference.adapters.keep", "is %d; need at least 1 adapter loaded", in.Adapters.Keep)
+	}
+	if _, err := json.Marshal(in.ChatTemplateKwargs); err != nil {
+		return invalid("inference.chat_template_kwargs", "cannot be sent as JSON: %v", err)
+	}
+	return nil
+}
+
+func (c Config) validateTrainer() error {
+	t := c.Trainer
+	switch t.Kind {
+	case TrainerEmbedded:
+		if len(c.Inference.Endpoints) > 0 {
+			return invalid("inference.endpoints", "set, but trainer.kind is embedded: the embedded trainer's adapters load only into the embedded inference server; remove the endpoints, or use trainer.kind: jobs")
+		}
+	case TrainerJobs:
+		if len(c.Inference.Endpoints) == 0 {
+			return invalid("inference.endpoints", "empty, but trainer.kind jobs needs inference servers that can load its adapters")
+		}
+		if err := httpURL(t.URL); err != nil {
+			return invalid("trainer.url", "%v; trainer.kind jobs needs the job API's address", err)
+		}
+	case TrainerART:
+		return invalid("trainer.kind", "%q is not implemented yet; accepted: %s, %s", t.Kind, TrainerEmbedded, TrainerJobs)
+	default:
+		return invalid("trainer.kind", "%q is not accepted; accepted: %s, %s", t.Kind, TrainerEmbedded, TrainerJobs)
+	}
+	h := t.Hyperparameters
+	switch {
+	case t.BaseModel == "":
+		return invalid("trainer.base_model", "is empty; give the base model the trainer loads")
+	case t.LoRA.Rank < 1 || t.LoRA.Rank > MaxLoRARank:
+		return invalid("trainer.lora.rank", "is %d; accepted: 1 to %d", t.LoRA.Rank, MaxLoRARank)
+	case !positive(t.LoRA.Alpha):
+		return invalid("trainer.lora.alpha", "is %v; need a number > 0", t.LoRA.Alpha)
+	case !positive(h.LearningRate):
+		return invalid("trainer.hyperparameters.learning_rate", "is %v; need a number > 0", h.LearningRate)
+	case !positive(h.Epsilon):
+		return invalid("trainer.hyperparameters.epsilon", "is %v; need a number > 0", h.Epsilon)
+	case !nonNegative(h.EpsilonHigh):
+		return invalid("trainer.hyperparameters.epsilon_high", "is %v; need a number >= 0 (0: same as epsilon)", h.EpsilonHigh)
+	case !nonNegative(h.KLBeta):
+		return invalid("trainer.hyperparameters.kl_beta", "is %v; need a number >= 0", h.KLBeta)
+	case h.Epochs < 1:
+		return invalid("trainer.hyperparameters.epochs", "is %d; need at least 1", h.Epochs)
+	case t.JobTimeout <= 0:
+		return invalid("trainer.job_timeout", "is %v; need a duration > 0 such as 30m", t.JobTimeout)
+	}
+	for i, m := range t.LoRA.TargetModules {
+		if m == "" {
+			return invalid(fmt.Sprintf("trainer.lora.target_modules[%d]", i), "is empty; give a module name such as q_proj")
+		}
+	}
+	return nil
+}
+
+func (c Config) validateValidation() error {
+	v := c.Validation
+	switch {
+	case v.Every < 1:
+		return invalid("validation.every", "is %d; need at least 1 (validate every that many steps)", v.Every)
+	case len(v.N) == 0:
+		return invalid("validation.n", "is empty; give at least one table size, such as [5]")
+	}
+	for i, n := range v.N {
+		if n < 2 {
+			return invalid(fmt.Sprintf("validation.n[%d]", i), "is %d; need at least 2 philosophers", n)
+		}
+	}
+	switch {
+	case v.Episodes < 2:
+		return invalid("validation.episodes", "is %d; need at least 2", v.Episodes)
+	case !nonNegative(v.Temperature):
+		return invalid("validation.temperature", "is %v; need a number >= 0", v.Temperature)
+	case v.Metric != MetricRewardMean && v.Metric != MetricMealsMean && v.Metric != MetricDeadlockRate:
+		return invalid("validation.metric", "%q is not accepted; accepted: %s, %s, %s", v.Metric, MetricRewardMean, MetricMealsMean, MetricDeadlockRate)
+	case v.Selection != SelectBestValidation && v.Selection != SelectBestTrain && v.Selection != SelectLast:
+		return invalid("validation.selection", "%q is not accepted; accepted: %s, %s, %s", v.Selection, SelectBestValidation, SelectBestTrain, SelectLast)
+	case !(v.EMA >= 0 && v.EMA < 1):
+		return invalid("validation.ema", "is %v; accepted: 0 <= ema < 1 (0: no smoothing)", v.EMA)
+	}
+	return nil
+}
+
+func (c Config) validateCurriculum() error {
+	cu := c.Curriculum
+	if _, err := ParseSchedule(cu.Schedule); err != nil {
+		return invalid("curriculum.schedule", "%v", err)
+	}
+	p := cu.Promote
+	switch {
+	case cu.Schedule != "" && (len(p.Sizes) > 0 || p.Threshold != 0):
+		return invalid("curriculum.promote", "set together with curriculum.schedule; use one of them")
+	case len(p.Sizes) == 0 && p.Threshold != 0:
+		return invalid("curriculum.promote.sizes", "is empty, but curriculum.promote.threshold is set; list the table sizes to promote through, such as [5, 10, 15]")
+	case len(p.Sizes) > 0 && (p.Threshold == 0 || !finite(p.Threshold)):
+		return invalid("curriculum.promote.threshold", "is %v; set the finite, non-zero value of %s that promotes to the next size", p.Threshold, c.Validation.Metric)
+	}
+	for i, n := range p.Sizes {
+		if n < 2 {
+			return invalid(fmt.Sprintf("curriculum.promote.sizes[%d]", i), "is %d; need at least 2 philosophers", n)
+		}
+	}
+	return nil
+}
+
+// validateSeeds keeps training seeds below validation seeds.
+func (c Config) validateSeeds() error {
+	perStep := big.NewInt(int64(c.GRPO.Groups) + int64(c.GRPO.MaxResamples))
+	// The largest training seed is TrainSeed(steps, perStep-1)
+	// = run.seed + steps*perStep - 1, so validation.seed needs
+	// run.seed + steps*perStep at least.
+	need := new(big.Int).Mul(big.NewInt(int64(c.Run.Steps)), perStep)
+	need.Add(need, big.NewInt(c.Run.Seed))
+	if need.Cmp(big.NewInt(c.Validation.Seed)) > 0 {
+		return invalid("validation.seed", "is %d, but training seeds reach %v (run.seed %d + run.steps %d x (grpo.groups %d + grpo.max_resamples %d) - 1); need at least %v",
+			c.Validation.Seed, new(big.Int).Sub(need, big.NewInt(1)), c.Run.Seed, c.Run.Steps, c.GRPO.Groups, c.GRPO.MaxResamples, need)
+	}
+	return nil
+}
+
+// httpURL checks that s is an absolute http or https URL.
+func httpURL(s string) error {
+	u, err := url.Parse(s)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return fmt.Errorf("%q is not an http(s) URL such as http://127.0.0.1:8000/v1", s)
+	}
+	return nil
+}
+
+func finite(x float64) bool      { return !math.IsNaN(x) && !math.IsInf(x, 0) }
+func positive(x float64) bool    { return finite(x) && x > 0 }
+func nonNegative(x float64) bool { return finite(x) && x >= 0 }

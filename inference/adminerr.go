@@ -1,0 +1,165 @@
+package inference
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"strconv"
+	"strings"
+	"unicode/utf8"
+)
+
+// Sentinel errors of adapter management, matched through *AdminError.
+var (
+	// ErrAdapterExists: the server already has an adapter of that name
+	// (vLLM answers 400 unless load_inplace is set).
+	ErrAdapterExists = errors.New("adapter already loaded")
+	// ErrAdapterNotFound: the server has no adapter of that name.
+	ErrAdapterNotFound = errors.New("adapter not found")
+)
+
+// AdminError is a non-success answer of an inference server's admin API.
+type AdminError struct {
+	Method     string
+	URL        string
+	StatusCode int
+	Type       string // the server's error type, e.g. vLLM's "BadRequestError"; may be empty
+	Message    string // the server's message, or a quoted prefix of the body
+	Err        error  // ErrAdapterExists, ErrAdapterNotFound or nil
+}
+
+// Error implements error.
+func (e *AdminError) Error() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "%s %s: %d", e.Method, e.URL, e.StatusCode)
+	if s := http.StatusText(e.StatusCode); s != "" {
+		b.WriteString(" " + s)
+	}
+	if e.Type != "" {
+		b.WriteString(": " + e.Type)
+	}
+	b.WriteString(": " + e.Message)
+	return b.String()
+}
+
+// Unwrap exposes the sentinel the answer was recognised as.
+func (e *AdminError) Unwrap() error { return e.Err }
+
+// serverError is what a server said in an error body.
+type serverError struct {
+	typ, message string
+	vllm         bool // the body is vLLM's (or OpenAI's) error object
+}
+
+// parseServerError reads vLLM's error body, nested ({"error":{...}}, as
+// ErrorBody) or flat ({"object":"error","message":...}, older vLLM), or a
+// FastAPI {"detail":...}.
+func parseServerError(body []byte) (serverError, bool) {
+	var nested ErrorBody
+	if json.Unmarshal(body, &nested) == nil && nested.Error.Message != "" {
+		return serverError{typ: nested.Error.Type, message: nested.Error.Message, vllm: true}, true
+	}
+	var flat struct {
+		Message string `json:"message"`
+		Type    string `json:"type"`
+		Detail  any    `json:"detail"`
+	}
+	if json.Unmarshal(body, &flat) != nil {
+		return serverError{}, false
+	}
+	if flat.Message != "" {
+		return serverError{typ: flat.Type, message: flat.Message, vllm: true}, true
+	}
+	if s, ok := flat.Detail.(string); ok && s != "" {
+		return serverError{message: s}, true
+	}
+	return serverError{}, false
+}
+
+// adminError describes a non-success answer; classify, if not nil, picks
+// the sentinel it matches.
+func (a answer) adminError(classify func(status int, se serverError) error) *AdminError {
+	e := &AdminError{Method: a.method, URL: a.url, StatusCode: a.status}
+	se, ok := parseServerError(a.body)
+	switch {
+	case ok:
+		e.Type, e.Message = se.typ, se.message
+	case len(bytes.TrimSpace(a.body)) == 0:
+		e.Message = "empty body"
+	default:
+		e.Message = quoteBody(a.body)
+	}
+	if classify != nil {
+		e.Err = classify(a.status, se)
+	}
+	if a.status == http.StatusNotFound && !se.vllm && strings.Contains(a.url, "_lora_adapter") {
+		// The route itself is missing, not the adapter.
+		e.Message += " (no runtime LoRA API here: start vLLM with --enable-lora and VLLM_ALLOW_RUNTIME_LORA_UPDATING=True)"
+	}
+	return e
+}
+
+// classifyLoad recognises vLLM's "The lora adapter 'x' has already been
+// loaded" answer.
+func classifyLoad(status int, se serverError) error {
+	if status == http.StatusBadRequest && se.vllm && strings.Contains(strings.ToLower(se.message), "already") {
+		return ErrAdapterExists
+	}
+	return nil
+}
+
+// classifyUnload recognises vLLM's "The lora adapter 'x' cannot be found"
+// answer: 404 NotFoundError in current vLLM, 400 in older ones. A 404 that
+// is not vLLM's error body is a missing route, not a missing adapter.
+func classifyUnload(status int, se serverError) error {
+	if !se.vllm {
+		return nil
+	}
+	msg := strings.ToLower(se.message)
+	if status == http.StatusNotFound || se.typ == "NotFoundError" ||
+		(status == http.StatusBadRequest && (strings.Contains(msg, "cannot be found") || strings.Contains(msg, "not found"))) {
+		return ErrAdapterNotFound
+	}
+	return nil
+}
+
+// notModelList explains an answer to GET {base}/models that is not an
+// OpenAI model list.
+func (a answer) notModelList(base string) error {
+	hint := ""
+	switch {
+	case a.status == http.StatusUnauthorized || a.status == http.StatusForbidden:
+		hint = " — does the server need an API key?"
+	case !strings.HasSuffix(base, "/v1"):
+		hint = " — does the URL end in /v1?"
+	}
+	body := "an empty body"
+	if len(bytes.TrimSpace(a.body)) > 0 {
+		body = quoteBody(a.body)
+	}
+	return fmt.Errorf("%s answered %d %s; expected an OpenAI-compatible /v1/models JSON list%s (got %s)",
+		a.url, a.status, contentTypeOrNone(a.contentType), hint, body)
+}
+
+func contentTypeOrNone(ct string) string {
+	if ct == "" {
+		return "with no content type"
+	}
+	return ct
+}
+
+// quoteBody quotes the first bytes of a body for an error message.
+func quoteBody(data []byte) string {
+	const n = 120
+	data = bytes.TrimSpace(data)
+	if len(data) <= n {
+		return strconv.Quote(string(data))
+	}
+	cut := n
+	for cut > 0 && !utf8.RuneStart(data[cut]) {
+		cut--
+	}
+	return strconv.Quote(string(data[:cut])) + "..."
+}

@@ -1,0 +1,143 @@
+package inference
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"sync"
+	"testing"
+)
+
+// fakeVLLM is an httptest peer answering vLLM's admin API the way vLLM
+// does: plain-text 200s, {"error":{...}} bodies for 400/404, and a FastAPI
+// {"detail":"Not Found"} for unknown routes.
+type fakeVLLM struct {
+	mu       sync.Mutex
+	adapters map[string]string // name -> path
+	inplace  []bool            // load_inplace of each load request
+	apiKey   string            // if set, /v1 routes need it
+	health   int               // status of /health; 0 = 200
+	metrics  string
+	authSeen []string
+}
+
+func newFakeVLLM(tb testing.TB) (*fakeVLLM, *httptest.Server) {
+	tb.Helper()
+	f := &fakeVLLM{adapters: map[string]string{}}
+	mux := http.NewServeMux()
+	mux.HandleFunc("POST /v1/load_lora_adapter", f.auth(f.load))
+	mux.HandleFunc("POST /v1/unload_lora_adapter", f.auth(f.unload))
+	mux.HandleFunc("GET /v1/models", f.auth(f.models))
+	mux.HandleFunc("GET /health", func(w http.ResponseWriter, r *http.Request) {
+		f.mu.Lock()
+		code := f.health
+		f.mu.Unlock()
+		if code != 0 {
+			w.WriteHeader(code)
+		}
+	})
+	mux.HandleFunc("GET /metrics", func(w http.ResponseWriter, r *http.Request) {
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		w.Header().Set("Content-Type", "text/plain; version=0.0.4; charset=utf-8")
+		_, _ = w.Write([]byte(f.metrics))
+	})
+	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		writeBody(w, http.StatusNotFound, map[string]string{"detail": "Not Found"})
+	})
+	srv := httptest.NewServer(mux)
+	tb.Cleanup(srv.Close)
+	return f, srv
+}
+
+func (f *fakeVLLM) auth(next http.HandlerFunc) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		f.mu.Lock()
+		f.authSeen = append(f.authSeen, r.Header.Get("Authorization"))
+		key := f.apiKey
+		f.mu.Unlock()
+		if key != "" && r.Header.Get("Authorization") != "Bearer "+key {
+			writeBody(w, http.StatusUnauthorized, map[string]string{"error": "Unauthorized"})
+			return
+		}
+		next(w, r)
+	}
+}
+
+func (f *fakeVLLM) load(w http.ResponseWriter, r *http.Request) {
+	var req LoadAdapterRequest
+	if err := json.NewDecoder(r.Body).Decode(&req); err != nil {
+		vllmError(w, http.StatusBadRequest, "BadRequestError", err.Error())
+		return
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.inplace = append(f.inplace, req.LoadInplace)
+	if req.LoraName == "" || req.LoraPath == "" {
+		vllmError(w, http.StatusBadRequest, "InvalidUserInput", "Both 'lora_name' and 'lora_path' must be provided.")
+		return
+	}
+	if _, ok := f.adapters[req.LoraName]; ok && !req.LoadInplace {
+		vllmError(w, http.StatusBadRequest, "InvalidUserInput", fmt.Sprintf(
+			"The lora adapter '%s' has already been loaded. If you want to load the adapter in place, set 'load_inplace' to True.", req.LoraName))
+		return
+	}
+	f.adapters[req.LoraName] = req.LoraPath
+	_, _ = fmt.Fprintf(w, "Success: LoRA adapter '%s' added successfully.", req.LoraName)
+}
+
+func (f *fakeVLLM) unload(w http.ResponseWriter, r *http.Request) {
+	var req UnloadAdapterRequest
+	_ = json.NewDecoder(r.Body).Decode(&req)
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if _, ok := f.adapters[req.LoraName]; !ok {
+		vllmError(w, http.StatusNotFound, "NotFoundError", fmt.Sprintf("The lora adapter '%s' cannot be found.", req.LoraName))
+		return
+	}
+	delete(f.adapters, req.LoraName)
+	_, _ = fmt.Fprintf(w, "Success: LoRA adapter '%s' removed successfully.", req.LoraName)
+}
+
+func (f *fakeVLLM) models(w http.ResponseWriter, r *http.Request) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	list := ModelList{Object: "list", Data: []Model{{ID: "Qwen/Qwen3-14B", Object: "model", OwnedBy: "vllm", Root: "Qwen/Qwen3-14B"}}}
+	for name, path := range f.adapters {
+		parent := "Qwen/Qwen3-14B"
+		list.Data = append(list.Data, Model{ID: name, Object: "model", OwnedBy: "vllm", Root: path, Parent: &parent})
+	}
+	writeBody(w, http.StatusOK, list)
+}
+
+func (f *fakeVLLM) has(name string) bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	_, ok := f.adapters[name]
+	return ok
+}
+
+func vllmError(w http.ResponseWriter, code int, typ, msg string) {
+	writeBody(w, code, ErrorBody{Error: ErrorDetail{Message: msg, Type: typ, Code: code}})
+}
+
+func writeBody(w http.ResponseWriter, code int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(code)
+	_ = json.NewEncoder(w).Encode(v)
+}
+
+// staticServer answers every request with the same status, type and body.
+func staticServer(tb testing.TB, code int, contentType, body string) *httptest.Server {
+	tb.Helper()
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if contentType != "" {
+			w.Header().Set("Content-Type", contentType)
+		}
+		w.WriteHeader(code)
+		_, _ = w.Write([]byte(body))
+	}))
+	tb.Cleanup(srv.Close)
+	return srv
+}

@@ -1,0 +1,301 @@
+package orchestrator
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/grpo-dev/grpo/checkpoint"
+	"github.com/grpo-dev/grpo/grpo"
+	"github.com/grpo-dev/grpo/rollout"
+	"github.com/grpo-dev/grpo/trainer"
+)
+
+// batch is one step's sampled groups, ready for the trainer.
+type batch struct {
+	stats        checkpoint.TrainStats
+	trajectories []trainer.Trajectory
+}
+
+func (r *run) runner() *rollout.Runner {
+	return &rollout.Runner{Client: r.o.opts.Completer, Limit: r.limit(), OnCall: r.o.opts.OnCall}
+}
+
+func (r *run) limit() *rollout.Limiter {
+	if r.limiter == nil {
+		r.limiter = rollout.NewLimiter(r.cfg.Inference.Concurrency)
+	}
+	return r.limiter
+}
+
+func (r *run) env(n int, seed int64) rollout.EnvConfig {
+	e := r.cfg.Env
+	return rollout.EnvConfig{N: n, Rounds: e.Rounds, Mode: e.Mode, DeadlockPatience: e.DeadlockPatience, Seed: seed}
+}
+
+func (r *run) sampling(temperature float64) rollout.Sampling {
+	inf := r.cfg.Inference
+	return rollout.Sampling{Temperature: float32(temperature), MaxTokens: inf.MaxTokens, ChatTemplateKwargs: inf.ChatTemplateKwargs}
+}
+
+func (r *run) reward() rollout.RewardConfig {
+	return rollout.RewardConfig{Function: r.cfg.Reward.Function, Weights: r.cfg.Reward.Weights}
+}
+
+// groupSpecs builds the episodes of the group in seed slot `slot` of step s:
+// one table seed, episodes differing only in their sampling seeds.
+func (r *run) groupSpecs(s, slot, n int) (string, int64, []rollout.EpisodeSpec) {
+	id := fmt.Sprintf("s%d-g%d", s, slot)
+	seed := r.cfg.TrainSeed(s, slot)
+	specs := make([]rollout.EpisodeSpec, r.cfg.GRPO.EpisodesPerGroup)
+	for e := range specs {
+		specs[e] = rollout.EpisodeSpec{
+			ID: fmt.Sprintf("%s-e%d", id, e), Group: id, Model: r.model(),
+			Env: r.env(n, seed), Reward: r.reward(), Sampling: r.sampling(r.cfg.Inference.Temperature),
+			SampleSeed: rollout.RequestSeed(seed, e, -1),
+		}
+	}
+	return id, seed, specs
+}
+
+// sample plays the step's groups, replacing zero-variance groups when
+// asked (up to grpo.max_resamples), and assembles the trainer batch.
+func (r *run) sample(ctx context.Context, s, n int) (*batch, error) {
+	g := r.cfg.GRPO
+	var (
+		groups   []grpo.Group
+		outcomes []grpo.GroupOutcome
+		stats    []checkpoint.GroupStats
+		all      []rollout.Episode
+	)
+	play := func(slots []int, resampled bool) error {
+		var specs []rollout.EpisodeSpec
+		ids, seeds := make([]string, len(slots)), make([]int64, len(slots))
+		for i, slot := range slots {
+			var sp []rollout.EpisodeSpec
+			ids[i], seeds[i], sp = r.groupSpecs(s, slot, n)
+			specs = append(specs, sp...)
+		}
+		eps := r.play(ctx, s, "train", specs)
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		all = append(all, eps...)
+		for i := range slots {
+			grp := grpo.Group{ID: ids[i], Seed: seeds[i], Episodes: eps[i*g.EpisodesPerGroup : (i+1)*g.EpisodesPerGroup]}
+			out := grpo.Score(grp, g.Advantage)
+			groups, outcomes = append(groups, grp), append(outcomes, out)
+			stats = append(stats, checkpoint.GroupStats{ID: grp.ID, Seed: grp.Seed, N: n, Rewards: out.Rewards,
+				Mean: out.Mean, Std: out.Std, ZeroVariance: out.ZeroVariance, Resampled: resampled})
+		}
+		return nil
+	}
+	first := make([]int, g.Groups)
+	for i := range first {
+		first[i] = i
+	}
+	if err := play(first, false); err != nil {
+		return nil, err
+	}
+	zero := countZero(outcomes)
+	if g.ResampleZeroVariance {
+		next := g.Groups
+		for {
+			missing := 0
+			for _, o := range outcomes {
+				if !o.ZeroVariance {
+					missing++
+				}
+			}
+			missing = g.Groups - missing
+			budget := g.Groups + g.MaxResamples - next
+			if missing <= 0 || budget <= 0 {
+				break
+			}
+			slots := make([]int, min(missing, budget))
+			for i := range slots {
+				slots[i] = next
+				next++
+			}
+			if err := r.playMore(ctx, play, slots); err != nil {
+				return nil, err
+			}
+		}
+	}
+	// Keep only groups with signal (plus counting the rest) for training.
+	sum := grpo.SummarizeEpisodes(all)
+	if sum.Errored == len(all) {
+		return nil, fmt.Errorf("every training episode failed; first error: %s", all[0].Error)
+	}
+	b := &batch{stats: checkpoint.TrainStats{
+		RewardMean: sum.Reward.Mean, RewardStd: sum.Reward.Std,
+		Episodes: sum.Episodes, Errored: sum.Errored,
+		DeadlockRate: sum.DeadlockRate, MealsMean: sum.MealsMean, InvalidRate: sum.InvalidRate,
+		ZeroVarianceGroups: zero, FracRewardZeroStd: float64(zero) / float64(g.Groups),
+		Groups: stats,
+	}}
+	b.trajectories = grpo.Trajectories(groups, outcomes)
+	b.stats.Trajectories = len(b.trajectories)
+	return b, nil
+}
+
+func (r *run) playMore(ctx context.Context, play func([]int, bool) error, slots []int) error {
+	r.o.opts.Logger.Info("resampling zero-variance groups", "run", r.name, "groups", len(slots))
+	return play(slots, true)
+}
+
+func countZero(outs []grpo.GroupOutcome) int {
+	z := 0
+	for _, o := range outs {
+		if o.ZeroVariance {
+			z++
+		}
+	}
+	return z
+}
+
+// play runs episodes and reports each as it finishes.
+func (r *run) play(ctx context.Context, s int, split string, specs []rollout.EpisodeSpec) []rollout.Episode {
+	parallel := r.cfg.Inference.Concurrency/max(1, specs[0].Env.N) + 1
+	return r.runner().RunAll(ctx, specs, parallel, func(_ int, ep rollout.Episode) {
+		r.emit(s, EventEpisodeFinished, EpisodeFinished{
+			Split: split, ID: ep.Spec.ID, N: ep.Spec.Env.N, Reward: ep.Reward, Errored: ep.Errored,
+			Deadlock: ep.Metrics.Deadlocked, Meals: ep.Metrics.TotalMeals, Invalid: ep.Metrics.Invalid,
+			Calls: ep.Metrics.LLMCalls, Seconds: ep.Seconds,
+		})
+	})
+}
+
+func (r *run) jobRequest(s int, trajs []trainer.Trajectory) *trainer.JobRequest {
+	t := r.cfg.Trainer
+	var parent *trainer.Adapter
+	if r.adapter != nil {
+		a := *r.adapter
+		parent = &a
+	}
+	h := t.Hyperparameters
+	return &trainer.JobRequest{
+		ID:              trainer.JobID(r.name, s),
+		BaseModel:       t.BaseModel,
+		ParentAdapter:   parent,
+		OutputAdapter:   trainer.AdapterName(r.name, s),
+		LoRA:            trainer.LoRA{Rank: t.LoRA.Rank, Alpha: t.LoRA.Alpha, TargetModules: t.LoRA.TargetModules},
+		Hyperparameters: trainer.Hyperparameters{LearningRate: h.LearningRate, Epsilon: h.Epsilon, EpsilonHigh: h.EpsilonHigh, KLBeta: h.KLBeta, Epochs: h.Epochs},
+		Trajectories:    trajs,
+	}
+}
+
+// train submits the job (idempotently: after a restart this reattaches to
+// the job already there) and waits for it.
+func (r *run) train(ctx context.Context, s int, req trainer.JobRequest) (*checkpoint.Job, trainer.Adapter, error) {
+	submitted := r.o.now()
+	job, err := r.o.opts.Trainer.Submit(ctx, req)
+	if err != nil {
+		return nil, trainer.Adapter{}, fmt.Errorf("submit trainer job %s: %w", req.ID, err)
+	}
+	r.emit(s, EventJobState, job)
+	job, err = r.o.opts.Trainer.Wait(ctx, req.ID, time.Duration(r.cfg.Trainer.JobTimeout), func(j trainer.Job) {
+		r.emit(s, EventJobState, j)
+	})
+	if err != nil {
+		return nil, trainer.Adapter{}, fmt.Errorf("trainer job %s: %w", req.ID, err)
+	}
+	if job.Adapter == nil || job.Adapter.Name == "" || job.Adapter.Path == "" {
+		return nil, trainer.Adapter{}, fmt.Errorf("trainer job %s succeeded without an adapter {name, path}", req.ID)
+	}
+	rec := &checkpoint.Job{ID: job.ID, State: job.State, Submitted: submitted, Finished: r.o.now(), Metrics: map[string]float64{}}
+	if m := job.Metrics; m != nil {
+		rec.Metrics = map[string]float64{"loss": m.Loss, "kl": m.KL, "grad_norm": m.GradNorm, "clip_fraction": m.ClipFraction}
+	}
+	return rec, *job.Adapter, nil
+}
+
+// load hot-loads the job's adapter into every endpoint and switches
+// rollouts to it.
+func (r *run) load(ctx context.Context, s int, a trainer.Adapter) error {
+	name := r.servedName(a.Name)
+	if err := r.o.opts.Adapters.LoadEverywhere(ctx, name, a.Path); err != nil {
+		return fmt.Errorf("load adapter %s: %w", a.Name, err)
+	}
+	r.adapter = &a
+	r.keeper.Track(name)
+	r.emit(s, EventAdapterLoaded, a)
+	return nil
+}
+
+// pruneAdapters unloads adapters other than the best and the last `keep`.
+func (r *run) pruneAdapters(ctx context.Context) error {
+	if r.cfg.Inference.Adapters.Naming == "inplace" {
+		return nil
+	}
+	best := ""
+	if r.best != nil && r.best.Adapter != nil {
+		best = r.servedName(r.best.Adapter.Name)
+	}
+	for _, name := range r.keeper.Prune(best) {
+		if r.adapter != nil && name == r.servedName(r.adapter.Name) {
+			continue
+		}
+		if err := r.o.opts.Adapters.UnloadEverywhere(ctx, name); err != nil {
+			// Not fatal: the adapter only costs server memory.
+			r.o.opts.Logger.Warn("unload adapter", "run", r.name, "adapter", name, "err", err)
+			continue
+		}
+		r.keeper.Untrack(name)
+	}
+	return nil
+}
+
+func (r *run) validationDue(s int) bool {
+	return s == r.cfg.Run.Steps || s%r.cfg.Validation.Every == 0
+}
+
+func (r *run) validationEpisodes() int {
+	return len(r.cfg.Validation.N) * r.cfg.Validation.Episodes
+}
+
+func (r *run) validationEpisodesAt(s int) int {
+	if !r.validationDue(s) {
+		return 0
+	}
+	return r.validationEpisodes()
+}
+
+// validate plays the held-out episodes with the current model. Every
+// validation uses the same seeds (disjoint from training seeds), so steps
+// are compared on the same tables.
+func (r *run) validate(ctx context.Context, s int) (*checkpoint.Evaluation, error) {
+	v := r.cfg.Validation
+	var specs []rollout.EpisodeSpec
+	for _, n := range v.N {
+		for i := range v.Episodes {
+			seed := r.cfg.ValidationSeed(i)
+			specs = append(specs, rollout.EpisodeSpec{
+				ID: fmt.Sprintf("v%d-n%d-e%d", s, n, i), Model: r.model(),
+				Env: r.env(n, seed), Reward: r.reward(), Sampling: r.sampling(v.Temperature),
+				SampleSeed: rollout.RequestSeed(seed, n, -2),
+			})
+		}
+	}
+	eps := r.play(ctx, s, "validation", specs)
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	sum := grpo.SummarizeEpisodes(eps)
+	if sum.Errored == len(eps) {
+		return nil, fmt.Errorf("every validation episode failed; first error: %s", eps[0].Error)
+	}
+	ev := &checkpoint.Evaluation{
+		Step: s, Episodes: sum.Episodes, Errored: sum.Errored,
+		RewardMean: sum.Reward.Mean, RewardStd: sum.Reward.Std, RewardCI95: sum.Reward.CI95,
+		DeadlockRate: sum.DeadlockRate, MealsMean: sum.MealsMean, InvalidRate: sum.InvalidRate,
+		Rewards: sum.Rewards,
+	}
+	for i, n := range v.N {
+		part := grpo.SummarizeEpisodes(eps[i*v.Episodes : (i+1)*v.Episodes])
+		ev.PerN = append(ev.PerN, checkpoint.EvalN{N: n, Episodes: part.Episodes - part.Errored,
+			RewardMean: part.Reward.Mean, DeadlockRate: part.DeadlockRate, MealsMean: part.MealsMean})
+	}
+	r.emit(s, EventValidationDone, *ev)
+	return ev, nil
+}

@@ -1,0 +1,241 @@
+package refmodel
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"slices"
+)
+
+// Files of an adapter directory, named as PEFT names them.
+const (
+	ConfigFile  = "adapter_config.json"
+	WeightsFile = "adapter_model.safetensors"
+)
+
+// Tensor names inside WeightsFile.
+const (
+	tensorA = "base_model.model.policy.lora_A.weight"
+	tensorB = "base_model.model.policy.lora_B.weight"
+)
+
+// MaxRank bounds an adapter's rank.
+const MaxRank = 64
+
+// Adapter is a LoRA adapter of the policy: logits = (W0 + Scale() B A) x.
+// A is Rank x NumFeatures and B is NumOutputs x Rank, both row-major.
+type Adapter struct {
+	Rank          int
+	Alpha         float64
+	TargetModules []string
+	BaseModel     string
+	A             []float64
+	B             []float64
+}
+
+// NewAdapter returns a fresh adapter: A drawn from PEFT's Kaiming-uniform
+// init (uniform in ±1/sqrt(fan_in)) with the seeded generator, B zero, so
+// that the policy starts as the base.
+func NewAdapter(rank int, alpha float64, seed uint64) (*Adapter, error) {
+	if rank < 1 || rank > MaxRank {
+		return nil, fmt.Errorf("lora rank %d: accepted 1 to %d", rank, MaxRank)
+	}
+	if !(alpha > 0) || math.IsInf(alpha, 0) {
+		return nil, fmt.Errorf("lora alpha %v: must be a positive number", alpha)
+	}
+	rng := rand.New(rand.NewPCG(seed, 0x5eed_ada9_7e11))
+	bound := 1 / math.Sqrt(NumFeatures)
+	a := &Adapter{Rank: rank, Alpha: alpha, A: make([]float64, rank*NumFeatures), B: make([]float64, NumOutputs*rank)}
+	for i := range a.A {
+		a.A[i] = (2*rng.Float64() - 1) * bound
+	}
+	return a, nil
+}
+
+// Scale is alpha/rank, the factor of B A.
+func (a *Adapter) Scale() float64 { return a.Alpha / float64(a.Rank) }
+
+// Clone returns a deep copy.
+func (a *Adapter) Clone() *Adapter {
+	c := *a
+	c.TargetModules = slices.Clone(a.TargetModules)
+	c.A = slices.Clone(a.A)
+	c.B = slices.Clone(a.B)
+	return &c
+}
+
+// adapterConfig is ConfigFile: PEFT's fields, plus the policy's shape so a
+// directory written for another feature layout is refused.
+type adapterConfig struct {
+	PEFTType      string   `json:"peft_type"`
+	BaseModel     string   `json:"base_model_name_or_path"`
+	Rank          int      `json:"r"`
+	Alpha         float64  `json:"lora_alpha"`
+	TargetModules []string `json:"target_modules"`
+	Features      int      `json:"refmodel_features"`
+	Outputs       int      `json:"refmodel_outputs"`
+}
+
+// Save writes the adapter to dir atomically: everything goes to a temporary
+// directory next to dir, which then replaces dir, so a reader or a crash
+// never sees a half-written adapter.
+func (a *Adapter) Save(dir string) error {
+	if err := a.validate(); err != nil {
+		return fmt.Errorf("save adapter %s: %w", dir, err)
+	}
+	parent := filepath.Dir(dir)
+	if err := os.MkdirAll(parent, 0o755); err != nil {
+		return fmt.Errorf("save adapter %s: %w", dir, err)
+	}
+	tmp, err := os.MkdirTemp(parent, ".tmp-"+filepath.Base(dir)+"-")
+	if err != nil {
+		return fmt.Errorf("save adapter %s: %w", dir, err)
+	}
+	defer os.RemoveAll(tmp)
+
+	cfg, err := json.MarshalIndent(adapterConfig{
+		PEFTType:      "LORA",
+		BaseModel:     a.BaseModel,
+		Rank:          a.Rank,
+		Alpha:         a.Alpha,
+		TargetModules: a.TargetModules,
+		Features:      NumFeatures,
+		Outputs:       NumOutputs,
+	}, "", "  ")
+	if err != nil {
+		return fmt.Errorf("save adapter %s: %w", dir, err)
+	}
+	weights := encodeSafetensors([]tensor{
+		{name: tensorA, shape: []int{a.Rank, NumFeatures}, data: a.A},
+		{name: tensorB, shape: []int{NumOutputs, a.Rank}, data: a.B},
+	})
+	if err := writeFileSync(filepath.Join(tmp, ConfigFile), append(cfg, '\n')); err != nil {
+		return fmt.Errorf("save adapter %s: %w", dir, err)
+	}
+	if err := writeFileSync(filepath.Join(tmp, WeightsFile), weights); err != nil {
+		return fmt.Errorf("save adapter %s: %w", dir, err)
+	}
+	if err := replaceDir(tmp, dir); err != nil {
+		return fmt.Errorf("save adapter %s: %w", dir, err)
+	}
+	return nil
+}
+
+// replaceDir renames src to dst. An existing dst is first moved aside and
+// removed after the swap, so dst always names a complete directory.
+func replaceDir(src, dst string) error {
+	old := ""
+	if _, err := os.Stat(dst); err == nil {
+		f, err := os.CreateTemp(filepath.Dir(dst), ".old-"+filepath.Base(dst)+"-")
+		if err != nil {
+			return err
+		}
+		old = f.Name()
+		f.Close()
+		os.Remove(old)
+		if err := os.Rename(dst, old); err != nil {
+			return err
+		}
+	}
+	if err := os.Rename(src, dst); err != nil {
+		if old != "" {
+			os.Rename(old, dst)
+		}
+		return err
+	}
+	if old != "" {
+		os.RemoveAll(old)
+	}
+	return syncDir(filepath.Dir(dst))
+}
+
+// LoadAdapter reads an adapter directory written by Save.
+func LoadAdapter(dir string) (*Adapter, error) {
+	a, err := loadAdapter(dir)
+	if err != nil {
+		return nil, fmt.Errorf("load adapter %s: %w", dir, err)
+	}
+	return a, nil
+}
+
+func loadAdapter(dir string) (*Adapter, error) {
+	raw, err := os.ReadFile(filepath.Join(dir, ConfigFile))
+	if err != nil {
+		return nil, err
+	}
+	var cfg adapterConfig
+	if err := json.Unmarshal(raw, &cfg); err != nil {
+		return nil, fmt.Errorf("%s: %w", ConfigFile, err)
+	}
+	switch {
+	case cfg.PEFTType != "LORA":
+		return nil, fmt.Errorf("%s: peft_type %q, want \"LORA\"", ConfigFile, cfg.PEFTType)
+	case cfg.Features != NumFeatures || cfg.Outputs != NumOutputs:
+		return nil, fmt.Errorf("%s: written for %d features and %d outputs, this policy has %d and %d",
+			ConfigFile, cfg.Features, cfg.Outputs, NumFeatures, NumOutputs)
+	}
+	raw, err = os.ReadFile(filepath.Join(dir, WeightsFile))
+	if err != nil {
+		return nil, err
+	}
+	tensors, err := decodeSafetensors(raw)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", WeightsFile, err)
+	}
+	a := &Adapter{
+		Rank:          cfg.Rank,
+		Alpha:         cfg.Alpha,
+		TargetModules: cfg.TargetModules,
+		BaseModel:     cfg.BaseModel,
+	}
+	if a.A, err = tensorOfShape(tensors, tensorA, cfg.Rank, NumFeatures); err != nil {
+		return nil, fmt.Errorf("%s: %w", WeightsFile, err)
+	}
+	if a.B, err = tensorOfShape(tensors, tensorB, NumOutputs, cfg.Rank); err != nil {
+		return nil, fmt.Errorf("%s: %w", WeightsFile, err)
+	}
+	if err := a.validate(); err != nil {
+		return nil, err
+	}
+	return a, nil
+}
+
+func tensorOfShape(ts map[string]tensor, name string, rows, cols int) ([]float64, error) {
+	t, ok := ts[name]
+	if !ok {
+		return nil, fmt.Errorf("no tensor %s", name)
+	}
+	if len(t.shape) != 2 || t.shape[0] != rows || t.shape[1] != cols {
+		return nil, fmt.Errorf("tensor %s has shape %v, want [%d %d]", name, t.shape, rows, cols)
+	}
+	return t.data, nil
+}
+
+func (a *Adapter) validate() error {
+	switch {
+	case a.Rank < 1 || a.Rank > MaxRank:
+		return fmt.Errorf("rank %d: accepted 1 to %d", a.Rank, MaxRank)
+	case !(a.Alpha > 0) || math.IsInf(a.Alpha, 0):
+		return fmt.Errorf("lora_alpha %v: must be a positive number", a.Alpha)
+	case len(a.A) != a.Rank*NumFeatures || len(a.B) != NumOutputs*a.Rank:
+		return errors.New("weights do not match the rank")
+	}
+	for _, v := range a.A {
+		if math.IsNaN(v) || math.IsInf(v, 0) {
+			return errors.New("lora_A has a non-finite weight")
+		}
+	}
+	for _, v := range a.B {
+		if math.IsNaN(v) || math.IsInf(v, 0) {
+			return errors.New("lora_B has a non-finite weight")
+		}
+	}
+	return nil
+}
+
+// DefaultRank is the rank of a fresh adapter when a job does not set one.
+const DefaultRank = 8

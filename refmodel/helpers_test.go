@@ -1,0 +1,164 @@
+package refmodel
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"testing"
+	"time"
+
+	openai "github.com/sashabaranov/go-openai"
+
+	"github.com/grpo-dev/grpo/rollout"
+	"github.com/grpo-dev/grpo/trainer"
+)
+
+// mustOpen opens a Backend on dir and closes it at cleanup.
+func mustOpen(tb testing.TB, dir string, seed int64) *Backend {
+	tb.Helper()
+	b, err := New(Options{DataDir: dir, Seed: seed})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	if err := b.Open(); err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { b.Close() })
+	return b
+}
+
+// mustServe opens a Backend and serves it on a loopback httptest server.
+func mustServe(tb testing.TB, seed int64) (*Backend, *httptest.Server) {
+	tb.Helper()
+	b := mustOpen(tb, tb.TempDir(), seed)
+	srv := httptest.NewServer(b.Handler())
+	tb.Cleanup(srv.Close)
+	return b, srv
+}
+
+// do sends a JSON request (v marshalled unless it is already []byte or a
+// string) and returns the status and body.
+func do(tb testing.TB, method, url string, v any) (int, []byte) {
+	tb.Helper()
+	var body io.Reader
+	switch x := v.(type) {
+	case nil:
+	case string:
+		body = bytes.NewReader([]byte(x))
+	case []byte:
+		body = bytes.NewReader(x)
+	default:
+		b, err := json.Marshal(v)
+		if err != nil {
+			tb.Fatal(err)
+		}
+		body = bytes.NewReader(b)
+	}
+	req, err := http.NewRequest(method, url, body)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	defer resp.Body.Close()
+	out, err := io.ReadAll(resp.Body)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return resp.StatusCode, out
+}
+
+// conversation is a philosopher's messages up to a round's observation of s.
+func conversation(s rollout.State) []openai.ChatCompletionMessage {
+	env := rollout.DefaultEnvConfig()
+	return []openai.ChatCompletionMessage{
+		{Role: openai.ChatMessageRoleSystem, Content: rollout.SystemPrompt(env, s.ID)},
+		{Role: openai.ChatMessageRoleUser, Content: rollout.Observation(s)},
+	}
+}
+
+// stateWaitingRight: round 2, holding the left fork, the right one taken.
+var stateWaitingRight = rollout.State{
+	Round: 2, Rounds: 5, ID: 1, N: 5,
+	Holding: rollout.Sides{Left: true},
+	Last:    &rollout.LastEvent{Action: rollout.PickUpLeft, OK: true},
+}
+
+// stateFirstRound: round 1, nothing held, both forks free.
+var stateFirstRound = rollout.State{Round: 1, Rounds: 5, ID: 2, N: 5, Free: rollout.Sides{Left: true, Right: true}}
+
+// httpCompleter is a rollout.Completer over HTTP, keeping each choice as the
+// server sent it, as the orchestrator's client does.
+type httpCompleter struct {
+	url    string
+	client *http.Client
+}
+
+func (c *httpCompleter) Complete(ctx context.Context, req *openai.ChatCompletionRequest) (*rollout.Completion, error) {
+	body, err := json.Marshal(req)
+	if err != nil {
+		return nil, err
+	}
+	hreq, err := http.NewRequestWithContext(ctx, http.MethodPost, c.url+"/v1/chat/completions", bytes.NewReader(body))
+	if err != nil {
+		return nil, err
+	}
+	hreq.Header.Set("Content-Type", "application/json")
+	resp, err := c.client.Do(hreq)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	raw, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return nil, err
+	}
+	if resp.StatusCode != http.StatusOK {
+		return nil, fmt.Errorf("status %d: %s", resp.StatusCode, raw)
+	}
+	var out struct {
+		Choices []json.RawMessage `json:"choices"`
+		Usage   openai.Usage      `json:"usage"`
+	}
+	if err := json.Unmarshal(raw, &out); err != nil {
+		return nil, err
+	}
+	if len(out.Choices) != 1 {
+		return nil, fmt.Errorf("%d choices", len(out.Choices))
+	}
+	c0 := &rollout.Completion{Raw: out.Choices[0], Usage: out.Usage}
+	if err := json.Unmarshal(out.Choices[0], &c0.Choice); err != nil {
+		return nil, err
+	}
+	return c0, nil
+}
+
+// waitJob polls a job until it is terminal.
+func waitJob(tb testing.TB, url, id string) trainer.Job {
+	tb.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		code, body := do(tb, http.MethodGet, url+"/v1/jobs/"+id, nil)
+		if code != http.StatusOK {
+			tb.Fatalf("GET job %s: %d %s", id, code, body)
+		}
+		var j trainer.Job
+		if err := json.Unmarshal(body, &j); err != nil {
+			tb.Fatal(err)
+		}
+		if trainer.Terminal(j.State) {
+			return j
+		}
+		if time.Now().After(deadline) {
+			tb.Fatalf("job %s still %s", id, j.State)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}

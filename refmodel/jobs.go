@@ -1,0 +1,381 @@
+package refmodel
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"hash/fnv"
+	"log/slog"
+	"net/url"
+	"os"
+	"path/filepath"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/grpo-dev/grpo/trainer"
+)
+
+// Job record files, one directory per job under the jobs directory.
+const (
+	jobFile     = "job.json"     // the job's state, rewritten on each transition
+	requestFile = "request.json" // the create body, written once
+)
+
+// ErrJobNotFound is returned for an unknown job id.
+var ErrJobNotFound = errors.New("job not found")
+
+// jobRecord is jobFile.
+type jobRecord struct {
+	Job     trainer.Job `json:"job"`
+	Created time.Time   `json:"created"`
+	Updated time.Time   `json:"updated"`
+}
+
+// jobEntry is a job the manager knows.
+type jobEntry struct {
+	job       trainer.Job
+	req       *trainer.JobRequest // dropped once the job is terminal
+	created   time.Time
+	cancelled bool               // by DELETE
+	cancel    context.CancelFunc // set while training
+}
+
+// jobManager runs trainer jobs one at a time, in the order they arrive, and
+// records each in its own directory so a restarted server answers for
+// finished jobs and re-runs unfinished ones (training is deterministic, so
+// the result is the same).
+type jobManager struct {
+	dir        string
+	adapterDir func(name string) string
+	seed       uint64
+	logger     *slog.Logger
+
+	mu    sync.Mutex
+	jobs  map[string]*jobEntry
+	queue []*jobEntry
+	wake  chan struct{}
+}
+
+func newJobManager(dir string, adapterDir func(string) string, seed uint64, logger *slog.Logger) *jobManager {
+	return &jobManager{
+		dir:        dir,
+		adapterDir: adapterDir,
+		seed:       seed,
+		logger:     logger,
+		jobs:       make(map[string]*jobEntry),
+		wake:       make(chan struct{}, 1),
+	}
+}
+
+func (m *jobManager) jobDir(id string) string { return filepath.Join(m.dir, url.PathEscape(id)) }
+
+// open creates the directories and reloads the records.
+func (m *jobManager) open() error {
+	if err := os.MkdirAll(m.dir, 0o755); err != nil {
+		return err
+	}
+	if err := os.MkdirAll(filepath.Dir(m.adapterDir("x")), 0o755); err != nil {
+		return err
+	}
+	ents, err := os.ReadDir(m.dir)
+	if err != nil {
+		return err
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for _, d := range ents {
+		if !d.IsDir() {
+			continue
+		}
+		dir := filepath.Join(m.dir, d.Name())
+		raw, err := os.ReadFile(filepath.Join(dir, jobFile))
+		if errors.Is(err, os.ErrNotExist) {
+			// A create that failed before its record was complete.
+			os.RemoveAll(dir)
+			continue
+		}
+		if err != nil {
+			return fmt.Errorf("read job record %s: %w", dir, err)
+		}
+		var rec jobRecord
+		if err := json.Unmarshal(raw, &rec); err != nil {
+			return fmt.Errorf("read job record %s: %w", dir, err)
+		}
+		e := &jobEntry{job: rec.Job, created: rec.Created}
+		m.jobs[e.job.ID] = e
+		if trainer.Terminal(e.job.State) {
+			continue
+		}
+		req, err := readRequest(filepath.Join(dir, requestFile))
+		if err != nil {
+			e.job.State, e.job.Error = trainer.StateFailed, "job request record unreadable after restart: "+err.Error()
+			if err := m.persist(e); err != nil {
+				return err
+			}
+			continue
+		}
+		e.req = req
+		e.job.State, e.job.Progress = trainer.StateQueued, 0
+		m.queue = append(m.queue, e)
+	}
+	sort.SliceStable(m.queue, func(i, j int) bool { return m.queue[i].created.Before(m.queue[j].created) })
+	if len(m.queue) > 0 {
+		m.logger.Info("re-running unfinished trainer jobs", "count", len(m.queue))
+		m.signal()
+	}
+	return nil
+}
+
+func readRequest(path string) (*trainer.JobRequest, error) {
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	var req trainer.JobRequest
+	if err := json.Unmarshal(raw, &req); err != nil {
+		return nil, err
+	}
+	return &req, nil
+}
+
+// persist writes e's record. Callers hold m.mu.
+func (m *jobManager) persist(e *jobEntry) error {
+	b, err := json.Marshal(jobRecord{Job: e.job, Created: e.created, Updated: time.Now().UTC()})
+	if err != nil {
+		return err
+	}
+	if err := writeFileAtomic(filepath.Join(m.jobDir(e.job.ID), jobFile), b); err != nil {
+		return fmt.Errorf("record job %s: %w", e.job.ID, err)
+	}
+	return nil
+}
+
+func (m *jobManager) signal() {
+	select {
+	case m.wake <- struct{}{}:
+	default:
+	}
+}
+
+// create records and queues a job. An id already known returns the existing
+// job and false: the same id never trains twice.
+func (m *jobManager) create(req *trainer.JobRequest, body []byte) (trainer.Job, bool, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if e, ok := m.jobs[req.ID]; ok {
+		return e.job, false, nil
+	}
+	e := &jobEntry{
+		job:     trainer.Job{ID: req.ID, State: trainer.StateQueued},
+		req:     req,
+		created: time.Now().UTC(),
+	}
+	dir := m.jobDir(req.ID)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return trainer.Job{}, false, fmt.Errorf("record job %s: %w", req.ID, err)
+	}
+	if err := writeFileAtomic(filepath.Join(dir, requestFile), body); err != nil {
+		os.RemoveAll(dir)
+		return trainer.Job{}, false, fmt.Errorf("record job %s: %w", req.ID, err)
+	}
+	if err := m.persist(e); err != nil {
+		os.RemoveAll(dir)
+		return trainer.Job{}, false, err
+	}
+	m.jobs[req.ID] = e
+	m.queue = append(m.queue, e)
+	m.signal()
+	m.logger.Info("trainer job queued", "id", req.ID, "output_adapter", req.OutputAdapter, "trajectories", len(req.Trajectories))
+	return e.job, true, nil
+}
+
+// get returns a job's current state.
+func (m *jobManager) get(id string) (trainer.Job, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	e, ok := m.jobs[id]
+	if !ok {
+		return trainer.Job{}, ErrJobNotFound
+	}
+	return e.job, nil
+}
+
+// cancel cancels a queued or running job; a finished job is left as it is.
+func (m *jobManager) cancelJob(id string) (trainer.Job, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	e, ok := m.jobs[id]
+	if !ok {
+		return trainer.Job{}, ErrJobNotFound
+	}
+	if trainer.Terminal(e.job.State) {
+		return e.job, nil
+	}
+	e.cancelled = true
+	e.job.State = trainer.StateCancelled
+	if e.cancel != nil {
+		e.cancel()
+	}
+	m.logger.Info("trainer job cancelled", "id", id)
+	return e.job, m.persist(e)
+}
+
+// run trains queued jobs until ctx is done.
+func (m *jobManager) run(ctx context.Context) {
+	for {
+		e, req, jctx, cancel := m.next(ctx)
+		if e == nil {
+			select {
+			case <-ctx.Done():
+				return
+			case <-m.wake:
+				continue
+			}
+		}
+		m.execute(ctx, jctx, e, req)
+		cancel()
+	}
+}
+
+// next pops the first job still queued and marks it running.
+func (m *jobManager) next(ctx context.Context) (*jobEntry, *trainer.JobRequest, context.Context, context.CancelFunc) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for len(m.queue) > 0 {
+		e := m.queue[0]
+		m.queue = m.queue[1:]
+		if e.cancelled || e.job.State != trainer.StateQueued {
+			e.req = nil
+			continue
+		}
+		jctx, cancel := context.WithCancel(ctx)
+		e.cancel = cancel
+		e.job.State, e.job.Progress = trainer.StateRunning, 0
+		if err := m.persist(e); err != nil {
+			m.logger.Warn("trainer job record not updated", "id", e.job.ID, "err", err)
+		}
+		return e, e.req, jctx, cancel
+	}
+	return nil, nil, nil, func() {}
+}
+
+// execute trains one job and records the outcome. When ctx (the server) is
+// done first the job is left unfinished, to run again after a restart.
+func (m *jobManager) execute(ctx, jctx context.Context, e *jobEntry, req *trainer.JobRequest) {
+	start := time.Now()
+	ad, stats, err := m.train(jctx, e, req)
+
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	e.cancel = nil
+	switch {
+	case e.cancelled:
+		e.req = nil
+		return
+	case err != nil && ctx.Err() != nil:
+		m.logger.Info("trainer job interrupted by shutdown", "id", e.job.ID)
+		return
+	case err != nil:
+		e.job.State, e.job.Error = trainer.StateFailed, err.Error()
+	default:
+		dir := m.adapterDir(req.OutputAdapter)
+		if err := ad.Save(dir); err != nil {
+			e.job.State, e.job.Error = trainer.StateFailed, err.Error()
+			break
+		}
+		e.job.State, e.job.Progress = trainer.StateSucceeded, 1
+		e.job.Adapter = &trainer.Adapter{Name: req.OutputAdapter, Path: dir}
+		e.job.Metrics = &trainer.Metrics{
+			Loss: stats.Loss, KL: stats.KL, GradNorm: stats.GradNorm, ClipFraction: stats.ClipFraction,
+		}
+	}
+	e.req = nil
+	if err := m.persist(e); err != nil {
+		m.logger.Warn("trainer job record not updated", "id", e.job.ID, "err", err)
+	}
+	m.logger.Info("trainer job finished", "id", e.job.ID, "state", e.job.State, "error", e.job.Error,
+		"seconds", time.Since(start).Seconds())
+}
+
+// train runs the update of a job: its parent (or a fresh adapter), its
+// samples, PPO-clip.
+func (m *jobManager) train(ctx context.Context, e *jobEntry, req *trainer.JobRequest) (*Adapter, TrainStats, error) {
+	init, err := m.initialAdapter(req)
+	if err != nil {
+		return nil, TrainStats{}, err
+	}
+	samples, err := SamplesOf(req.Trajectories)
+	if err != nil {
+		return nil, TrainStats{}, err
+	}
+	progress := func(f float64) {
+		m.mu.Lock()
+		if !e.cancelled {
+			e.job.Progress = f
+		}
+		m.mu.Unlock()
+	}
+	ad, stats, err := Train(ctx, init, samples, trainConfig(req.Hyperparameters), progress)
+	if err != nil {
+		return nil, TrainStats{}, fmt.Errorf("train: %w", err)
+	}
+	return ad, stats, nil
+}
+
+// initialAdapter loads the parent adapter or makes a fresh one seeded by the
+// server seed and the job id, and applies the job's LoRA settings.
+func (m *jobManager) initialAdapter(req *trainer.JobRequest) (*Adapter, error) {
+	var a *Adapter
+	if p := req.ParentAdapter; p != nil {
+		parent, err := LoadAdapter(p.Path)
+		if err != nil {
+			return nil, fmt.Errorf("parent adapter %s: %w", p.Name, err)
+		}
+		if req.LoRA.Rank != 0 && req.LoRA.Rank != parent.Rank {
+			return nil, fmt.Errorf("parent adapter %s has rank %d, the job asks for lora.rank %d", p.Name, parent.Rank, req.LoRA.Rank)
+		}
+		if req.LoRA.Alpha != 0 {
+			parent.Alpha = req.LoRA.Alpha
+		}
+		a = parent
+	} else {
+		rank := req.LoRA.Rank
+		if rank == 0 {
+			rank = DefaultRank
+		}
+		alpha := req.LoRA.Alpha
+		if alpha == 0 {
+			alpha = 2 * float64(rank)
+		}
+		h := fnv.New64a()
+		h.Write([]byte(req.ID))
+		fresh, err := NewAdapter(rank, alpha, m.seed^h.Sum64())
+		if err != nil {
+			return nil, err
+		}
+		a = fresh
+	}
+	if len(req.LoRA.TargetModules) > 0 {
+		a.TargetModules = req.LoRA.TargetModules
+	}
+	if req.BaseModel != "" {
+		a.BaseModel = req.BaseModel
+	} else if a.BaseModel == "" {
+		a.BaseModel = BaseModelName
+	}
+	return a, nil
+}
+
+// trainConfig maps the wire hyperparameters; zero values take Train's
+// defaults.
+func trainConfig(h trainer.Hyperparameters) TrainConfig {
+	return TrainConfig{
+		LearningRate: h.LearningRate,
+		Epsilon:      h.Epsilon,
+		EpsilonHigh:  h.EpsilonHigh,
+		KLBeta:       h.KLBeta,
+		Epochs:       h.Epochs,
+	}
+}

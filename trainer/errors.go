@@ -1,0 +1,70 @@
+package trainer
+
+import (
+	"errors"
+	"fmt"
+	"time"
+)
+
+// Sentinel errors of the job API client.
+var (
+	// ErrJobFailed matches a *JobError for a job the trainer marked failed.
+	ErrJobFailed = errors.New("trainer job failed")
+	// ErrJobCancelled matches a *JobError for a job that ended cancelled.
+	ErrJobCancelled = errors.New("trainer job cancelled")
+	// ErrJobTimeout is wrapped by Wait when a job outlives its timeout.
+	ErrJobTimeout = errors.New("trainer job timed out")
+	// ErrJobNotFound is wrapped when the trainer does not know a job id
+	// (for example after it restarted and lost its queue): resubmit it.
+	ErrJobNotFound = errors.New("trainer job not found")
+)
+
+// JobError reports a job that reached a terminal state other than
+// succeeded. errors.Is(err, ErrJobFailed) or errors.Is(err, ErrJobCancelled)
+// tells which.
+type JobError struct {
+	ID      string
+	State   string
+	Message string
+}
+
+// Error implements error.
+func (e *JobError) Error() string {
+	if e.Message == "" {
+		return fmt.Sprintf("trainer job %s %s", e.ID, e.State)
+	}
+	return fmt.Sprintf("trainer job %s %s: %s", e.ID, e.State, e.Message)
+}
+
+// Is matches ErrJobFailed or ErrJobCancelled by the job's state.
+func (e *JobError) Is(target error) bool {
+	switch target {
+	case ErrJobFailed:
+		return e.State == StateFailed
+	case ErrJobCancelled:
+		return e.State == StateCancelled
+	}
+	return false
+}
+
+// StatusError is a non-2xx answer of the trainer.
+type StatusError struct {
+	Method     string
+	URL        string
+	StatusCode int
+	Message    string        // the body's error message, or a quoted prefix of the body
+	RetryAfter time.Duration // the Retry-After header, if the server sent one in seconds
+}
+
+// Error implements error.
+func (e *StatusError) Error() string {
+	return fmt.Sprintf("%s %s: %d %s: %s", e.Method, e.URL, e.StatusCode, statusText(e.StatusCode), e.Message)
+}
+
+// Unwrap lets errors.Is(err, ErrJobNotFound) see a 404.
+func (e *StatusError) Unwrap() error {
+	if e.StatusCode == 404 {
+		return ErrJobNotFound
+	}
+	return nil
+}

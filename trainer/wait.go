@@ -1,0 +1,89 @@
+package trainer
+
+import (
+	"context"
+	"fmt"
+	"time"
+)
+
+// Wait polls the job until it reaches a terminal state and returns its last
+// state. Polls back off from the poll interval to the maximum; onUpdate, if
+// not nil, is called when the state or progress changes.
+//
+// A failed or cancelled job returns a *JobError. Transient poll failures are
+// retried, up to MaxPollErrors in a row. Past timeout (if positive) Wait
+// cancels the job, best effort, and returns an error wrapping ErrJobTimeout.
+// When ctx ends Wait returns ctx.Err() and leaves the job running, so a
+// restarted orchestrator can reattach with Wait, or Submit of the same
+// request.
+func (c *JobClient) Wait(ctx context.Context, id string, timeout time.Duration, onUpdate func(Job)) (Job, error) {
+	waitCtx, cancel := ctx, context.CancelFunc(func() {})
+	if timeout > 0 {
+		waitCtx, cancel = context.WithTimeout(ctx, timeout)
+	}
+	defer cancel()
+
+	var (
+		last   Job
+		seen   bool
+		errs   int
+		b      = c.newBackoff()
+		result = func(err error) (Job, error) {
+			if ctx.Err() != nil {
+				return last, ctx.Err()
+			}
+			if waitCtx.Err() != nil {
+				return last, c.timedOut(ctx, id, timeout, last)
+			}
+			return last, err
+		}
+	)
+	for {
+		job, err := c.get(waitCtx, id)
+		switch {
+		case err == nil:
+			errs = 0
+			if !seen || job.State != last.State || job.Progress != last.Progress {
+				// A moving job is worth watching closely again.
+				b.reset(c.pollInterval)
+				if onUpdate != nil {
+					onUpdate(job)
+				}
+			}
+			last, seen = job, true
+			switch job.State {
+			case StateSucceeded:
+				return job, nil
+			case StateFailed, StateCancelled:
+				return job, &JobError{ID: id, State: job.State, Message: job.Error}
+			}
+		case waitCtx.Err() != nil:
+			return result(nil)
+		case !transient(err):
+			return result(fmt.Errorf("wait for trainer job %s: %w", id, err))
+		default:
+			errs++
+			if errs > c.maxPollErrors {
+				return result(fmt.Errorf("wait for trainer job %s: %d polls failed in a row: %w", id, errs, err))
+			}
+		}
+		if err := sleep(waitCtx, b.next(err)); err != nil {
+			return result(nil)
+		}
+	}
+}
+
+// timedOut cancels a job that outlived its timeout, on a context that
+// survives the wait's deadline, and reports the timeout.
+func (c *JobClient) timedOut(ctx context.Context, id string, timeout time.Duration, last Job) error {
+	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.requestTimeout)
+	defer cancel()
+	state := last.State
+	if state == "" {
+		state = "unknown"
+	}
+	if err := c.Cancel(cctx, id); err != nil {
+		return fmt.Errorf("wait for trainer job %s: still %s after %s (%v): %w", id, state, timeout, err, ErrJobTimeout)
+	}
+	return fmt.Errorf("wait for trainer job %s: still %s after %s, cancelled it: %w", id, state, timeout, ErrJobTimeout)
+}
