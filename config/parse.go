@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"reflect"
 	"regexp"
@@ -43,6 +44,9 @@ func Parse(data []byte) (Config, error) {
 func parse(file string, data []byte) (Config, error) {
 	cfg := Default()
 	doc, err := document(file, data)
+	if e := (*Error)(nil); errors.As(err, &e) && e.Line > 0 && tabIndented(data, e.Line) {
+		e.Msg += " (YAML indents with spaces, not tabs)"
+	}
 	if err != nil {
 		return Config{}, err
 	}
@@ -64,6 +68,9 @@ func parse(file string, data []byte) (Config, error) {
 	// Written as [] or null, or left out: all mean the same.
 	if cfg.Inference.Endpoints == nil {
 		cfg.Inference.Endpoints = []Endpoint{}
+	}
+	if len(cfg.Inference.ChatTemplateKwargs) == 0 {
+		cfg.Inference.ChatTemplateKwargs = nil
 	}
 	if len(cfg.Curriculum.Promote.Sizes) == 0 {
 		cfg.Curriculum.Promote.Sizes = nil
@@ -87,7 +94,11 @@ func document(file string, data []byte) (*yaml.Node, error) {
 		if err != nil {
 			return nil, yamlError(file, err)
 		}
-		return nil, &Error{File: file, Line: next.Line, Msg: "a second YAML document; a config file holds one"}
+		line := next.Line
+		if len(next.Content) > 0 {
+			line = next.Content[0].Line
+		}
+		return nil, &Error{File: file, Line: line, Msg: "a second YAML document; a config file holds one"}
 	}
 	if len(doc.Content) == 0 {
 		return nil, nil
@@ -97,6 +108,12 @@ func document(file string, data []byte) (*yaml.Node, error) {
 		return nil, nil
 	}
 	return n, nil
+}
+
+// tabIndented reports whether line (1-based) of data starts with a tab.
+func tabIndented(data []byte, line int) bool {
+	lines := bytes.Split(data, []byte("\n"))
+	return line <= len(lines) && bytes.HasPrefix(bytes.TrimLeft(lines[line-1], " "), []byte("\t"))
 }
 
 var yamlLine = regexp.MustCompile(`^(?:yaml: )?line (\d+): (.*)$`)
@@ -218,6 +235,12 @@ func (w *walker) merge(v *yaml.Node, t reflect.Type, path string) error {
 
 // leaf decodes n into a scratch value of type t to check it.
 func (w *walker) leaf(n *yaml.Node, t reflect.Type, path string) error {
+	// yaml.v3 truncates 2.5 to 2 for an integer field; refuse it instead.
+	if isInt(t) && !reflect.PointerTo(t).Implements(unmarshalerType) && n.Kind == yaml.ScalarNode && n.ShortTag() == "!!float" {
+		if f, err := strconv.ParseFloat(n.Value, 64); err != nil || f != math.Trunc(f) {
+			return w.errorf(n, path, "expected %s, got %s", describe(t), got(n))
+		}
+	}
 	err := n.Decode(reflect.New(t).Interface())
 	if err == nil {
 		return nil
@@ -272,10 +295,10 @@ func describe(t reflect.Type) string {
 	case reflect.TypeFor[Duration]():
 		return "a duration like 60s, 30m or 1h30m, or a number of seconds"
 	}
-	switch t.Kind() {
-	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
-		reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
+	if isInt(t) {
 		return "an integer"
+	}
+	switch t.Kind() {
 	case reflect.Float32, reflect.Float64:
 		return "a number"
 	case reflect.Bool:
@@ -290,6 +313,15 @@ func describe(t reflect.Type) string {
 		return "a mapping with keys " + names(yamlFields(t))
 	}
 	return t.String()
+}
+
+func isInt(t reflect.Type) bool {
+	switch t.Kind() {
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
+		reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
+		return true
+	}
+	return false
 }
 
 func plural(t reflect.Type) string {

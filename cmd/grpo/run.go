@@ -343,4 +343,3 @@ func compareLine(an string, a checkpoint.Evaluation, bn string, b checkpoint.Eva
 		an, a.Step, a.RewardMean, a.RewardCI95[0], a.RewardCI95[1],
 		bn, b.Step, b.RewardMean, b.RewardCI95[0], b.RewardCI95[1], w.Diff, w.P)
 }
-

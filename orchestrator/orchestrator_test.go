@@ -1,0 +1,370 @@
+package orchestrator_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"net/http"
+	"net/http/httptest"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/grpo-dev/grpo/checkpoint"
+	"github.com/grpo-dev/grpo/config"
+	"github.com/grpo-dev/grpo/inference"
+	"github.com/grpo-dev/grpo/orchestrator"
+	"github.com/grpo-dev/grpo/refmodel"
+	"github.com/grpo-dev/grpo/rollout"
+	"github.com/grpo-dev/grpo/rollout/rollouttest"
+	"github.com/grpo-dev/grpo/trainer"
+)
+
+// env is a run's world: the reference backend behind real HTTP servers,
+// and a store.
+type env struct {
+	store    *checkpoint.Store
+	chat     *inference.ChatClient
+	fleet    *inference.Fleet
+	trainer  *trainer.JobClient
+	backend  *refmodel.Backend
+	inferURL string
+}
+
+// newEnv starts the reference backend on dataDir (reusing it restarts the
+// backend with the state it persisted, as after a crash).
+func newEnv(t *testing.T, dataDir, db string) *env {
+	t.Helper()
+	b, err := refmodel.New(refmodel.Options{DataDir: dataDir, Seed: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Open(); err != nil {
+		t.Fatal(err)
+	}
+	inf := httptest.NewServer(b.InferenceHandler())
+	tr := httptest.NewServer(b.TrainerHandler())
+	t.Cleanup(func() { inf.Close(); tr.Close(); b.Close() })
+	return &env{
+		store:    checkpoint.New(db, checkpoint.Options{}),
+		chat:     inference.NewChatClient(inf.URL+"/v1", inference.ChatOptions{Backoff: time.Millisecond}),
+		fleet:    &inference.Fleet{Endpoints: []*inference.AdminClient{inference.NewAdminClient(inf.URL+"/v1", inference.AdminOptions{})}},
+		trainer:  trainer.NewJobClient(tr.URL, trainer.JobClientOptions{PollInterval: 5 * time.Millisecond, MaxPollInterval: 50 * time.Millisecond}),
+		backend:  b,
+		inferURL: inf.URL + "/v1",
+	}
+}
+
+func (e *env) orchestrator(events func(orchestrator.Event)) *orchestrator.Orchestrator {
+	return orchestrator.New(orchestrator.Options{Store: e.store, Completer: e.chat, Trainer: e.trainer, Adapters: e.fleet, Events: events})
+}
+
+func smallConfig(t *testing.T, name string, steps int) config.Config {
+	t.Helper()
+	cfg, err := config.Parse([]byte(fmt.Sprintf(`
+run: {name: %s, steps: %d, seed: 3}
+validation: {episodes: 8}
+inference: {adapters: {keep: 1}}
+`, name, steps)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cfg
+}
+
+func snapshot(t *testing.T, s *checkpoint.Store, name string) (checkpoint.Run, []checkpoint.Step, []checkpoint.Evaluation) {
+	t.Helper()
+	run, steps, evals, err := s.Snapshot(context.Background(), name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return run, steps, evals
+}
+
+func TestRunEndToEndOnReferenceBackend(t *testing.T) {
+	dir := t.TempDir()
+	e := newEnv(t, filepath.Join(dir, "data"), filepath.Join(dir, "grpo.db"))
+	var mu sync.Mutex
+	counts := map[string]int{}
+	o := e.orchestrator(func(ev orchestrator.Event) {
+		mu.Lock()
+		counts[ev.Type]++
+		mu.Unlock()
+	})
+	cfg := smallConfig(t, "e2e", 4)
+	if err := o.Start(context.Background(), cfg); err != nil {
+		t.Fatal(err)
+	}
+	run, steps, evals := snapshot(t, e.store, "e2e")
+	if run.State != checkpoint.StateSucceeded || len(steps) != 5 || len(evals) != 5 {
+		t.Fatalf("state %s, %d steps, %d evaluations; want succeeded, 5, 5", run.State, len(steps), len(evals))
+	}
+	for i, s := range steps {
+		if s.Step != i {
+			t.Fatalf("steps[%d].Step = %d", i, s.Step)
+		}
+		if i == 0 {
+			if s.Train != nil || s.Job != nil || s.Adapter != nil {
+				t.Fatalf("step 0 should be the base model only: %+v", s)
+			}
+			continue
+		}
+		if s.Train == nil || s.Train.Episodes != 6 || len(s.Train.Groups) != 2 {
+			t.Fatalf("step %d train stats %+v", i, s.Train)
+		}
+		if s.Job != nil {
+			if s.Job.ID != trainer.JobID("e2e", i) || s.Job.State != trainer.StateSucceeded || s.Adapter.Name != trainer.AdapterName("e2e", i) {
+				t.Fatalf("step %d job %+v adapter %+v", i, s.Job, s.Adapter)
+			}
+		}
+		if evals[i].Episodes != 8 || len(evals[i].Rewards) != 8 {
+			t.Fatalf("step %d evaluation %+v", i, evals[i])
+		}
+	}
+	if counts[orchestrator.EventEpisodeFinished] != 4*6+5*8 || counts[orchestrator.EventRunFinished] != 1 || counts[orchestrator.EventValidationDone] != 5 {
+		t.Fatalf("event counts %v", counts)
+	}
+	// Adapters: the last and the best stay loaded (keep 1), older ones go.
+	models, err := inference.NewAdminClient(e.inferURL, inference.AdminOptions{}).Models(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	sel, err := checkpoint.Select(run.Policy, run.Metric, run.EMA, steps, evals)
+	if err != nil {
+		t.Fatal(err)
+	}
+	loaded := map[string]bool{}
+	for _, m := range models {
+		loaded[m.ID] = true
+	}
+	last := steps[len(steps)-1].Adapter
+	if last != nil && !loaded[last.Name] {
+		t.Fatalf("last adapter %s not loaded: %v", last.Name, loaded)
+	}
+	if sel.Adapter != nil && !loaded[sel.Adapter.Name] {
+		t.Fatalf("best adapter %s not loaded: %v", sel.Adapter.Name, loaded)
+	}
+	if len(loaded) > 3 { // base + best + last
+		t.Fatalf("%d models loaded, want at most 3: %v", len(loaded), loaded)
+	}
+}
+
+// rewards is a run's result as numbers: every step's train reward and
+// validation rewards, to compare runs exactly.
+func rewards(t *testing.T, s *checkpoint.Store, name string) string {
+	_, steps, evals := snapshot(t, s, name)
+	var b strings.Builder
+	for _, st := range steps {
+		fmt.Fprintf(&b, "step %d n %d", st.Step, st.N)
+		if st.Train != nil {
+			fmt.Fprintf(&b, " train %.12f", st.Train.RewardMean)
+		}
+		if st.Job != nil {
+			fmt.Fprintf(&b, " loss %.12f", st.Job.Metrics["loss"])
+		}
+		b.WriteString("\n")
+	}
+	for _, ev := range evals {
+		fmt.Fprintf(&b, "eval %d %.12f %v\n", ev.Step, ev.RewardMean, ev.Rewards)
+	}
+	return b.String()
+}
+
+func TestRunIsDeterministic(t *testing.T) {
+	var got []string
+	for range 2 {
+		dir := t.TempDir()
+		e := newEnv(t, filepath.Join(dir, "data"), filepath.Join(dir, "grpo.db"))
+		if err := e.orchestrator(nil).Start(context.Background(), smallConfig(t, "det", 3)); err != nil {
+			t.Fatal(err)
+		}
+		got = append(got, rewards(t, e.store, "det"))
+	}
+	if got[0] != got[1] {
+		t.Fatalf("two runs with one seed differ:\n%s\nvs\n%s", got[0], got[1])
+	}
+}
+
+// TestResumeAfterInterruption stops a run at various moments (the process
+// "dies": the backend restarts too, keeping only what it persisted) and
+// resumes it; the result must equal an uninterrupted run's, with every
+// step stored exactly once.
+func TestResumeAfterInterruption(t *testing.T) {
+	const steps = 3
+	dir := t.TempDir()
+	ref := newEnv(t, filepath.Join(dir, "ref-data"), filepath.Join(dir, "ref.db"))
+	if err := ref.orchestrator(nil).Start(context.Background(), smallConfig(t, "r", steps)); err != nil {
+		t.Fatal(err)
+	}
+	want := rewards(t, ref.store, "r")
+
+	for _, stop := range []struct {
+		name  string
+		event string
+		step  int
+	}{
+		{"during base validation", orchestrator.EventEpisodeFinished, 0},
+		{"during rollouts", orchestrator.EventEpisodeFinished, 2},
+		{"job in flight", orchestrator.EventJobState, 2},
+		{"adapter loaded, not committed", orchestrator.EventAdapterLoaded, 2},
+		{"just committed", orchestrator.EventStepCommitted, 1},
+	} {
+		t.Run(stop.name, func(t *testing.T) {
+			sub := t.TempDir()
+			data, db := filepath.Join(sub, "data"), filepath.Join(sub, "grpo.db")
+			ctx, cancel := context.WithCancel(context.Background())
+			e := newEnv(t, data, db)
+			var once sync.Once
+			err := e.orchestrator(func(ev orchestrator.Event) {
+				if ev.Type == stop.event && ev.Step == stop.step {
+					once.Do(cancel)
+				}
+			}).Start(ctx, smallConfig(t, "r", steps))
+			if err == nil || !errors.Is(err, context.Canceled) {
+				t.Fatalf("interrupted run returned %v", err)
+			}
+			if run, _, _ := snapshot(t, e.store, "r"); run.State != checkpoint.StateCancelled {
+				t.Fatalf("state after interruption %s", run.State)
+			}
+			// "Restart": a new backend over the same data dir.
+			e2 := newEnv(t, data, db)
+			if err := e2.orchestrator(nil).Resume(context.Background(), "r"); err != nil {
+				t.Fatal(err)
+			}
+			if got := rewards(t, e2.store, "r"); got != want {
+				t.Fatalf("resumed run differs from uninterrupted run:\n%s\nwant\n%s", got, want)
+			}
+			if err := e2.orchestrator(nil).Resume(context.Background(), "r"); !errors.Is(err, orchestrator.ErrRunFinished) {
+				t.Fatalf("resuming a finished run: %v", err)
+			}
+		})
+	}
+}
+
+// fakeTrainer answers the job API with a scripted outcome.
+func fakeTrainer(t *testing.T, final trainer.Job, after time.Duration) *trainer.JobClient {
+	var mu sync.Mutex
+	created := map[string]time.Time{}
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		defer mu.Unlock()
+		id := strings.TrimPrefix(r.URL.Path, "/v1/jobs/")
+		w.Header().Set("Content-Type", "application/json")
+		switch {
+		case r.Method == http.MethodPost:
+			var req trainer.JobRequest
+			if err := jsonDecode(r, &req); err != nil {
+				http.Error(w, err.Error(), 400)
+				return
+			}
+			created[req.ID] = time.Now()
+			w.WriteHeader(http.StatusAccepted)
+			fmt.Fprintf(w, `{"id":%q,"state":"queued"}`, req.ID)
+		case r.Method == http.MethodDelete:
+			fmt.Fprintf(w, `{"id":%q,"state":"cancelled"}`, id)
+		default:
+			j := trainer.Job{ID: id, State: trainer.StateRunning, Progress: 0.5}
+			if time.Since(created[id]) >= after {
+				j = final
+				j.ID = id
+			}
+			jsonEncode(w, j)
+		}
+	}))
+	t.Cleanup(srv.Close)
+	return trainer.NewJobClient(srv.URL, trainer.JobClientOptions{PollInterval: 5 * time.Millisecond, MaxPollInterval: 20 * time.Millisecond})
+}
+
+func TestTrainerFailureFailsTheRun(t *testing.T) {
+	dir := t.TempDir()
+	e := newEnv(t, filepath.Join(dir, "data"), filepath.Join(dir, "grpo.db"))
+	e.trainer = fakeTrainer(t, trainer.Job{State: trainer.StateFailed, Error: "CUDA out of memory"}, 0)
+	err := e.orchestrator(nil).Start(context.Background(), smallConfig(t, "f", 2))
+	if !errors.Is(err, trainer.ErrJobFailed) || !strings.Contains(err.Error(), "CUDA out of memory") || !strings.Contains(err.Error(), "f/step-0001") {
+		t.Fatalf("err = %v", err)
+	}
+	run, steps, _ := snapshot(t, e.store, "f")
+	if run.State != checkpoint.StateFailed || len(steps) != 1 || !strings.Contains(run.Error, "CUDA out of memory") {
+		t.Fatalf("state %s error %q, %d steps; want failed with the job's error and only step 0", run.State, run.Error, len(steps))
+	}
+	inf, err := e.store.GetInFlight(context.Background(), "f")
+	if err != nil || inf == nil || inf.JobID != "f/step-0001" {
+		t.Fatalf("in-flight record after a failed job: %+v, %v", inf, err)
+	}
+}
+
+func TestTrainerJobTimeout(t *testing.T) {
+	dir := t.TempDir()
+	e := newEnv(t, filepath.Join(dir, "data"), filepath.Join(dir, "grpo.db"))
+	e.trainer = fakeTrainer(t, trainer.Job{State: trainer.StateSucceeded}, time.Hour)
+	cfg := smallConfig(t, "slow", 2)
+	cfg.Trainer.JobTimeout = config.Duration(100 * time.Millisecond)
+	err := e.orchestrator(nil).Start(context.Background(), cfg)
+	if !errors.Is(err, trainer.ErrJobTimeout) {
+		t.Fatalf("err = %v, want a job timeout", err)
+	}
+	if run, _, _ := snapshot(t, e.store, "slow"); run.State != checkpoint.StateFailed {
+		t.Fatalf("state %s", run.State)
+	}
+}
+
+// noCalls fails the test if the orchestrator trains or loads anything.
+type noCalls struct{ t *testing.T }
+
+func (n noCalls) Submit(context.Context, trainer.JobRequest) (trainer.Job, error) {
+	n.t.Error("Submit called on a step without signal")
+	return trainer.Job{}, errors.New("unexpected")
+}
+func (n noCalls) Wait(context.Context, string, time.Duration, func(trainer.Job)) (trainer.Job, error) {
+	return trainer.Job{}, errors.New("unexpected")
+}
+func (n noCalls) Cancel(context.Context, string) error { return nil }
+func (n noCalls) LoadEverywhere(context.Context, string, string) error {
+	n.t.Error("LoadEverywhere called without a job")
+	return nil
+}
+func (n noCalls) UnloadEverywhere(context.Context, string) error { return nil }
+
+func TestStepWithoutSignalIsRecordedWithoutJob(t *testing.T) {
+	// Everybody always thinks: every episode scores -0.1 (shaped), every
+	// group has zero variance, and resampling cannot help.
+	srv := rollouttest.New(func(rollout.State) string { return rollout.Think })
+	defer srv.Close()
+	dir := t.TempDir()
+	store := checkpoint.New(filepath.Join(dir, "grpo.db"), checkpoint.Options{})
+	cfg := smallConfig(t, "flat", 2)
+	cfg.Inference.Endpoints = []config.Endpoint{{URL: srv.BaseURL()}}
+	cfg.Trainer.Kind = "jobs"
+	cfg.GRPO.ResampleZeroVariance = true
+	cfg.GRPO.MaxResamples = 3
+	o := orchestrator.New(orchestrator.Options{Store: store, Completer: inference.NewChatClient(srv.BaseURL(), inference.ChatOptions{}),
+		Trainer: noCalls{t}, Adapters: noCalls{t}})
+	if err := o.Start(context.Background(), cfg); err != nil {
+		t.Fatal(err)
+	}
+	run, steps, evals := snapshot(t, store, "flat")
+	if run.State != checkpoint.StateSucceeded || len(steps) != 3 || len(evals) != 3 {
+		t.Fatalf("state %s, %d steps, %d evals", run.State, len(steps), len(evals))
+	}
+	for _, s := range steps[1:] {
+		tr := s.Train
+		if s.Job != nil || s.Adapter != nil || tr == nil {
+			t.Fatalf("step %d: job %+v adapter %+v train %+v", s.Step, s.Job, s.Adapter, tr)
+		}
+		// 2 groups + 3 replacements, all zero-variance; 30 episodes.
+		if len(tr.Groups) != 5 || tr.ZeroVarianceGroups != 2 || tr.Episodes != 15 || tr.Trajectories != 0 || tr.FracRewardZeroStd != 1 {
+			t.Fatalf("step %d train stats: groups %d zero %d episodes %d trajectories %d frac %v", s.Step, len(tr.Groups), tr.ZeroVarianceGroups, tr.Episodes, tr.Trajectories, tr.FracRewardZeroStd)
+		}
+		if math.Abs(tr.RewardMean+0.1) > 1e-12 {
+			t.Fatalf("step %d train reward %v, want -0.1", s.Step, tr.RewardMean)
+		}
+		for _, g := range tr.Groups[2:] {
+			if !g.Resampled {
+				t.Fatalf("replacement group %s not marked resampled", g.ID)
+			}
+		}
+	}
+}
