@@ -195,7 +195,7 @@ func (b *Backend) prepare(req *chatRequest) (*completion, int, *requestError) {
 	}
 	c.model = b.models.get(name)
 	if c.model == nil {
-		return nil, http.StatusNotFound, &requestError{param: "model", msg: "The model `" + name + "` does not exist."}
+		return nil, http.StatusNotFound, &requestError{msg: "The model `" + name + "` does not exist."}
 	}
 	if len(req.Messages) == 0 {
 		return nil, http.StatusBadRequest, badField("messages", "at least one message is required")

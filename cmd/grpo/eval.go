@@ -16,6 +16,7 @@ import (
 	"github.com/grpo-dev/grpo/grpo"
 	"github.com/grpo-dev/grpo/inference"
 	"github.com/grpo-dev/grpo/rollout"
+	"github.com/grpo-dev/grpo/stack"
 )
 
 const evalSynopsis = `Usage: grpo eval [flags]
@@ -148,12 +149,12 @@ func (m *Main) eval(ctx context.Context, args []string) error {
 			return err
 		}
 		defer os.RemoveAll(dir)
-		e, err := startEmbedded(ctx, dir, *seed, nil)
+		e, err := stack.StartEmbedded(ctx, dir, *seed, nil)
 		if err != nil {
 			return err
 		}
 		defer e.Close()
-		o.targets = []target{{Name: embeddedModel, URL: e.inferenceURL}}
+		o.targets = []target{{Name: stack.EmbeddedModel, URL: e.InferenceURL}}
 	}
 	for i := range o.targets {
 		if env := o.targets[i].APIKeyEnv; env != "" {

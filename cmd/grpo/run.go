@@ -6,13 +6,12 @@ import (
 	"io"
 	"log/slog"
 	"os"
-	"path/filepath"
 	"sync"
 	"time"
 
 	"github.com/grpo-dev/grpo/checkpoint"
 	"github.com/grpo-dev/grpo/config"
-	"github.com/grpo-dev/grpo/inference"
+	"github.com/grpo-dev/grpo/stack"
 	"github.com/grpo-dev/grpo/orchestrator"
 	"github.com/grpo-dev/grpo/trainer"
 )
@@ -104,15 +103,18 @@ func (m *Main) run(ctx context.Context, args []string) error {
 	}
 
 	logger := slog.New(slog.NewTextHandler(m.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	w, err := m.wire(ctx, cfg, *dataDir, logger)
+	if *dataDir == "" {
+		*dataDir = cfg.Run.DB + ".data"
+	}
+	st, err := stack.Start(ctx, cfg, stack.Options{DataDir: *dataDir, Getenv: m.Getenv, Logger: logger})
 	if err != nil {
 		return err
 	}
-	defer w.Close()
+	defer st.Close()
 
 	view := newRunView(m.Stderr, *quiet)
 	o := orchestrator.New(orchestrator.Options{
-		Store: store, Completer: w.completer, Trainer: w.trainer, Adapters: w.fleet,
+		Store: store, Completer: st.Completer, Trainer: st.Trainer, Adapters: st.Fleet,
 		Events: view.event, Logger: logger,
 	})
 	fmt.Fprintf(m.Stderr, "run %s: %d steps, n=%d, %s reward, store %s\n", cfg.Run.Name, cfg.Run.Steps, cfg.Env.N, cfg.Reward.Function, cfg.Run.DB)
@@ -137,71 +139,6 @@ func (m *Main) run(ctx context.Context, args []string) error {
 	fmt.Fprintf(m.Stdout, "finished in %.1fs; store %s; read back with 'grpo runs show %s' and 'grpo best %s'\n",
 		time.Since(start).Seconds(), cfg.Run.DB, cfg.Run.Name, cfg.Run.Name)
 	return nil
-}
-
-// wiring is the run's peers: the embedded backend, or remote endpoints and
-// a trainer.
-type wiring struct {
-	completer *inference.Pool
-	fleet     *inference.Fleet
-	trainer   *trainer.JobClient
-	close     func() error
-}
-
-func (w *wiring) Close() error {
-	if w.close != nil {
-		return w.close()
-	}
-	return nil
-}
-
-func (m *Main) wire(ctx context.Context, cfg config.Config, dataDir string, logger *slog.Logger) (*wiring, error) {
-	inf := cfg.Inference
-	chatOpts := func(apiKey string) inference.ChatOptions {
-		return inference.ChatOptions{APIKey: apiKey, RequestTimeout: time.Duration(inf.RequestTimeout), Retries: retriesOption(inf.Retries)}
-	}
-	w := &wiring{fleet: &inference.Fleet{Inplace: inf.Adapters.Naming == "inplace"}}
-	var trainerURL string
-	if cfg.Trainer.Kind == "embedded" {
-		if dataDir == "" {
-			dataDir = cfg.Run.DB + ".data"
-		}
-		if err := os.MkdirAll(filepath.Clean(dataDir), 0o755); err != nil {
-			return nil, fmt.Errorf("embedded backend data directory: %w", err)
-		}
-		e, err := startEmbedded(ctx, dataDir, cfg.Run.Seed, logger)
-		if err != nil {
-			return nil, err
-		}
-		w.close = e.Close
-		w.completer = inference.NewPool(inference.NewChatClient(e.inferenceURL, chatOpts("")))
-		w.fleet.Endpoints = []*inference.AdminClient{inference.NewAdminClient(e.inferenceURL, inference.AdminOptions{})}
-		trainerURL = e.trainerURL
-	} else {
-		var clients []*inference.ChatClient
-		for _, ep := range inf.Endpoints {
-			key := m.Getenv(firstNonEmpty(ep.APIKeyEnv, "OPENAI_API_KEY"))
-			admin := inference.NewAdminClient(ep.URL, inference.AdminOptions{APIKey: key})
-			if err := admin.Probe(ctx); err != nil {
-				return nil, fmt.Errorf("inference endpoint: %w", err)
-			}
-			clients = append(clients, inference.NewChatClient(ep.URL, chatOpts(key)))
-			w.fleet.Endpoints = append(w.fleet.Endpoints, admin)
-		}
-		w.completer = inference.NewPool(clients...)
-		trainerURL = cfg.Trainer.URL
-	}
-	w.trainer = trainer.NewJobClient(trainerURL, trainer.JobClientOptions{PollInterval: 20 * time.Millisecond, MaxPollInterval: 2 * time.Second})
-	return w, nil
-}
-
-func firstNonEmpty(s ...string) string {
-	for _, x := range s {
-		if x != "" {
-			return x
-		}
-	}
-	return ""
 }
 
 // runView shows a run's progress on stderr: a bar per step on a

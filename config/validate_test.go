@@ -1,0 +1,196 @@
+package config_test
+
+import (
+	"errors"
+	"math"
+	"strings"
+	"testing"
+
+	"github.com/grpo-dev/grpo/config"
+)
+
+// jobs is a valid run against external servers, for snippets that need one.
+const jobs = "trainer: {kind: jobs, url: 'http://127.0.0.1:7000'}\ninference:\n  endpoints: [{url: 'http://127.0.0.1:8000/v1'}]\n"
+
+func TestValidate(t *testing.T) {
+	for _, tt := range []struct {
+		in   string
+		want string // substring of the error; "" for valid
+	}{
+		{"", ""},
+		{jobs, ""},
+		{"run: {steps: 0}", "run.steps: is 0; need at least 1 step"},
+		{"run: {name: a/b}", `run.name: "a/b" is not accepted; use 1 to 64 of A-Z a-z 0-9 . _ -`},
+		{"run: {name: ..}", `run.name: ".." is not accepted`},
+		{"run: {name: " + strings.Repeat("a", 65) + "}", "run.name: "},
+		{"run: {name: " + strings.Repeat("a", 64) + "}", ""},
+		{"run: {name: dp5_shaped-v1.2}", ""},
+		{"env: {n: 1}", "env.n: is 1; need at least 2 philosophers"},
+		{"env: {rounds: 0}", "env.rounds: is 0; need at least 1 round"},
+		{"env: {mode: diagonal}", `env.mode: "diagonal" is not accepted; accepted: simultaneous, sequential`},
+		{"env: {mode: sequential}", ""},
+		{"env: {deadlock_patience: 0}", "env.deadlock_patience: is 0; need at least 1 round"},
+		{"reward: {function: best}", `reward.function: "best" is not accepted; accepted: shaped, paper`},
+		{"reward: {function: paper}", ""},
+		{"reward: {weights: {gamma: .nan}}", "reward.weights.gamma: is NaN; need a finite number"},
+		{"grpo: {groups: 0}", "grpo.groups: is 0; need at least 1 group"},
+		{"grpo: {episodes_per_group: 1}", "grpo.episodes_per_group: is 1; need at least 2: a group of one episode has no reward variance"},
+		{"grpo: {advantage: {std: sample}}", `grpo.advantage.std: "sample" is not accepted; accepted: population, unbiased`},
+		{"grpo: {advantage: {baseline: median}}", `grpo.advantage.baseline: "median" is not accepted; accepted: mean, leave-one-out`},
+		{"grpo: {advantage: {std_normalize: false, std: unbiased, baseline: leave-one-out}}", ""},
+		{"grpo: {max_resamples: -1}", "grpo.max_resamples: is -1; need 0 or more"},
+		{"grpo: {max_off_policy_steps: 1}", "grpo.max_off_policy_steps: is 1; only synchronous training (0) is implemented yet"},
+		{jobs + "  model: ''\n", "inference.model: is empty"},
+		{"inference: {temperature: -0.1}", "inference.temperature: is -0.1; need a number >= 0"},
+		{"inference: {temperature: 0}", ""},
+		{"inference: {max_tokens: 0}", "inference.max_tokens: is 0; need at least 1"},
+		{"inference: {concurrency: 0}", "inference.concurrency: is 0; need at least 1 request in flight"},
+		{"inference: {request_timeout: 0s}", "inference.request_timeout: is 0s; need a duration > 0"},
+		{"inference: {request_timeout: -5}", "inference.request_timeout: is -5s; need a duration > 0"},
+		{"inference: {retries: -1}", "inference.retries: is -1; need 0 or more"},
+		{"inference: {adapters: {naming: random}}", `inference.adapters.naming: "random" is not accepted; accepted: per-step, inplace`},
+		{"inference: {adapters: {naming: inplace}}", ""},
+		{"inference: {adapters: {keep: 0}}", "inference.adapters.keep: is 0; need at least 1 adapter loaded"},
+		{"trainer: {kind: jobs, url: 'http://127.0.0.1:7000'}\ninference:\n  endpoints: [{url: 'http://127.0.0.1:8000/v1'}, {url: '127.0.0.1:8001'}]\n",
+			`inference.endpoints[1].url: "127.0.0.1:8001" is not an http(s) URL such as http://127.0.0.1:8000/v1`},
+		{"trainer: {kind: jobs}\ninference:\n  endpoints: [{url: 'ftp://127.0.0.1/v1'}]\n", `inference.endpoints[0].url: "ftp://127.0.0.1/v1" is not an http(s) URL`},
+		{"trainer: {kind: jobs}\ninference:\n  endpoints: [{url: 'https://127.0.0.1/v1', api_key_env: 'MY-KEY'}]\n", `inference.endpoints[0].api_key_env: "MY-KEY" is not an environment variable name`},
+		{"trainer: {kind: jobs}\ninference:\n  endpoints: [{url: 'https://127.0.0.1/v1', api_key_env: VLLM_KEY_2}]\n", ""},
+		{"trainer: {kind: art}", `trainer.kind: "art" is not implemented yet; accepted: embedded, jobs`},
+		{"trainer: {kind: torch}", `trainer.kind: "torch" is not accepted; accepted: embedded, jobs`},
+		{"trainer: {kind: jobs}", "inference.endpoints: empty, but trainer.kind jobs needs inference servers"},
+		{"inference:\n  endpoints: [{url: 'http://127.0.0.1:8000/v1'}]\n", "inference.endpoints: set, but trainer.kind is embedded"},
+		{"trainer: {kind: jobs, url: ''}\ninference:\n  endpoints: [{url: 'http://127.0.0.1:8000/v1'}]\n", `trainer.url: "" is not an http(s) URL such as http://127.0.0.1:8000/v1; trainer.kind jobs needs the job API's address`},
+		{"trainer: {kind: jobs, base_model: ''}\ninference:\n  endpoints: [{url: 'http://127.0.0.1:8000/v1'}]\n", "trainer.base_model: is empty"},
+		{"trainer: {lora: {rank: 0}}", "trainer.lora.rank: is 0; accepted: 1 to 64"},
+		{"trainer: {lora: {rank: 65}}", "trainer.lora.rank: is 65; accepted: 1 to 64"},
+		{"trainer: {lora: {rank: 64}}", ""},
+		{"trainer: {lora: {alpha: 0}}", "trainer.lora.alpha: is 0; need a number > 0"},
+		{"trainer: {lora: {target_modules: [q_proj, '']}}", "trainer.lora.target_modules[1]: is empty"},
+		{"trainer: {hyperparameters: {learning_rate: 0}}", "trainer.hyperparameters.learning_rate: is 0; need a number > 0"},
+		{"trainer: {hyperparameters: {learning_rate: .inf}}", "trainer.hyperparameters.learning_rate: is +Inf; need a number > 0"},
+		{"trainer: {hyperparameters: {epsilon: 0}}", "trainer.hyperparameters.epsilon: is 0; need a number > 0"},
+		{"trainer: {hyperparameters: {epsilon_high: -0.2}}", "trainer.hyperparameters.epsilon_high: is -0.2; need a number >= 0 (0: same as epsilon)"},
+		{"trainer: {hyperparameters: {epsilon_high: 0}}", ""},
+		{"trainer: {hyperparameters: {kl_beta: -1}}", "trainer.hyperparameters.kl_beta: is -1; need a number >= 0"},
+		{"trainer: {hyperparameters: {epochs: 0}}", "trainer.hyperparameters.epochs: is 0; need at least 1"},
+		{"trainer: {job_timeout: 0}", "trainer.job_timeout: is 0s; need a duration > 0 such as 30m"},
+		{"validation: {every: 0}", "validation.every: is 0; need at least 1"},
+		{"validation: {n: []}", "validation.n: is empty; give at least one table size"},
+		{"validation: {n: [5, 1]}", "validation.n[1]: is 1; need at least 2 philosophers"},
+		{"validation: {episodes: 1}", "validation.episodes: is 1; need at least 2"},
+		{"validation: {temperature: -1}", "validation.temperature: is -1; need a number >= 0"},
+		{"validation: {metric: accuracy}", `validation.metric: "accuracy" is not accepted; accepted: reward_mean, meals_mean, deadlock_rate`},
+		{"validation: {metric: deadlock_rate}", ""},
+		{"validation: {selection: first}", `validation.selection: "first" is not accepted; accepted: best-validation, best-train, last`},
+		{"validation: {selection: last}", ""},
+		{"validation: {ema: 1}", "validation.ema: is 1; accepted: 0 <= ema < 1"},
+		{"validation: {ema: -0.1}", "validation.ema: is -0.1; accepted: 0 <= ema < 1"},
+		{"validation: {ema: .nan}", "validation.ema: is NaN; accepted: 0 <= ema < 1"},
+		{"validation: {ema: 0.9}", ""},
+		{"curriculum: {schedule: '5@0,10@6,15@11'}", ""},
+		{"curriculum: {schedule: '5@2'}", `curriculum.schedule: stage "5@2": the first stage must start at step 0 or 1`},
+		{"curriculum: {schedule: '5@0', promote: {sizes: [5, 10], threshold: 0.5}}", "curriculum.promote: set together with curriculum.schedule; use one of them"},
+		{"curriculum: {promote: {sizes: [5, 10]}}", "curriculum.promote.threshold: is 0; set the finite, non-zero value of reward_mean that promotes"},
+		{"curriculum: {promote: {threshold: 0.5}}", "curriculum.promote.sizes: is empty, but curriculum.promote.threshold is set"},
+		{"curriculum: {promote: {sizes: [5, 1], threshold: 0.5}}", "curriculum.promote.sizes[1]: is 1; need at least 2 philosophers"},
+		{"curriculum: {promote: {sizes: [5, 10, 15], threshold: 0.5}}", ""},
+		{"inference: {chat_template_kwargs: {1: {2: x}}}", "inference.chat_template_kwargs: cannot be sent as JSON"},
+	} {
+		c, err := config.Parse([]byte(tt.in))
+		if err != nil {
+			t.Fatalf("Parse(%q): %v", tt.in, err)
+		}
+		err = c.Validate()
+		if tt.want == "" {
+			if err != nil {
+				t.Errorf("Validate(%q)=%v, want nil", tt.in, err)
+			}
+			continue
+		}
+		if err == nil || !strings.Contains(err.Error(), tt.want) {
+			t.Errorf("Validate(%q)=%v, want an error containing %q", tt.in, err, tt.want)
+			continue
+		}
+		var cerr *config.Error
+		if !errors.As(err, &cerr) || !strings.HasPrefix(tt.want, cerr.Key+": ") {
+			t.Errorf("Validate(%q)=%#v, want a *config.Error with the key of %q", tt.in, err, tt.want)
+		}
+	}
+}
+
+func TestValidate_Seeds(t *testing.T) {
+	// run.seed 1, 16 steps of 2 groups + 4 resamples: training seeds are
+	// 1..96, so validation.seed needs at least 97.
+	c := mustParse(t, "validation: {seed: 96}")
+	if got, want := errString(c.Validate()), "validation.seed: is 96, but training seeds reach 96 (run.seed 1 + run.steps 16 x (grpo.groups 2 + grpo.max_resamples 4) - 1); need at least 97"; got != want {
+		t.Fatalf("Validate()=%q, want %q", got, want)
+	}
+	c.Validation.Seed = 97
+	if err := c.Validate(); err != nil {
+		t.Fatalf("Validate() with validation.seed 97: %v", err)
+	}
+	// 10 + 3 steps x (1 + 0) = 13.
+	c = mustParse(t, "run: {seed: 10, steps: 3}\ngrpo: {groups: 1, max_resamples: 0}\nvalidation: {seed: 12}")
+	if got, want := errString(c.Validate()), "need at least 13"; !strings.Contains(got, want) {
+		t.Fatalf("Validate()=%q, want it to contain %q", got, want)
+	}
+	c.Validation.Seed = 13
+	if err := c.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	// A seed near the top of int64 must not wrap around past the check.
+	c = config.Default()
+	c.Run.Seed = math.MaxInt64 - 10
+	c.Validation.Seed = math.MaxInt64
+	if got, want := errString(c.Validate()), "need at least 9223372036854775893"; !strings.Contains(got, want) {
+		t.Fatalf("Validate()=%q, want it to contain %q", got, want)
+	}
+}
+
+func TestTrainSeed(t *testing.T) {
+	c := config.Default() // run.seed 1, 2 groups + 4 resamples per step
+	for _, tt := range []struct {
+		step, slot int
+		want       int64
+	}{
+		{1, 0, 1},
+		{1, 5, 6},
+		{2, 0, 7},
+		{3, 2, 15},
+		{16, 5, 96},
+	} {
+		if got := c.TrainSeed(tt.step, tt.slot); got != tt.want {
+			t.Errorf("TrainSeed(%d, %d)=%d, want %d", tt.step, tt.slot, got, tt.want)
+		}
+	}
+	c.Run.Seed = 100
+	c.GRPO.Groups, c.GRPO.MaxResamples = 3, 0
+	if got, want := c.TrainSeed(4, 1), int64(100+3*3+1); got != want {
+		t.Errorf("TrainSeed(4, 1)=%d, want %d", got, want)
+	}
+	if got, want := c.ValidationSeed(0), int64(1000000); got != want {
+		t.Errorf("ValidationSeed(0)=%d, want %d", got, want)
+	}
+	if got, want := c.ValidationSeed(23), int64(1000023); got != want {
+		t.Errorf("ValidationSeed(23)=%d, want %d", got, want)
+	}
+}
+
+func TestError(t *testing.T) {
+	for _, tt := range []struct {
+		err  config.Error
+		want string
+	}{
+		{config.Error{File: "a.yaml", Line: 3, Column: 5, Key: "env.n", Msg: "bad"}, "a.yaml:3:5: env.n: bad"},
+		{config.Error{File: "a.yaml", Line: 3, Msg: "bad"}, "a.yaml:3: bad"},
+		{config.Error{File: "a.yaml", Key: "env.n", Msg: "bad"}, "a.yaml: env.n: bad"},
+		{config.Error{Line: 3, Column: 5, Key: "env.n", Msg: "bad"}, "line 3, column 5: env.n: bad"},
+		{config.Error{Line: 3, Msg: "bad"}, "line 3: bad"},
+		{config.Error{Key: "env.n", Msg: "bad"}, "env.n: bad"},
+	} {
+		if got := tt.err.Error(); got != tt.want {
+			t.Errorf("Error()=%q, want %q", got, tt.want)
+		}
+	}
+}
