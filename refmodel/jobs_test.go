@@ -1,0 +1,314 @@
+package refmodel
+
+import (
+	"bytes"
+	"encoding/json"
+	"math"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/grpo-dev/grpo/inference"
+	"github.com/grpo-dev/grpo/rollout"
+	"github.com/grpo-dev/grpo/trainer"
+)
+
+// oneTurn is a trajectory with one sampled choice of output a in state s,
+// logged with the base policy's logprob.
+func oneTurn(s rollout.State, a int, adv float64) trainer.Trajectory {
+	lp := policyLogProbs(BasePolicy(), s, 1, AllOutputs)[a]
+	return trainer.Trajectory{
+		MessagesAndChoices: []json.RawMessage{
+			raw(`{"role":"system","content":"rules"}`),
+			userItem(s),
+			choiceItem(tokenStrings[a], lp),
+		},
+		Tools:     rollout.ToolsJSON(),
+		Advantage: adv,
+		Group:     "g0",
+		Episode:   "e0",
+		Agent:     s.ID,
+	}
+}
+
+func jobRequest(id, out string, parent *trainer.Adapter, trajs ...trainer.Trajectory) trainer.JobRequest {
+	return trainer.JobRequest{
+		ID:            id,
+		BaseModel:     BaseModelName,
+		ParentAdapter: parent,
+		OutputAdapter: out,
+		LoRA:          trainer.LoRA{Rank: 8, Alpha: 16, TargetModules: []string{"q_proj", "v_proj"}},
+		Hyperparameters: trainer.Hyperparameters{
+			Epsilon: 0.2, EpsilonHigh: 0.2, Epochs: 1,
+		},
+		Trajectories: trajs,
+	}
+}
+
+func createJob(t *testing.T, url string, req any) (int, trainer.Job) {
+	t.Helper()
+	code, raw := do(t, http.MethodPost, url+"/v1/jobs", req)
+	var j trainer.Job
+	if code < 300 {
+		if err := json.Unmarshal(raw, &j); err != nil {
+			t.Fatalf("decode %s: %v", raw, err)
+		}
+	}
+	return code, j
+}
+
+func loadServed(t *testing.T, url string, a *trainer.Adapter) {
+	t.Helper()
+	code, body := do(t, http.MethodPost, url+"/v1/load_lora_adapter", inference.LoadAdapterRequest{LoraName: a.Name, LoraPath: a.Path})
+	if code != 200 {
+		t.Fatalf("load %s: %d %s", a.Name, code, body)
+	}
+}
+
+// servedLogProb is the logprob the server reports for output o in state s
+// (through top_logprobs, which lists all seven).
+func servedLogProb(t *testing.T, url, model string, s rollout.State, o int) float64 {
+	t.Helper()
+	code, resp, raw := chat(t, url, chatBody(model, s, map[string]any{"top_logprobs": NumOutputs, "seed": 1}))
+	if code != 200 {
+		t.Fatalf("chat: %d %s", code, raw)
+	}
+	for _, tl := range resp.Choices[0].LogProbs.Content[0].TopLogProbs {
+		if tl.Token == tokenStrings[o] {
+			return tl.LogProb
+		}
+	}
+	t.Fatalf("no %s in top_logprobs", tokenStrings[o])
+	return 0
+}
+
+// TestJobMovesServedPolicy goes through both APIs: a job trains on one
+// decision, the adapter is loaded, and the served probability of that
+// decision moves with the sign of its advantage.
+func TestJobMovesServedPolicy(t *testing.T) {
+	_, srv := mustServe(t, 1)
+	for _, tc := range []struct {
+		id     string
+		action int
+		adv    float64
+	}{
+		{"run/step-0001", outPutDownLeft, 1},
+		{"run/step-0002", outPickUpRight, -1},
+	} {
+		out := strings.ReplaceAll(tc.id, "/", "-")
+		code, j := createJob(t, srv.URL, jobRequest(tc.id, out, nil, oneTurn(stateWaitingRight, tc.action, tc.adv)))
+		if code != http.StatusAccepted || j.ID != tc.id || j.State != trainer.StateQueued {
+			t.Fatalf("create: %d %+v", code, j)
+		}
+		j = waitJob(t, srv.URL, tc.id)
+		if j.State != trainer.StateSucceeded || j.Progress != 1 || j.Adapter == nil || j.Adapter.Name != out ||
+			j.Metrics == nil || j.Metrics.GradNorm == 0 {
+			t.Fatalf("job %+v", j)
+		}
+		loadServed(t, srv.URL, j.Adapter)
+		before := servedLogProb(t, srv.URL, BaseModelName, stateWaitingRight, tc.action)
+		after := servedLogProb(t, srv.URL, out, stateWaitingRight, tc.action)
+		if (after-before)*tc.adv <= 0 {
+			t.Fatalf("%s: logprob of %s %.4f -> %.4f with advantage %v", tc.id, OutputName(tc.action), before, after, tc.adv)
+		}
+	}
+}
+
+func TestJobIdempotent(t *testing.T) {
+	b, srv := mustServe(t, 1)
+	req := jobRequest("run/step-0003", "run-step-0003", nil, oneTurn(stateFirstRound, outThink, 1))
+	code, first := createJob(t, srv.URL, req)
+	if code != http.StatusAccepted {
+		t.Fatalf("first create: %d", code)
+	}
+	req.OutputAdapter = "other"
+	code, again := createJob(t, srv.URL, req)
+	if code != http.StatusOK || again.ID != first.ID {
+		t.Fatalf("second create: %d %+v", code, again)
+	}
+	j := waitJob(t, srv.URL, "run/step-0003")
+	if j.State != trainer.StateSucceeded || j.Adapter.Name != "run-step-0003" || j.Adapter.Path != b.AdapterDir("run-step-0003") {
+		t.Fatalf("job %+v", j)
+	}
+	code, again = createJob(t, srv.URL, req)
+	if code != http.StatusOK || again.State != trainer.StateSucceeded {
+		t.Fatalf("create after success: %d %+v", code, again)
+	}
+	ents, _ := os.ReadDir(filepath.Dir(b.AdapterDir("x")))
+	if len(ents) != 1 {
+		t.Fatalf("%d adapter dirs, want 1: the job trained twice", len(ents))
+	}
+	// The escaped form of the id names the same job.
+	if code, _ := do(t, http.MethodGet, srv.URL+"/v1/jobs/run%2Fstep-0003", nil); code != 200 {
+		t.Fatalf("GET escaped id: %d", code)
+	}
+	if code, _ := do(t, http.MethodGet, srv.URL+"/v1/jobs/run/step-9999", nil); code != 404 {
+		t.Fatalf("GET unknown job: %d", code)
+	}
+}
+
+func TestJobMalformedTrajectoryFails(t *testing.T) {
+	b, srv := mustServe(t, 1)
+	bad := oneTurn(stateFirstRound, outThink, 1)
+	bad.MessagesAndChoices[2] = choiceItem("<tool_call>think", -0.1)
+	createJob(t, srv.URL, jobRequest("run/bad", "run-bad", nil, oneTurn(stateFirstRound, outThink, 1), bad))
+	j := waitJob(t, srv.URL, "run/bad")
+	want := `trajectory 1, messages_and_choices[2]: logprobs token "<tool_call>think" is not of the form token_id:<n>`
+	if j.State != trainer.StateFailed || j.Error != want || j.Adapter != nil {
+		t.Fatalf("job %+v, want failed with error %q", j, want)
+	}
+	if ents, _ := os.ReadDir(filepath.Dir(b.AdapterDir("x"))); len(ents) != 0 {
+		t.Fatalf("a failed job left %d entries in the adapters dir", len(ents))
+	}
+}
+
+func TestJobBadParentFails(t *testing.T) {
+	_, srv := mustServe(t, 1)
+	parent := &trainer.Adapter{Name: "gone", Path: filepath.Join(t.TempDir(), "gone")}
+	createJob(t, srv.URL, jobRequest("j", "out", parent, oneTurn(stateFirstRound, outThink, 1)))
+	j := waitJob(t, srv.URL, "j")
+	if j.State != trainer.StateFailed || !strings.Contains(j.Error, "parent adapter gone") || !strings.Contains(j.Error, parent.Path) {
+		t.Fatalf("job %+v", j)
+	}
+}
+
+func TestJobChaining(t *testing.T) {
+	_, srv := mustServe(t, 1)
+	createJob(t, srv.URL, jobRequest("s1", "s1", nil, oneTurn(stateFirstRound, outThink, 1)))
+	j1 := waitJob(t, srv.URL, "s1")
+	// No trajectories: the output is the parent, unchanged.
+	createJob(t, srv.URL, jobRequest("s2", "s2", j1.Adapter))
+	j2 := waitJob(t, srv.URL, "s2")
+	if j2.State != trainer.StateSucceeded {
+		t.Fatalf("job %+v", j2)
+	}
+	w1, _ := os.ReadFile(filepath.Join(j1.Adapter.Path, WeightsFile))
+	w2, _ := os.ReadFile(filepath.Join(j2.Adapter.Path, WeightsFile))
+	if !bytes.Equal(w1, w2) {
+		t.Fatal("an empty job on a parent changed its weights")
+	}
+	// A step from the parent differs from a step from a fresh adapter.
+	createJob(t, srv.URL, jobRequest("s3", "s3", j1.Adapter, oneTurn(stateFirstRound, outThink, 1)))
+	createJob(t, srv.URL, jobRequest("s4", "s4", nil, oneTurn(stateFirstRound, outThink, 1)))
+	a3, _ := LoadAdapter(waitJob(t, srv.URL, "s3").Adapter.Path)
+	a4, _ := LoadAdapter(waitJob(t, srv.URL, "s4").Adapter.Path)
+	p1, _ := LoadAdapter(j1.Adapter.Path)
+	x := FeaturesOf(&stateFirstRound)
+	l1 := NewPolicy(p1).LogProbs(&x, 1, AllOutputs)[outThink]
+	l3 := NewPolicy(a3).LogProbs(&x, 1, AllOutputs)[outThink]
+	l4 := NewPolicy(a4).LogProbs(&x, 1, AllOutputs)[outThink]
+	if !(l3 > l1 && l3 > l4) {
+		t.Fatalf("think logprob: parent %.4f, chained %.4f, fresh %.4f; want the chained step above both", l1, l3, l4)
+	}
+}
+
+func TestJobValidation(t *testing.T) {
+	_, srv := mustServe(t, 1)
+	ok := jobRequest("v", "v", nil, oneTurn(stateFirstRound, outThink, 1))
+	for _, tc := range []struct {
+		name string
+		edit func(r *trainer.JobRequest)
+		want string
+	}{
+		{"no id", func(r *trainer.JobRequest) { r.ID = "" }, "id: required"},
+		{"bad adapter name", func(r *trainer.JobRequest) { r.OutputAdapter = "../escape" }, "output_adapter"},
+		{"empty adapter name", func(r *trainer.JobRequest) { r.OutputAdapter = "" }, "output_adapter"},
+		{"epsilon", func(r *trainer.JobRequest) { r.Hyperparameters.Epsilon = 2 }, "hyperparameters.epsilon"},
+		{"learning rate", func(r *trainer.JobRequest) { r.Hyperparameters.LearningRate = -1 }, "hyperparameters.learning_rate"},
+		{"rank", func(r *trainer.JobRequest) { r.LoRA.Rank = 1000 }, "lora.rank"},
+		{"parent without path", func(r *trainer.JobRequest) { r.ParentAdapter = &trainer.Adapter{Name: "p"} }, "parent_adapter.path"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := ok
+			tc.edit(&r)
+			code, raw := do(t, http.MethodPost, srv.URL+"/v1/jobs", r)
+			var e struct{ Error string }
+			json.Unmarshal(raw, &e)
+			if code != 400 || !strings.HasPrefix(e.Error, tc.want) {
+				t.Fatalf("%d %s, want 400 with error starting %q", code, raw, tc.want)
+			}
+		})
+	}
+	if code, raw := do(t, http.MethodPost, srv.URL+"/v1/jobs", `{"id":`); code != 400 || !strings.Contains(string(raw), "malformed JSON") {
+		t.Fatalf("malformed body: %d %s", code, raw)
+	}
+	if code, _ := do(t, http.MethodGet, srv.URL+"/healthz", nil); code != 200 {
+		t.Fatalf("/healthz %d", code)
+	}
+}
+
+// TestJobRestart: finished jobs answer after a restart without training
+// again; a job recorded but not run is run on the next Open, with the same
+// result as an uninterrupted run; a cancelled job stays cancelled.
+func TestJobRestart(t *testing.T) {
+	req := jobRequest("run/step-0001", "run-step-0001", nil,
+		oneTurn(stateFirstRound, outThink, 1), oneTurn(stateWaitingRight, outPutDownLeft, 0.5))
+
+	// Uninterrupted, then restarted.
+	dirA := t.TempDir()
+	a := mustOpen(t, dirA, 7)
+	srvA := httptest.NewServer(a.Handler())
+	createJob(t, srvA.URL, req)
+	done := waitJob(t, srvA.URL, req.ID)
+	srvA.Close()
+	a.Close()
+	a2 := mustOpen(t, dirA, 7)
+	srvA2 := httptest.NewServer(a2.Handler())
+	defer srvA2.Close()
+	code, j := createJob(t, srvA2.URL, req)
+	if code != http.StatusOK || j.State != trainer.StateSucceeded || *j.Metrics != *done.Metrics || *j.Adapter != *done.Adapter {
+		t.Fatalf("after restart: %d %+v, want %+v", code, j, done)
+	}
+
+	// Recorded while no worker runs (the server stopped before training).
+	dirB := t.TempDir()
+	b := mustOpen(t, dirB, 7)
+	b.Close()
+	srvB := httptest.NewServer(b.Handler())
+	createJob(t, srvB.URL, req)
+	cancelled := jobRequest("run/step-0002", "run-step-0002", nil, oneTurn(stateFirstRound, outThink, 1))
+	createJob(t, srvB.URL, cancelled)
+	code, raw := do(t, http.MethodDelete, srvB.URL+"/v1/jobs/run/step-0002", nil)
+	if code != 200 || !strings.Contains(string(raw), `"state":"cancelled"`) {
+		t.Fatalf("DELETE: %d %s", code, raw)
+	}
+	if got := waitJob(t, srvB.URL, req.ID); got.State != trainer.StateQueued && !trainer.Terminal(got.State) {
+		t.Fatalf("state %s", got.State)
+	}
+	srvB.Close()
+
+	b2 := mustOpen(t, dirB, 7)
+	srvB2 := httptest.NewServer(b2.Handler())
+	defer srvB2.Close()
+	rerun := waitJob(t, srvB2.URL, req.ID)
+	if rerun.State != trainer.StateSucceeded || *rerun.Metrics != *done.Metrics {
+		t.Fatalf("re-run job %+v, want metrics %+v", rerun, *done.Metrics)
+	}
+	wA, _ := os.ReadFile(filepath.Join(done.Adapter.Path, WeightsFile))
+	wB, _ := os.ReadFile(filepath.Join(rerun.Adapter.Path, WeightsFile))
+	if len(wA) == 0 || !bytes.Equal(wA, wB) {
+		t.Fatal("the re-run job's adapter differs from the uninterrupted one's")
+	}
+	if got := waitJob(t, srvB2.URL, cancelled.ID); got.State != trainer.StateCancelled {
+		t.Fatalf("cancelled job after restart: %+v", got)
+	}
+	if _, err := os.Stat(b2.AdapterDir("run-step-0002")); !os.IsNotExist(err) {
+		t.Fatalf("cancelled job wrote its adapter: %v", err)
+	}
+}
+
+// TestJobMetricsArithmetic: one on-policy sample, B = 0 at the start, so the
+// first step's loss is -A and the reported loss is the mean over steps.
+func TestJobMetricsArithmetic(t *testing.T) {
+	_, srv := mustServe(t, 1)
+	req := jobRequest("m", "m", nil, oneTurn(stateFirstRound, outThink, 1))
+	req.Hyperparameters.LearningRate = 1e-12 // negligible steps: every step sees ratio 1
+	createJob(t, srv.URL, req)
+	j := waitJob(t, srv.URL, "m")
+	if j.State != trainer.StateSucceeded || math.Abs(j.Metrics.Loss-(-1)) > 1e-9 || j.Metrics.ClipFraction != 0 || j.Metrics.KL > 1e-12 {
+		t.Fatalf("metrics %+v, want loss -1, clip fraction 0, KL 0", j.Metrics)
+	}
+}

@@ -1,0 +1,202 @@
+// Package server is the daemon behind `grpo serve` (DESIGN §9): an HTTP API
+// that launches, lists, shows and cancels runs, each played by its own
+// orchestrator; a websocket hub that streams run events; Prometheus metrics
+// on /metrics; and a dashboard with live reward curves on /.
+//
+// # Shutdown and resume
+//
+// Close cancels every run and waits for it. A run interrupted by Close is
+// recorded as running again (the orchestrator records it cancelled), so
+// that the next daemon on the same store resumes it from its last committed
+// step. A run cancelled through the API stays cancelled. A daemon killed
+// without Close leaves its runs running, and the next one resumes them too.
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"sync"
+	"time"
+
+	"github.com/grpo-dev/grpo/checkpoint"
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// DefaultAddr is where the daemon listens unless told otherwise: loopback
+// only, so that no token is needed.
+const DefaultAddr = "127.0.0.1:8080"
+
+// Registry is where the daemon's metrics are registered and gathered from.
+type Registry interface {
+	prometheus.Registerer
+	prometheus.Gatherer
+}
+
+// Options configure a Server.
+type Options struct {
+	Store *checkpoint.Store
+	// DataDir holds one directory per run (the embedded backend's adapters
+	// and jobs): <DataDir>/<run>.
+	DataDir string
+	// Registry receives the metrics; nil means a new registry of its own.
+	Registry Registry
+	Logger   *slog.Logger
+	// Token, when set, is required as "Authorization: Bearer <token>" on
+	// mutating endpoints. It is mandatory when Addr is not loopback.
+	Token string
+	// Addr is the listen address (default DefaultAddr).
+	Addr string
+	// AllowedOrigins are browser origins (e.g. "https://grafana.example")
+	// allowed on /ws besides the daemon's own host.
+	AllowedOrigins []string
+	// Getenv reads API keys named by run configs (default os.Getenv).
+	Getenv func(string) string
+	// ClientBuffer bounds the events queued for one websocket client; a
+	// client that falls this far behind is dropped (default 256).
+	ClientBuffer int
+}
+
+// Server hosts runs. Its methods are safe for concurrent use.
+type Server struct {
+	opts    Options
+	logger  *slog.Logger
+	metrics *metrics
+	hub     *hub
+	handler http.Handler
+
+	ctx    context.Context // parent of every run's context
+	cancel context.CancelFunc
+
+	mu      sync.Mutex
+	runs    map[string]*hosted // runs playing in this process
+	closing bool
+	wg      sync.WaitGroup
+
+	httpSrv *http.Server
+	ln      net.Listener
+	serveWG sync.WaitGroup
+	once    sync.Once
+	err     error
+}
+
+// New returns a Server and registers its metrics. It does no I/O.
+func New(opts Options) *Server {
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	if opts.Registry == nil {
+		opts.Registry = prometheus.NewRegistry()
+	}
+	if opts.Addr == "" {
+		opts.Addr = DefaultAddr
+	}
+	if opts.Getenv == nil {
+		opts.Getenv = os.Getenv
+	}
+	if opts.ClientBuffer <= 0 {
+		opts.ClientBuffer = 256
+	}
+	s := &Server{
+		opts:    opts,
+		logger:  opts.Logger,
+		metrics: newMetrics(opts.Registry),
+		hub:     newHub(opts.ClientBuffer),
+		runs:    make(map[string]*hosted),
+	}
+	s.ctx, s.cancel = context.WithCancel(context.Background())
+	s.handler = s.routes()
+	return s
+}
+
+// Handler returns the daemon's HTTP handler: the API, /ws, /metrics and
+// the dashboard.
+func (s *Server) Handler() http.Handler { return s.handler }
+
+// ErrNoToken is returned by Start when the daemon would listen beyond
+// loopback without a token.
+var ErrNoToken = errors.New("a token is required to listen on a non-loopback address")
+
+// Start checks the options, resumes the runs the store holds as running,
+// and serves on Addr until Close.
+func (s *Server) Start(ctx context.Context) error {
+	if s.opts.Store == nil {
+		return errors.New("server: no store")
+	}
+	if s.opts.DataDir == "" {
+		return errors.New("server: no data directory")
+	}
+	if s.opts.Token == "" && !Loopback(s.opts.Addr) {
+		return fmt.Errorf("listen on %s: %w", s.opts.Addr, ErrNoToken)
+	}
+	ln, err := net.Listen("tcp", s.opts.Addr)
+	if err != nil {
+		return fmt.Errorf("listen on %s: %w", s.opts.Addr, err)
+	}
+	s.ln = ln
+	s.httpSrv = &http.Server{Handler: s.handler, ReadHeaderTimeout: 10 * time.Second}
+	s.serveWG.Add(1)
+	go func() {
+		defer s.serveWG.Done()
+		if err := s.httpSrv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			s.logger.Error("serve", "addr", ln.Addr().String(), "err", err)
+		}
+	}()
+	if err := s.resumeAll(ctx); err != nil {
+		s.Close()
+		return err
+	}
+	return nil
+}
+
+// URL is the base URL the server listens on, once started.
+func (s *Server) URL() string {
+	if s.ln == nil {
+		return ""
+	}
+	return "http://" + s.ln.Addr().String()
+}
+
+// Close stops serving, cancels every run, waits for them, and records the
+// runs it interrupted as running so that the next daemon resumes them.
+// Safe to call twice.
+func (s *Server) Close() error {
+	s.once.Do(func() {
+		s.mu.Lock()
+		s.closing = true
+		s.mu.Unlock()
+		if s.httpSrv != nil {
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			// Websocket connections are hijacked: the hub closes them.
+			s.hub.close()
+			if err := s.httpSrv.Shutdown(ctx); err != nil {
+				s.httpSrv.Close()
+			}
+			cancel()
+			s.serveWG.Wait()
+		} else {
+			s.hub.close()
+		}
+		s.cancel()
+		s.wg.Wait()
+	})
+	return s.err
+}
+
+// Loopback reports whether addr (host:port) binds only loopback
+// interfaces. An empty host means every interface, which is not loopback.
+func Loopback(addr string) bool {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		host = addr
+	}
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}
