@@ -50,7 +50,7 @@ func parse(file string, data []byte) (Config, error) {
 	if err != nil {
 		return Config{}, err
 	}
-	w := walker{file: file, set: make(map[string]bool)}
+	w := walker{file: file, set: make(map[string]bool), active: make(map[*yaml.Node]bool)}
 	if doc != nil {
 		if err := w.walk(doc, reflect.TypeFor[Config](), ""); err != nil {
 			return Config{}, err
@@ -138,9 +138,15 @@ func yamlError(file string, err error) *Error {
 // decoded, so that every error can name its key path, and records which
 // keys the document sets.
 type walker struct {
-	file string
-	set  map[string]bool // key paths given a non-null value
+	file   string
+	set    map[string]bool     // key paths given a non-null value
+	active map[*yaml.Node]bool // nodes being walked, to catch an alias to itself
+	visits int                 // nodes walked, bounded against alias bombs
 }
+
+// maxVisits bounds the nodes walked: a real config has a few hundred, but
+// merge keys over aliases can make a small document exponentially large.
+const maxVisits = 100000
 
 var unmarshalerType = reflect.TypeFor[yaml.Unmarshaler]()
 
@@ -153,6 +159,14 @@ func (w *walker) walk(n *yaml.Node, t reflect.Type, path string) error {
 	if n.Kind == yaml.AliasNode {
 		n = n.Alias
 	}
+	if w.active[n] {
+		return w.errorf(n, path, "the value of anchor %q contains an alias to itself", n.Anchor)
+	}
+	if w.visits++; w.visits > maxVisits {
+		return w.errorf(n, path, "the document expands to more than %d values through aliases", maxVisits)
+	}
+	w.active[n] = true
+	defer delete(w.active, n)
 	if n.ShortTag() == "!!null" {
 		return nil
 	}

@@ -2,6 +2,7 @@ package config_test
 
 import (
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -327,5 +328,22 @@ func TestJSON_RoundTrip(t *testing.T) {
 	}
 	if got, want := string(mustParse(t, "").JSON()), `"request_timeout":"1m0s"`; !strings.Contains(got, want) {
 		t.Fatalf("JSON()=%s, want it to contain %s", got, want)
+	}
+}
+
+func TestParse_Aliases(t *testing.T) {
+	_, err := config.Parse([]byte("inference: &i\n  <<: *i\n"))
+	if got, want := errString(err), `line 1, column 12: inference: the value of anchor "i" contains an alias to itself`; got != want {
+		t.Fatalf("Parse(self merge)=%q, want %q", got, want)
+	}
+	// Each endpoint merges the previous one twice: 2^40 values if expanded.
+	var b strings.Builder
+	b.WriteString("inference:\n  endpoints:\n    - &e0 {url: 'http://127.0.0.1:1'}\n")
+	for i := 1; i <= 40; i++ {
+		fmt.Fprintf(&b, "    - &e%d {<<: [*e%d, *e%d]}\n", i, i-1, i-1)
+	}
+	_, err = config.Parse([]byte(b.String()))
+	if got, want := errString(err), "through aliases"; !strings.Contains(got, want) {
+		t.Fatalf("Parse(alias bomb)=%q, want an error containing %q", got, want)
 	}
 }

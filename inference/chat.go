@@ -11,6 +11,7 @@ import (
 	"net"
 	"net/http"
 	"strings"
+	"sync"
 	"time"
 
 	openai "github.com/sashabaranov/go-openai"
@@ -37,6 +38,7 @@ type ChatClient struct {
 	client *openai.Client
 	opts   ChatOptions
 	sleep  func(context.Context, time.Duration) error
+	tools  toolCache
 }
 
 var _ rollout.Completer = (*ChatClient)(nil)
@@ -104,8 +106,15 @@ func (c *ChatClient) wrap(req *openai.ChatCompletionRequest, attempts int, err e
 func (c *ChatClient) once(ctx context.Context, req *openai.ChatCompletionRequest) (*rollout.Completion, error) {
 	ctx, cancel := context.WithTimeout(ctx, c.opts.RequestTimeout)
 	defer cancel()
-	var raw []byte
-	resp, err := c.client.CreateChatCompletion(context.WithValue(ctx, bodyKey{}, &raw), *req)
+	r := *req
+	sl := &slot{}
+	if len(r.Tools) > 0 {
+		// The tool list is the same on every call of a run: encode it once
+		// and splice it into the body (see capture.Do).
+		sl.tools, r.Tools = c.tools.encode(r.Tools), nil
+	}
+	resp, err := c.client.CreateChatCompletion(context.WithValue(ctx, bodyKey{}, sl), r)
+	raw := sl.body
 	if err != nil {
 		if ctx.Err() == context.DeadlineExceeded {
 			return nil, &TimeoutError{After: c.opts.RequestTimeout}
@@ -192,6 +201,50 @@ func sleepCtx(ctx context.Context, d time.Duration) error {
 
 type bodyKey struct{}
 
+// slot carries per-request data between Complete and the HTTP client.
+type slot struct {
+	tools []byte // pre-encoded "tools" value to add to the request body
+	body  []byte // the response body, as received
+}
+
+// toolCache remembers the encoding of tool lists by identity: callers pass
+// the same slice on every call.
+type toolCache struct {
+	mu   sync.Mutex
+	byID map[*openai.Tool][]byte
+}
+
+func (t *toolCache) encode(tools []openai.Tool) []byte {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if b, ok := t.byID[&tools[0]]; ok {
+		return b
+	}
+	b, err := json.Marshal(tools)
+	if err != nil {
+		panic(err) // Tool values always encode
+	}
+	if t.byID == nil || len(t.byID) > 64 {
+		t.byID = map[*openai.Tool][]byte{}
+	}
+	t.byID[&tools[0]] = b
+	return b
+}
+
+// spliceTools inserts ,"tools":<tools> before the closing brace of a JSON
+// object body.
+func spliceTools(body, tools []byte) []byte {
+	end := bytes.LastIndexByte(body, '}')
+	if end < 0 {
+		return body
+	}
+	out := make([]byte, 0, len(body)+len(tools)+10)
+	out = append(out, body[:end]...)
+	out = append(out, `,"tools":`...)
+	out = append(out, tools...)
+	return append(out, body[end:]...)
+}
+
 // capture is the HTTP client go-openai uses: it reads each response body
 // whole (up to max), hands a copy to the caller's slot in the request
 // context, and gives go-openai an in-memory reader of the same bytes.
@@ -201,6 +254,18 @@ type capture struct {
 }
 
 func (c *capture) Do(req *http.Request) (*http.Response, error) {
+	sl, _ := req.Context().Value(bodyKey{}).(*slot)
+	if sl != nil && sl.tools != nil && req.Body != nil {
+		body, err := io.ReadAll(req.Body)
+		req.Body.Close()
+		if err != nil {
+			return nil, fmt.Errorf("read request body: %w", err)
+		}
+		body = spliceTools(body, sl.tools)
+		req.Body = io.NopCloser(bytes.NewReader(body))
+		req.ContentLength = int64(len(body))
+		req.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(body)), nil }
+	}
 	resp, err := c.hc.Do(req)
 	if err != nil {
 		return nil, err
@@ -213,8 +278,8 @@ func (c *capture) Do(req *http.Request) (*http.Response, error) {
 	if int64(len(buf)) > c.max {
 		return nil, &GarbageError{Body: fmt.Sprintf("answer larger than %d bytes", c.max)}
 	}
-	if slot, ok := req.Context().Value(bodyKey{}).(*[]byte); ok {
-		*slot = buf
+	if sl != nil {
+		sl.body = buf
 	}
 	resp.Body = io.NopCloser(bytes.NewReader(buf))
 	return resp, nil

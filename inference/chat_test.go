@@ -2,6 +2,7 @@ package inference
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
@@ -119,5 +120,33 @@ func TestChatConnectionRefused(t *testing.T) {
 	_, err := c.Complete(context.Background(), chatReq())
 	if err == nil || !strings.Contains(err.Error(), "3 attempt(s)") || !strings.Contains(err.Error(), "connection refused") {
 		t.Fatalf("err = %v", err)
+	}
+}
+
+func TestChatSendsToolsInBody(t *testing.T) {
+	var got map[string]json.RawMessage
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if err := json.NewDecoder(r.Body).Decode(&got); err != nil {
+			t.Error(err)
+		}
+		w.Write([]byte(okCompletion))
+	}))
+	defer srv.Close()
+	req := chatReq()
+	req.Tools = []openai.Tool{{Type: openai.ToolTypeFunction, Function: &openai.FunctionDefinition{Name: "think", Parameters: json.RawMessage(`{"type":"object","properties":{}}`)}}}
+	req.ToolChoice = "auto"
+	c := NewChatClient(srv.URL+"/v1", ChatOptions{})
+	for range 2 { // the second call uses the cached encoding
+		got = nil
+		if _, err := c.Complete(context.Background(), req); err != nil {
+			t.Fatal(err)
+		}
+		want, _ := json.Marshal(req.Tools)
+		if string(got["tools"]) != string(want) || string(got["tool_choice"]) != `"auto"` || string(got["model"]) != `"m"` {
+			t.Fatalf("body fields: tools %s tool_choice %s model %s", got["tools"], got["tool_choice"], got["model"])
+		}
+	}
+	if len(req.Tools) != 1 {
+		t.Fatal("Complete modified the caller's request")
 	}
 }

@@ -19,7 +19,12 @@ import (
 // oneTurn is a trajectory with one sampled choice of output a in state s,
 // logged with the base policy's logprob.
 func oneTurn(s rollout.State, a int, adv float64) trainer.Trajectory {
-	lp := policyLogProbs(BasePolicy(), s, 1, AllOutputs)[a]
+	return oneTurnFrom(BasePolicy(), s, a, adv)
+}
+
+// oneTurnFrom is oneTurn sampled from policy p.
+func oneTurnFrom(p *Policy, s rollout.State, a int, adv float64) trainer.Trajectory {
+	lp := policyLogProbs(p, s, 1, AllOutputs)[a]
 	return trainer.Trajectory{
 		MessagesAndChoices: []json.RawMessage{
 			raw(`{"role":"system","content":"rules"}`),
@@ -190,12 +195,12 @@ func TestJobChaining(t *testing.T) {
 	if !bytes.Equal(w1, w2) {
 		t.Fatal("an empty job on a parent changed its weights")
 	}
-	// A step from the parent differs from a step from a fresh adapter.
-	createJob(t, srv.URL, jobRequest("s3", "s3", j1.Adapter, oneTurn(stateFirstRound, outThink, 1)))
+	// A step on samples from the parent starts from the parent.
+	p1, _ := LoadAdapter(j1.Adapter.Path)
+	createJob(t, srv.URL, jobRequest("s3", "s3", j1.Adapter, oneTurnFrom(NewPolicy(p1), stateFirstRound, outThink, 1)))
 	createJob(t, srv.URL, jobRequest("s4", "s4", nil, oneTurn(stateFirstRound, outThink, 1)))
 	a3, _ := LoadAdapter(waitJob(t, srv.URL, "s3").Adapter.Path)
 	a4, _ := LoadAdapter(waitJob(t, srv.URL, "s4").Adapter.Path)
-	p1, _ := LoadAdapter(j1.Adapter.Path)
 	x := FeaturesOf(&stateFirstRound)
 	l1 := NewPolicy(p1).LogProbs(&x, 1, AllOutputs)[outThink]
 	l3 := NewPolicy(a3).LogProbs(&x, 1, AllOutputs)[outThink]
@@ -275,8 +280,8 @@ func TestJobRestart(t *testing.T) {
 	if code != 200 || !strings.Contains(string(raw), `"state":"cancelled"`) {
 		t.Fatalf("DELETE: %d %s", code, raw)
 	}
-	if got := waitJob(t, srvB.URL, req.ID); got.State != trainer.StateQueued && !trainer.Terminal(got.State) {
-		t.Fatalf("state %s", got.State)
+	if code, raw := do(t, http.MethodGet, srvB.URL+"/v1/jobs/"+req.ID, nil); code != 200 || !strings.Contains(string(raw), `"state":"queued"`) {
+		t.Fatalf("job with no worker: %d %s", code, raw)
 	}
 	srvB.Close()
 

@@ -4,7 +4,6 @@ import (
 	"context"
 	"math"
 	"math/rand/v2"
-	"os"
 	"testing"
 
 	"github.com/grpo-dev/grpo/rollout"
@@ -70,22 +69,10 @@ func simEval(t testing.TB, p *Policy, episodes int, seed uint64) simStats {
 
 // simRun mimics the orchestrator's default run: steps of groups x episodes,
 // group-normalised advantages (population std), zero-advantage trajectories
-// dropped, one job per step, validation after each step. It returns the
-// validation reward of the base and of each step.
-func simRun(t testing.TB, steps, groups, perGroup, valEpisodes int, tc TrainConfig, seed uint64) []float64 {
-	v, _ := simRun2(t, steps, groups, perGroup, valEpisodes, 0, tc, seed)
-	return v
-}
-
-// simRun2 also returns, when trueEpisodes > 0, each step's reward measured
-// on trueEpisodes episodes.
-func simRun2(t testing.TB, steps, groups, perGroup, valEpisodes, trueEpisodes int, tc TrainConfig, seed uint64) ([]float64, []float64) {
-	var truth []float64
-	measure := func(p *Policy) {
-		if trueEpisodes > 0 {
-			truth = append(truth, simEval(t, p, trueEpisodes, 5_000_000+seed).reward)
-		}
-	}
+// dropped, one update per step, validation after each step. It returns the
+// validation reward of the base and of each step, and the adapters (index 0
+// is the fresh one, equivalent to the base).
+func simRun(t testing.TB, steps, groups, perGroup, valEpisodes int, tc TrainConfig, seed uint64) ([]float64, []*Adapter) {
 	rng := rand.New(rand.NewPCG(seed, 2))
 	ad, err := NewAdapter(8, 16, seed)
 	if err != nil {
@@ -93,7 +80,7 @@ func simRun2(t testing.TB, steps, groups, perGroup, valEpisodes, trueEpisodes in
 	}
 	pol := NewPolicy(ad)
 	val := []float64{simEval(t, pol, valEpisodes, 1_000_000+seed).reward}
-	measure(pol)
+	ads := []*Adapter{ad}
 	for step := range steps {
 		var batch []Sample
 		for g := range groups {
@@ -132,36 +119,7 @@ func simRun2(t testing.TB, steps, groups, perGroup, valEpisodes, trueEpisodes in
 		}
 		pol = NewPolicy(ad)
 		val = append(val, simEval(t, pol, valEpisodes, 1_000_000+seed).reward)
-		measure(pol)
+		ads = append(ads, ad)
 	}
-	return val, truth
-}
-
-// TestTune prints the base policy's statistics and simulated default runs;
-// it is a tuning aid, run with REFMODEL_TUNE=1.
-func TestTune(t *testing.T) {
-	if os.Getenv("REFMODEL_TUNE") == "" {
-		t.Skip("set REFMODEL_TUNE=1")
-	}
-	st := simEval(t, BasePolicy(), 4000, 7)
-	t.Logf("base: deadlock %.3f reward %.3f invalid %.3f meals %.2f", st.deadlock, st.reward, st.invalid, st.meals)
-	for _, lr := range []float64{1, 2, 3, 4} {
-		var best, last, base float64
-		runs := 8
-		curve := make([]float64, 17)
-		for s := range runs {
-			v := simRun(t, 16, 2, 3, 400, TrainConfig{LearningRate: lr}, uint64(s+1))
-			for i := range v {
-				curve[i] += v[i] / float64(runs)
-			}
-			b := math.Inf(-1)
-			for _, x := range v[1:] {
-				b = max(b, x)
-			}
-			best += b / float64(runs)
-			last += v[len(v)-1] / float64(runs)
-			base += v[0] / float64(runs)
-		}
-		t.Logf("lr %v: base val %.3f best %.3f last %.3f curve %.2f", lr, base, best, last, curve)
-	}
+	return val, ads
 }

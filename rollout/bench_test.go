@@ -6,6 +6,7 @@ import (
 	"io"
 	"net/http"
 	"runtime"
+	"syscall"
 	"testing"
 	"time"
 
@@ -41,6 +42,7 @@ func BenchmarkEpisodeCalls(b *testing.B) {
 	var ms0, ms1 runtime.MemStats
 	runtime.ReadMemStats(&ms0)
 	calls := 0
+	cpu0 := cpuTime()
 	start := time.Now()
 	b.ReportAllocs()
 	for b.Loop() {
@@ -51,8 +53,18 @@ func BenchmarkEpisodeCalls(b *testing.B) {
 		calls += ep.Metrics.LLMCalls
 	}
 	elapsed := time.Since(start)
+	cpu := cpuTime() - cpu0
 	runtime.ReadMemStats(&ms1)
+	b.ReportMetric(float64(cpu.Nanoseconds())/float64(calls), "cpu-ns/call")
 	b.ReportMetric(float64(elapsed.Nanoseconds())/float64(calls), "ns/call")
 	b.ReportMetric(float64(ms1.Mallocs-ms0.Mallocs)/float64(calls), "allocs/call")
 	b.ReportMetric(float64(ms1.TotalAlloc-ms0.TotalAlloc)/float64(calls), "B/call")
+}
+
+// cpuTime is the process's user+system CPU time: with the fake server in
+// process, all of it is the orchestrator's (plus the GC's) work.
+func cpuTime() time.Duration {
+	var ru syscall.Rusage
+	syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }

@@ -11,8 +11,8 @@ import (
 
 	"github.com/grpo-dev/grpo/checkpoint"
 	"github.com/grpo-dev/grpo/config"
-	"github.com/grpo-dev/grpo/stack"
 	"github.com/grpo-dev/grpo/orchestrator"
+	"github.com/grpo-dev/grpo/stack"
 	"github.com/grpo-dev/grpo/trainer"
 )
 

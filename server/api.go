@@ -1,0 +1,223 @@
+package server
+
+import (
+	"context"
+	"crypto/subtle"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"regexp"
+	"strings"
+	"time"
+
+	"github.com/grpo-dev/grpo/checkpoint"
+	"github.com/grpo-dev/grpo/config"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+)
+
+// maxConfigBytes bounds a posted config.
+const maxConfigBytes = 1 << 20
+
+func (s *Server) routes() http.Handler {
+	mux := http.NewServeMux()
+	mux.Handle("POST /api/v1/runs", s.mutating(s.handleCreate))
+	mux.HandleFunc("GET /api/v1/runs", s.handleList)
+	mux.HandleFunc("GET /api/v1/runs/{id}", s.handleShow)
+	mux.HandleFunc("GET /api/v1/runs/{id}/steps", s.handleSteps)
+	mux.HandleFunc("GET /api/v1/runs/{id}/best", s.handleBest)
+	mux.Handle("POST /api/v1/runs/{id}/cancel", s.mutating(s.handleCancel))
+	mux.Handle("GET /metrics", promhttp.HandlerFor(s.opts.Registry, promhttp.HandlerOpts{}))
+	mux.HandleFunc("GET /ws", s.serveWS)
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "ok\n") })
+	mux.Handle("GET /", dashboard())
+	return mux
+}
+
+// mutating guards an endpoint that changes state: when the daemon has a
+// token, the request must carry it as a bearer token.
+func (s *Server) mutating(h http.HandlerFunc) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if s.opts.Token != "" {
+			got, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+			if !ok || subtle.ConstantTimeCompare([]byte(got), []byte(s.opts.Token)) != 1 {
+				w.Header().Set("WWW-Authenticate", `Bearer realm="grpo"`)
+				writeError(w, http.StatusUnauthorized, "missing or wrong bearer token (Authorization: Bearer <token>)")
+				return
+			}
+		}
+		h(w, r)
+	})
+}
+
+// apiError is the body of every error answer.
+type apiError struct {
+	Error string `json:"error"`
+}
+
+func writeError(w http.ResponseWriter, code int, msg string) {
+	writeJSON(w, code, apiError{Error: msg})
+}
+
+func writeJSON(w http.ResponseWriter, code int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(code)
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	enc.Encode(v)
+}
+
+// storeError answers a store read that failed.
+func storeError(w http.ResponseWriter, err error) {
+	if errors.Is(err, checkpoint.ErrRunNotFound) || errors.Is(err, checkpoint.ErrNoDatabase) {
+		writeError(w, http.StatusNotFound, err.Error())
+		return
+	}
+	writeError(w, http.StatusInternalServerError, err.Error())
+}
+
+// runName is what the daemon accepts as a run name: it names a directory
+// under the daemon's data directory, so no dots first and no separators.
+var runName = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$`)
+
+// handleCreate launches a run from a YAML or JSON config body.
+func (s *Server) handleCreate(w http.ResponseWriter, r *http.Request) {
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxConfigBytes))
+	if err != nil {
+		writeError(w, http.StatusRequestEntityTooLarge, fmt.Sprintf("read config: %v (at most %d bytes)", err, maxConfigBytes))
+		return
+	}
+	if key, err := pathKey(body); err != nil {
+		writeError(w, http.StatusBadRequest, err.Error())
+		return
+	} else if key != "" {
+		writeError(w, http.StatusBadRequest, fmt.Sprintf("config key %s chooses a file path; the daemon owns its store and data directories: remove it", key))
+		return
+	}
+	cfg, err := config.Parse(body)
+	if err != nil {
+		writeError(w, http.StatusBadRequest, err.Error())
+		return
+	}
+	cfg.Run.DB = s.opts.Store.Path()
+	if cfg.Run.Name == "" {
+		prefix := fmt.Sprintf("dp%d-%s", cfg.Env.N, cfg.Reward.Function)
+		if cfg.Run.Name, err = s.uniqueName(r.Context(), prefix); err != nil {
+			writeError(w, http.StatusInternalServerError, err.Error())
+			return
+		}
+	} else if !runName.MatchString(cfg.Run.Name) {
+		writeError(w, http.StatusBadRequest, fmt.Sprintf("run.name %q: want letters, digits, '.', '_' or '-', starting with a letter or digit, at most 128", cfg.Run.Name))
+		return
+	}
+	if err := cfg.Validate(); err != nil {
+		writeError(w, http.StatusBadRequest, err.Error())
+		return
+	}
+	if _, err := s.opts.Store.GetRun(r.Context(), cfg.Run.Name); err == nil {
+		writeError(w, http.StatusConflict, fmt.Sprintf("run %s already exists in the store", cfg.Run.Name))
+		return
+	}
+	if _, err := s.launch(r.Context(), cfg, false); err != nil {
+		switch {
+		case errors.Is(err, checkpoint.ErrRunExists):
+			writeError(w, http.StatusConflict, err.Error())
+		case errors.Is(err, ErrClosing):
+			writeError(w, http.StatusServiceUnavailable, err.Error())
+		default:
+			writeError(w, http.StatusBadGateway, err.Error())
+		}
+		return
+	}
+	w.Header().Set("Location", "/api/v1/runs/"+cfg.Run.Name)
+	s.writeRun(w, r, http.StatusCreated, cfg.Run.Name)
+}
+
+// uniqueName is the store's next free prefix-N that no hosted run holds.
+func (s *Server) uniqueName(ctx context.Context, prefix string) (string, error) {
+	hosted := s.hostedRuns()
+	for {
+		name, err := s.opts.Store.UniqueRunName(ctx, prefix)
+		if err != nil {
+			return "", err
+		}
+		if !hosted[name] {
+			return name, nil
+		}
+		// A hosted run may not have written its record yet: skip its name.
+		prefix = name
+	}
+}
+
+func (s *Server) handleList(w http.ResponseWriter, r *http.Request) {
+	list, err := s.opts.Store.ListRuns(r.Context())
+	if err != nil && !errors.Is(err, checkpoint.ErrNoDatabase) {
+		storeError(w, err)
+		return
+	}
+	hosted := s.hostedRuns()
+	out := make([]runListItem, 0, len(list))
+	for _, r := range list {
+		out = append(out, runListItem{RunSummary: r, Hosted: hosted[r.Name]})
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+func (s *Server) handleShow(w http.ResponseWriter, r *http.Request) {
+	s.writeRun(w, r, http.StatusOK, r.PathValue("id"))
+}
+
+func (s *Server) writeRun(w http.ResponseWriter, r *http.Request, code int, name string) {
+	run, steps, evals, err := s.opts.Store.Snapshot(r.Context(), name)
+	if err != nil {
+		storeError(w, err)
+		return
+	}
+	v := newRunView(run, steps, evals)
+	v.Hosted = s.hostedRuns()[name]
+	writeJSON(w, code, v)
+}
+
+func (s *Server) handleSteps(w http.ResponseWriter, r *http.Request) {
+	run, steps, evals, err := s.opts.Store.Snapshot(r.Context(), r.PathValue("id"))
+	if err != nil {
+		storeError(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, newRunView(run, steps, evals).Steps)
+}
+
+func (s *Server) handleBest(w http.ResponseWriter, r *http.Request) {
+	name := r.PathValue("id")
+	run, steps, evals, err := s.opts.Store.Snapshot(r.Context(), name)
+	if err != nil {
+		storeError(w, err)
+		return
+	}
+	sel, err := checkpoint.Select(run.Policy, run.Metric, run.EMA, steps, evals)
+	if err != nil {
+		writeError(w, http.StatusNotFound, fmt.Sprintf("run %s has no selectable step yet under %s: %v", name, run.Policy, err))
+		return
+	}
+	writeJSON(w, http.StatusOK, bestView{Run: name, Selection: sel})
+}
+
+func (s *Server) handleCancel(w http.ResponseWriter, r *http.Request) {
+	name := r.PathValue("id")
+	ctx, cancel := context.WithTimeout(r.Context(), time.Minute)
+	defer cancel()
+	if err := s.cancelRun(ctx, name); errors.Is(err, ErrNotHosted) {
+		run, gerr := s.opts.Store.GetRun(r.Context(), name)
+		if gerr != nil {
+			storeError(w, gerr)
+			return
+		}
+		writeError(w, http.StatusConflict, fmt.Sprintf("run %s is %s and not playing in this daemon: nothing to cancel", name, run.State))
+		return
+	} else if err != nil {
+		writeError(w, http.StatusGatewayTimeout, fmt.Sprintf("cancel run %s: %v", name, err))
+		return
+	}
+	s.writeRun(w, r, http.StatusOK, name)
+}

@@ -1,0 +1,64 @@
+package server
+
+import (
+	"strings"
+
+	"gopkg.in/yaml.v3"
+)
+
+// pathKey returns the first key of a YAML (or JSON) config document that
+// would choose a file path — run.db, or any key named like a path or a
+// directory — or "" when there is none. Malformed documents are left to
+// config.Parse, which names the error.
+func pathKey(doc []byte) (string, error) {
+	var root yaml.Node
+	if err := yaml.Unmarshal(doc, &root); err != nil || len(root.Content) == 0 {
+		return "", nil
+	}
+	return findPathKey(root.Content[0], ""), nil
+}
+
+func findPathKey(n *yaml.Node, prefix string) string {
+	switch n.Kind {
+	case yaml.MappingNode:
+		for i := 0; i+1 < len(n.Content); i += 2 {
+			key := n.Content[i].Value
+			full := key
+			if prefix != "" {
+				full = prefix + "." + key
+			}
+			if pathLike(key) {
+				return full
+			}
+			if k := findPathKey(n.Content[i+1], full); k != "" {
+				return k
+			}
+		}
+	case yaml.SequenceNode:
+		for _, c := range n.Content {
+			if k := findPathKey(c, prefix); k != "" {
+				return k
+			}
+		}
+	case yaml.AliasNode:
+		if n.Alias != nil {
+			return findPathKey(n.Alias, prefix)
+		}
+	}
+	return ""
+}
+
+// pathLike reports whether a config key names a file or directory.
+func pathLike(key string) bool {
+	k := strings.ToLower(key)
+	switch k {
+	case "db", "path", "dir", "file", "data_dir", "adapter_dir", "store":
+		return true
+	}
+	for _, suffix := range []string{"_path", "_dir", "_file", "_db"} {
+		if strings.HasSuffix(k, suffix) {
+			return true
+		}
+	}
+	return false
+}

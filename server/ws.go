@@ -1,0 +1,92 @@
+package server
+
+import (
+	"net/http"
+	"net/url"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/gorilla/websocket"
+)
+
+const (
+	wsWriteWait  = 10 * time.Second
+	wsPingPeriod = 30 * time.Second
+	wsPongWait   = 2 * wsPingPeriod
+)
+
+// serveWS streams run events as JSON text messages, one event per
+// message; ?run=NAME keeps only that run's events.
+func (s *Server) serveWS(w http.ResponseWriter, r *http.Request) {
+	up := websocket.Upgrader{CheckOrigin: s.checkOrigin}
+	conn, err := up.Upgrade(w, r, nil)
+	if err != nil {
+		return // the upgrader has answered
+	}
+	defer conn.Close()
+	c := s.hub.subscribe(r.URL.Query().Get("run"))
+	if c == nil {
+		conn.WriteControl(websocket.CloseMessage, websocket.FormatCloseMessage(websocket.CloseGoingAway, reasonShutdown), time.Now().Add(wsWriteWait))
+		return
+	}
+	defer s.hub.unsubscribe(c)
+
+	// The reader notices the peer going away and answers pings; clients
+	// send nothing else.
+	readerDone := make(chan struct{})
+	conn.SetReadLimit(4096)
+	conn.SetReadDeadline(time.Now().Add(wsPongWait))
+	conn.SetPongHandler(func(string) error { return conn.SetReadDeadline(time.Now().Add(wsPongWait)) })
+	go func() {
+		defer close(readerDone)
+		for {
+			if _, _, err := conn.ReadMessage(); err != nil {
+				return
+			}
+		}
+	}()
+
+	ping := time.NewTicker(wsPingPeriod)
+	defer ping.Stop()
+	for {
+		select {
+		case b := <-c.send:
+			conn.SetWriteDeadline(time.Now().Add(wsWriteWait))
+			if err := conn.WriteMessage(websocket.TextMessage, b); err != nil {
+				return
+			}
+		case <-c.gone:
+			code := websocket.ClosePolicyViolation
+			if c.reason == reasonShutdown {
+				code = websocket.CloseGoingAway
+			}
+			conn.WriteControl(websocket.CloseMessage, websocket.FormatCloseMessage(code, c.reason), time.Now().Add(wsWriteWait))
+			return
+		case <-ping.C:
+			if err := conn.WriteControl(websocket.PingMessage, nil, time.Now().Add(wsWriteWait)); err != nil {
+				return
+			}
+		case <-readerDone:
+			return
+		}
+	}
+}
+
+// checkOrigin accepts requests without an Origin header (not a browser:
+// grpo watch, curl), from a page served by this host, or from an allowed
+// origin.
+func (s *Server) checkOrigin(r *http.Request) bool {
+	origin := r.Header.Get("Origin")
+	if origin == "" {
+		return true
+	}
+	if slices.Contains(s.opts.AllowedOrigins, strings.TrimRight(origin, "/")) {
+		return true
+	}
+	u, err := url.Parse(origin)
+	if err != nil {
+		return false
+	}
+	return strings.EqualFold(u.Host, r.Host)
+}
