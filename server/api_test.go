@@ -1,0 +1,265 @@
+package server_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/grpo-dev/grpo/checkpoint"
+	"github.com/grpo-dev/grpo/server"
+)
+
+func TestRunLifecycle(t *testing.T) {
+	e := newEnv(t)
+	s := e.MustStart(t, server.Options{})
+	base := s.URL()
+
+	r := launch(t, base, "", smallRun("life", 2))
+	if got, want := r.Run, "life"; got != want {
+		t.Fatalf("run=%q, want %q", got, want)
+	}
+	r = waitRun(t, base, "life", time.Minute, "finish", finished)
+	if got, want := r.State, checkpoint.StateSucceeded; got != want {
+		t.Fatalf("state=%s (%s), want %s", got, r.Error, want)
+	}
+	if got, want := len(r.Steps), 3; got != want {
+		t.Fatalf("len(steps)=%d, want %d", got, want)
+	}
+	for i, st := range r.Steps {
+		if st.Step != i || st.Validation == nil {
+			t.Fatalf("steps[%d]: step %d, validation %v; want step %d validated", i, st.Step, st.Validation, i)
+		}
+	}
+
+	code, body := do(t, "GET", base+"/api/v1/runs/life/steps", "", "")
+	var steps []json.RawMessage
+	if err := json.Unmarshal(body, &steps); code != http.StatusOK || err != nil || len(steps) != 3 {
+		t.Fatalf("GET steps = %d, %d steps, %v: %s", code, len(steps), err, body)
+	}
+
+	code, body = do(t, "GET", base+"/api/v1/runs/life/best", "", "")
+	var best struct {
+		Run string `json:"run"`
+		checkpoint.Selection
+	}
+	if err := json.Unmarshal(body, &best); code != http.StatusOK || err != nil {
+		t.Fatalf("GET best = %d %v: %s", code, err, body)
+	}
+	if best.Run != "life" || best.Policy != checkpoint.PolicyBestValidation || best.LastStep != 2 {
+		t.Fatalf("best = %+v, want run life, best-validation, last step 2", best)
+	}
+	// The selected step has the highest validation reward (ties: earliest).
+	top := 0
+	for i, st := range r.Steps {
+		if st.Validation.RewardMean > r.Steps[top].Validation.RewardMean {
+			top = i
+		}
+	}
+	if got, want := best.Step, top; got != want {
+		t.Fatalf("best step=%d, want %d", got, want)
+	}
+
+	code, body = do(t, "GET", base+"/api/v1/runs", "", "")
+	var list []struct {
+		Name  string `json:"name"`
+		State string `json:"state"`
+		Steps int    `json:"steps"`
+	}
+	if err := json.Unmarshal(body, &list); code != http.StatusOK || err != nil || len(list) != 1 {
+		t.Fatalf("GET runs = %d %v: %s", code, err, body)
+	}
+	if list[0].Name != "life" || list[0].State != checkpoint.StateSucceeded || list[0].Steps != 2 {
+		t.Fatalf("runs[0] = %+v", list[0])
+	}
+
+	code, body = do(t, "GET", base+"/metrics", "", "")
+	if code != http.StatusOK {
+		t.Fatalf("GET /metrics = %d", code)
+	}
+	for _, want := range []string{
+		`grpo_step{run="life"} 2`,
+		`grpo_reward_mean{run="life",split="validation"}`,
+		`grpo_reward_mean{run="life",split="train"}`,
+		`grpo_best_step{run="life"} ` + itoa(best.Step),
+		`grpo_episodes_total{run="life",split="validation"} 12`, // 3 validations x 4
+		`grpo_episodes_total{run="life",split="train"} 12`,      // 2 steps x 2 groups x 3
+		`grpo_llm_requests_total{outcome="ok",run="life"}`,
+		`grpo_adapter_loads_total{run="life"}`,
+		`grpo_trainer_job_duration_seconds_count{run="life"}`,
+		`grpo_inflight_requests{run="life"} 0`,
+	} {
+		if !contains(body, want) {
+			t.Errorf("/metrics lacks %q", want)
+		}
+	}
+}
+
+func TestCreateRejects(t *testing.T) {
+	e := newEnv(t)
+	s := e.MustStart(t, server.Options{})
+	base := s.URL()
+	for _, tc := range []struct {
+		name, body string
+		code       int
+		want       string
+	}{
+		{"db", "run: {db: /etc/passwd}", 400, "run.db"},
+		{"db json", `{"run": {"steps": 1, "db": "x.db"}}`, 400, "run.db"},
+		{"unknown key", "env: {nn: 5}", 400, "env.nn"},
+		{"bad value", "env: {mode: diagonal}", 400, "env.mode"},
+		{"validate", "env: {n: 1}", 400, "env.n"},
+		{"dot name", "run: {name: ..}", 400, "run.name"},
+		{"slash name", `run: {name: "a/b"}`, 400, "run.name"},
+		{"not yaml", "run: [", 400, "line"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			code, body := do(t, "POST", base+"/api/v1/runs", "", tc.body)
+			if code != tc.code || !contains(body, tc.want) {
+				t.Fatalf("POST %q = %d %s, want %d naming %q", tc.body, code, body, tc.code, tc.want)
+			}
+		})
+	}
+	code, body := do(t, "GET", base+"/api/v1/runs", "", "")
+	if code != 200 || strings.TrimSpace(string(body)) != "[]" {
+		t.Fatalf("GET runs after rejects = %d %s, want 200 []", code, body)
+	}
+	for _, p := range []string{"/api/v1/runs/nope", "/api/v1/runs/nope/steps", "/api/v1/runs/nope/best"} {
+		if code, body := do(t, "GET", base+p, "", ""); code != http.StatusNotFound {
+			t.Errorf("GET %s = %d %s, want 404", p, code, body)
+		}
+	}
+	if code, _ := do(t, "POST", base+"/api/v1/runs/nope/cancel", "", ""); code != http.StatusNotFound {
+		t.Errorf("cancel unknown = %d, want 404", code)
+	}
+}
+
+func TestGeneratedNamesAndCancel(t *testing.T) {
+	e := newEnv(t)
+	s := e.MustStart(t, server.Options{})
+	base := s.URL()
+
+	// Two unnamed runs at once get distinct names.
+	a := launch(t, base, "", "run: {steps: 50}\nvalidation: {episodes: 4}")
+	b := launch(t, base, "", "run: {steps: 50}\nvalidation: {episodes: 4}")
+	if a.Run != "dp5-shaped-1" || b.Run != "dp5-shaped-2" {
+		t.Fatalf("names %q, %q; want dp5-shaped-1, dp5-shaped-2", a.Run, b.Run)
+	}
+	if code, body := do(t, "POST", base+"/api/v1/runs", "", smallRun(a.Run, 1)); code != http.StatusConflict {
+		t.Fatalf("POST duplicate = %d %s, want 409", code, body)
+	}
+
+	waitRun(t, base, a.Run, time.Minute, "step 1", func(r runJSON) bool { return len(r.Steps) >= 2 })
+	for _, name := range []string{a.Run, b.Run} {
+		code, body := do(t, "POST", base+"/api/v1/runs/"+name+"/cancel", "", "")
+		if code != http.StatusOK {
+			t.Fatalf("cancel %s = %d %s", name, code, body)
+		}
+		r := getRun(t, base, name)
+		if r.State != checkpoint.StateCancelled || r.Hosted {
+			t.Fatalf("after cancel: state %s hosted %v, want cancelled, not hosted", r.State, r.Hosted)
+		}
+		if len(r.Steps) > 50 {
+			t.Fatalf("%d steps", len(r.Steps))
+		}
+	}
+	code, body := do(t, "POST", base+"/api/v1/runs/"+a.Run+"/cancel", "", "")
+	if code != http.StatusConflict || !contains(body, "cancelled") {
+		t.Fatalf("second cancel = %d %s, want 409 naming the state", code, body)
+	}
+
+	// A run cancelled through the API is not resumed by the next daemon.
+	s.Close()
+	s2 := e.MustStart(t, server.Options{})
+	if r := getRun(t, s2.URL(), a.Run); r.State != checkpoint.StateCancelled || r.Hosted {
+		t.Fatalf("after restart: state %s hosted %v, want cancelled, not hosted", r.State, r.Hosted)
+	}
+}
+
+func TestAuth(t *testing.T) {
+	e := newEnv(t)
+	s := e.MustStart(t, server.Options{Token: "s3cret"})
+	base := s.URL()
+	for _, tok := range []string{"", "wrong"} {
+		code, body := do(t, "POST", base+"/api/v1/runs", tok, "run: {db: x}")
+		if code != http.StatusUnauthorized {
+			t.Fatalf("POST with token %q = %d %s, want 401", tok, code, body)
+		}
+		if code, _ := do(t, "POST", base+"/api/v1/runs/x/cancel", tok, ""); code != http.StatusUnauthorized {
+			t.Fatalf("cancel with token %q = %d, want 401", tok, code)
+		}
+	}
+	// The right token gets through to validation.
+	if code, body := do(t, "POST", base+"/api/v1/runs", "s3cret", "run: {db: x}"); code != http.StatusBadRequest {
+		t.Fatalf("POST with token = %d %s, want 400", code, body)
+	}
+	// Reads need no token.
+	if code, _ := do(t, "GET", base+"/api/v1/runs", "", ""); code != http.StatusOK {
+		t.Fatalf("GET runs = %d, want 200", code)
+	}
+
+	// Beyond loopback a token is mandatory; the daemon refuses before
+	// listening.
+	s2 := server.New(server.Options{Store: e.store, DataDir: e.dir, Addr: "0.0.0.0:0"})
+	if err := s2.Start(context.Background()); !errors.Is(err, server.ErrNoToken) {
+		t.Fatalf("Start on 0.0.0.0 without token: %v, want ErrNoToken", err)
+	}
+	s2.Close()
+}
+
+func TestLoopback(t *testing.T) {
+	for addr, want := range map[string]bool{
+		"127.0.0.1:8080": true, "localhost:80": true, "[::1]:9": true, "127.0.0.2:1": true,
+		":8080": false, "0.0.0.0:8080": false, "10.0.0.1:80": false, "[::]:80": false, "example.com:80": false,
+	} {
+		if got := server.Loopback(addr); got != want {
+			t.Errorf("Loopback(%q)=%v, want %v", addr, got, want)
+		}
+	}
+}
+
+func TestRestartResumes(t *testing.T) {
+	e := newEnv(t)
+	s1 := e.MustStart(t, server.Options{})
+	launch(t, s1.URL(), "", smallRun("phoenix", 4))
+	waitRun(t, s1.URL(), "phoenix", time.Minute, "step 1", func(r runJSON) bool { return len(r.Steps) >= 2 })
+	if err := s1.Close(); err != nil {
+		t.Fatalf("Close: %v", err)
+	}
+	run, err := e.store.GetRun(context.Background(), "phoenix")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := run.State, checkpoint.StateRunning; got != want {
+		t.Fatalf("state after shutdown=%s, want %s (resumable)", got, want)
+	}
+	before, _ := e.store.Steps(context.Background(), "phoenix")
+	if len(before) >= 5 {
+		t.Fatalf("run finished before the shutdown (%d steps): test proves nothing", len(before))
+	}
+
+	s2 := e.MustStart(t, server.Options{})
+	r := waitRun(t, s2.URL(), "phoenix", time.Minute, "finish", finished)
+	if got, want := r.State, checkpoint.StateSucceeded; got != want {
+		t.Fatalf("state=%s (%s), want %s", got, r.Error, want)
+	}
+	steps, err := e.store.Steps(context.Background(), "phoenix")
+	if err != nil {
+		t.Fatal(err)
+	}
+	evals, err := e.store.Evaluations(context.Background(), "phoenix")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(steps) != 5 || len(evals) != 5 {
+		t.Fatalf("%d steps, %d evaluations; want 5 of each", len(steps), len(evals))
+	}
+	for i := range steps {
+		if steps[i].Step != i || evals[i].Step != i {
+			t.Fatalf("step %d: stored step %d, evaluation %d", i, steps[i].Step, evals[i].Step)
+		}
+	}
+}
