@@ -32,6 +32,7 @@ type env struct {
 	trainer  *trainer.JobClient
 	backend  *refmodel.Backend
 	inferURL string
+	stop     func() // the "process" dies: servers and backend stop
 }
 
 // newEnv starts the reference backend on dataDir (reusing it restarts the
@@ -47,8 +48,11 @@ func newEnv(t *testing.T, dataDir, db string) *env {
 	}
 	inf := httptest.NewServer(b.InferenceHandler())
 	tr := httptest.NewServer(b.TrainerHandler())
-	t.Cleanup(func() { inf.Close(); tr.Close(); b.Close() })
+	var once sync.Once
+	stop := func() { once.Do(func() { inf.Close(); tr.Close(); b.Close() }) }
+	t.Cleanup(stop)
 	return &env{
+		stop:     stop,
 		store:    checkpoint.New(db, checkpoint.Options{}),
 		chat:     inference.NewChatClient(inf.URL+"/v1", inference.ChatOptions{Backoff: time.Millisecond}),
 		fleet:    &inference.Fleet{Endpoints: []*inference.AdminClient{inference.NewAdminClient(inf.URL+"/v1", inference.AdminOptions{})}},
@@ -229,7 +233,9 @@ func TestResumeAfterInterruption(t *testing.T) {
 			if run, _, _ := snapshot(t, e.store, "r"); run.State != checkpoint.StateCancelled {
 				t.Fatalf("state after interruption %s", run.State)
 			}
-			// "Restart": a new backend over the same data dir.
+			// "Restart": the old backend is gone; a new one opens the
+			// same data dir.
+			e.stop()
 			e2 := newEnv(t, data, db)
 			if err := e2.orchestrator(nil).Resume(context.Background(), "r"); err != nil {
 				t.Fatal(err)

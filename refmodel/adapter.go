@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io/fs"
 	"math"
 	"math/rand/v2"
 	"os"
@@ -126,31 +127,34 @@ func (a *Adapter) Save(dir string) error {
 }
 
 // replaceDir renames src to dst. An existing dst is first moved aside and
-// removed after the swap, so dst always names a complete directory.
+// removed after the swap, so dst always names a complete directory. Another
+// writer of the same dst (two servers re-running one job on a shared data
+// dir) only makes the swap retry; the last complete directory wins.
 func replaceDir(src, dst string) error {
-	old := ""
-	if _, err := os.Stat(dst); err == nil {
-		f, err := os.CreateTemp(filepath.Dir(dst), ".old-"+filepath.Base(dst)+"-")
-		if err != nil {
+	parent := filepath.Dir(dst)
+	var aside []string
+	defer func() {
+		for _, d := range aside {
+			os.RemoveAll(d)
+		}
+	}()
+	for attempt := 0; ; attempt++ {
+		err := os.Rename(src, dst)
+		if err == nil {
+			return syncDir(parent)
+		}
+		// EEXIST and ENOTEMPTY both match fs.ErrExist.
+		if !errors.Is(err, fs.ErrExist) || attempt == 8 {
 			return err
 		}
-		old = f.Name()
-		f.Close()
-		os.Remove(old)
-		if err := os.Rename(dst, old); err != nil {
+		old := filepath.Join(parent, fmt.Sprintf(".old-%s-%016x", filepath.Base(dst), rand.Uint64()))
+		switch err := os.Rename(dst, old); {
+		case err == nil:
+			aside = append(aside, old)
+		case !errors.Is(err, fs.ErrNotExist):
 			return err
 		}
 	}
-	if err := os.Rename(src, dst); err != nil {
-		if old != "" {
-			os.Rename(old, dst)
-		}
-		return err
-	}
-	if old != "" {
-		os.RemoveAll(old)
-	}
-	return syncDir(filepath.Dir(dst))
 }
 
 // LoadAdapter reads an adapter directory written by Save.

@@ -117,3 +117,26 @@ func TestLoadAdapterErrors(t *testing.T) {
 		})
 	}
 }
+
+// TestAdapterConcurrentSaves: two writers of one adapter directory (two
+// servers re-running the same job) both succeed and leave a complete one.
+func TestAdapterConcurrentSaves(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "same")
+	a, _ := NewAdapter(4, 8, 1)
+	errs := make(chan error, 8)
+	for range 8 {
+		go func() { errs <- a.Save(dir) }()
+	}
+	for range 8 {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+	got, err := LoadAdapter(dir)
+	if err != nil || !slices.Equal(got.A, a.A) {
+		t.Fatalf("after concurrent saves: %v", err)
+	}
+	if ents, _ := os.ReadDir(filepath.Dir(dir)); len(ents) != 1 {
+		t.Fatalf("%d entries left next to the adapter, want 1", len(ents))
+	}
+}

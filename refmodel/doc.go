@@ -4,10 +4,29 @@
 // server and the trainer job API of DESIGN §5 — so that a run trains for real
 // on a machine with no GPU.
 //
-// The policy reads the "state:" line of the latest user message, turns it
-// into a short feature vector, and scores seven outputs: the six tools in
-// rollout.ToolNames order and a plain-text reply with no tool call (an
-// invalid output). Its logits are (W0 + (alpha/rank) B A) x, where W0 is a
-// hand-set base that coordinates badly on purpose and B A is a LoRA adapter
-// that training updates with PPO-clip from the advantages it is sent.
+// # Policy
+//
+// The policy reads the "state:" line of the last user message, turns it into
+// a short feature vector (FeaturesOf), and scores seven outputs: the six
+// tools in rollout.ToolNames order and a plain-text reply with no tool call
+// (an invalid output). Its logits are (W0 + (alpha/rank) B A) x, where W0 is
+// a hand-set base that coordinates badly on purpose and B A is a LoRA adapter
+// that training updates from the advantages it is sent; it knows nothing of
+// the reward.
+//
+// # Inference server
+//
+// Each output is one token, reported as "token_id:<n>" (TokenID) with its
+// logprob, log softmax(logits/temperature) over the outputs the request
+// allows. With a request seed the sampled output is a pure function of the
+// weights, the messages, the temperature and the seed. Usage counts
+// completion_tokens = 1 and estimates prompt_tokens as the request body's
+// bytes / 4.
+//
+// # Trainer
+//
+// A job turns each sampled choice into a Sample (SamplesOf) and runs
+// PPO-clip (Train): each epoch is DefaultSteps full-batch gradient steps.
+// Jobs run one at a time; their records and adapters live under
+// Options.DataDir.
 package refmodel

@@ -176,7 +176,7 @@ func TestLearnsFromAdvantages(t *testing.T) {
 		t.Skip("simulates 8 training runs")
 	}
 	const runs = 8
-	var base, chosen float64
+	var base, chosen, baseDL, chosenDL float64
 	improved := 0
 	for s := range runs {
 		seed := uint64(s + 1)
@@ -188,15 +188,18 @@ func TestLearnsFromAdvantages(t *testing.T) {
 			}
 		}
 		// Re-measure the base and the chosen step on many fresh episodes.
-		b := simEval(t, BasePolicy(), 400, 9_000_000+seed).reward
-		c := simEval(t, NewPolicy(ads[best]), 400, 9_000_000+seed).reward
+		b, bdl := simEval(t, BasePolicy(), 400, 9_000_000+seed)
+		c, cdl := simEval(t, NewPolicy(ads[best]), 400, 9_000_000+seed)
 		base += b / runs
 		chosen += c / runs
+		baseDL += bdl / runs
+		chosenDL += cdl / runs
 		if c > b+0.2 {
 			improved++
 		}
 	}
-	t.Logf("mean over %d runs: base %.3f, chosen step %.3f; %d runs improved by > 0.2", runs, base, chosen, improved)
+	t.Logf("mean over %d runs: shaped reward base %.3f, chosen step %.3f; deadlock rate base %.3f, chosen step %.3f; %d runs improved by > 0.2",
+		runs, base, chosen, baseDL, chosenDL, improved)
 	if chosen < base+0.3 || improved < runs/2 {
 		t.Fatalf("chosen step %.3f vs base %.3f, %d/%d runs improved: the policy does not learn", chosen, base, improved, runs)
 	}

@@ -202,7 +202,8 @@ func (m *jobManager) get(id string) (trainer.Job, error) {
 	return e.job, nil
 }
 
-// cancel cancels a queued or running job; a finished job is left as it is.
+// cancelJob cancels a queued or running job; a finished job is left as it
+// is.
 func (m *jobManager) cancelJob(id string) (trainer.Job, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -224,7 +225,7 @@ func (m *jobManager) cancelJob(id string) (trainer.Job, error) {
 
 // run trains queued jobs until ctx is done.
 func (m *jobManager) run(ctx context.Context) {
-	for {
+	for ctx.Err() == nil {
 		e, req, jctx, cancel := m.next(ctx)
 		if e == nil {
 			select {

@@ -39,32 +39,20 @@ func simEpisode(t testing.TB, p *Policy, env rollout.EnvConfig, rng *rand.Rand) 
 	return m, r, samples
 }
 
-type simStats struct {
-	deadlock, reward, invalid, meals float64
-}
-
-func simEval(t testing.TB, p *Policy, episodes int, seed uint64) simStats {
+// simEval plays episodes with p and returns the mean shaped reward and the
+// deadlock rate.
+func simEval(t testing.TB, p *Policy, episodes int, seed uint64) (reward, deadlock float64) {
 	rng := rand.New(rand.NewPCG(seed, 1))
 	env := rollout.DefaultEnvConfig()
-	var st simStats
-	calls := 0
 	for e := range episodes {
 		env.Seed = int64(seed)*1000 + int64(e)
 		m, r, _ := simEpisode(t, p, env, rng)
 		if m.Deadlocked {
-			st.deadlock++
+			deadlock++
 		}
-		st.reward += r
-		st.invalid += float64(m.Invalid)
-		st.meals += float64(m.TotalMeals)
-		calls += m.RoundsPlayed * m.N
+		reward += r
 	}
-	k := float64(episodes)
-	st.deadlock /= k
-	st.reward /= k
-	st.meals /= k
-	st.invalid /= float64(calls)
-	return st
+	return reward / float64(episodes), deadlock / float64(episodes)
 }
 
 // simRun mimics the orchestrator's default run: steps of groups x episodes,
@@ -79,7 +67,8 @@ func simRun(t testing.TB, steps, groups, perGroup, valEpisodes int, tc TrainConf
 		t.Fatal(err)
 	}
 	pol := NewPolicy(ad)
-	val := []float64{simEval(t, pol, valEpisodes, 1_000_000+seed).reward}
+	v0, _ := simEval(t, pol, valEpisodes, 1_000_000+seed)
+	val := []float64{v0}
 	ads := []*Adapter{ad}
 	for step := range steps {
 		var batch []Sample
@@ -118,7 +107,8 @@ func simRun(t testing.TB, steps, groups, perGroup, valEpisodes int, tc TrainConf
 			t.Fatal(err)
 		}
 		pol = NewPolicy(ad)
-		val = append(val, simEval(t, pol, valEpisodes, 1_000_000+seed).reward)
+		v, _ := simEval(t, pol, valEpisodes, 1_000_000+seed)
+		val = append(val, v)
 		ads = append(ads, ad)
 	}
 	return val, ads

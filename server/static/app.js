@@ -1,0 +1,232 @@
+// grpo dashboard: runs list, per-run reward curves, deadlock rate and
+// meals, trainer jobs and steps; live over the /ws event stream. Plain
+// JavaScript and SVG, no external assets.
+"use strict";
+
+const $ = (sel) => document.querySelector(sel);
+const SVGNS = "http://www.w3.org/2000/svg";
+const state = { selected: null, run: null, jobs: {}, episodes: 0, refresh: null };
+
+function fmt(x, d = 3) { return x === null || x === undefined ? "-" : Number(x).toFixed(d); }
+
+function el(tag, attrs = {}, text) {
+  const e = tag.startsWith("svg:") ? document.createElementNS(SVGNS, tag.slice(4)) : document.createElement(tag);
+  for (const [k, v] of Object.entries(attrs)) e.setAttribute(k, v);
+  if (text !== undefined) e.textContent = text;
+  return e;
+}
+
+async function api(path, opts = {}) {
+  const resp = await fetch(path, opts);
+  const body = await resp.json().catch(() => ({}));
+  if (!resp.ok) throw new Error(body.error || resp.status + " " + resp.statusText);
+  return body;
+}
+
+async function loadRuns() {
+  const runs = await api("/api/v1/runs");
+  const tbody = $("#runs tbody");
+  tbody.replaceChildren();
+  for (const r of runs) {
+    const tr = el("tr", { "data-run": r.name });
+    if (r.name === state.selected) tr.classList.add("selected");
+    tr.append(el("td", {}, r.name), el("td", {}, r.state + (r.hosted ? "" : "")), el("td", {}, r.steps),
+      el("td", {}, r.best_step >= 0 ? r.best_step : "-"));
+    tr.addEventListener("click", () => select(r.name));
+    tbody.append(tr);
+  }
+  if (!state.selected && runs.length > 0) select(runs[runs.length - 1].name);
+}
+
+function select(name) {
+  state.selected = name;
+  state.jobs = {};
+  state.episodes = 0;
+  for (const tr of document.querySelectorAll("#runs tbody tr")) tr.classList.toggle("selected", tr.dataset.run === name);
+  loadRun();
+}
+
+async function loadRun() {
+  if (!state.selected) return;
+  const r = await api("/api/v1/runs/" + encodeURIComponent(state.selected));
+  state.run = r;
+  render(r);
+}
+
+// scheduleRefresh coalesces bursts of events into one reload.
+function scheduleRefresh() {
+  if (state.refresh) return;
+  state.refresh = setTimeout(() => { state.refresh = null; loadRun().catch(console.error); loadRuns().catch(console.error); }, 150);
+}
+
+function render(r) {
+  $("#empty").hidden = true;
+  $("#detail").hidden = false;
+  $("#run-name").textContent = r.run;
+  const st = $("#run-state");
+  st.textContent = r.state;
+  st.className = "state " + r.state;
+  $("#run-error").textContent = r.error || "";
+  $("#cancel").hidden = !r.hosted;
+  const best = r.best ? r.best.step : null;
+
+  const train = [], val = [], dl = [], meals = [];
+  for (const s of r.steps) {
+    if (s.train) train.push([s.step, s.train.reward_mean]);
+    if (s.validation) {
+      val.push([s.step, s.validation.reward_mean]);
+      dl.push([s.step, s.validation.deadlock_rate]);
+      meals.push([s.step, s.validation.meals_mean]);
+    }
+  }
+  const steps = r.config && r.config.run ? r.config.run.steps : 1;
+  chart($("#curve"), [{ cls: "train", pts: train }, { cls: "val", pts: val }], { xmax: steps, best, bestSeries: 1 });
+  chart($("#deadlock"), [{ cls: "dl", pts: dl }], { xmax: steps, ymin: 0, ymax: 1, right: { cls: "meals", pts: meals } });
+
+  const tbody = $("#steps tbody");
+  tbody.replaceChildren();
+  for (const s of r.steps) {
+    const v = s.validation;
+    const tr = el("tr", { "data-step": s.step });
+    if (s.step === best) tr.classList.add("best");
+    tr.append(el("td", {}, s.step + (s.step === best ? " ★" : "")), el("td", {}, s.n),
+      el("td", {}, s.train ? fmt(s.train.reward_mean) : "-"), el("td", {}, v ? fmt(v.reward_mean) : "-"),
+      el("td", {}, v ? "[" + fmt(v.reward_ci95[0]) + ", " + fmt(v.reward_ci95[1]) + "]" : ""),
+      el("td", {}, v ? fmt(v.deadlock_rate, 2) : "-"), el("td", {}, v ? fmt(v.meals_mean, 2) : "-"),
+      el("td", {}, s.adapter ? s.adapter.name : "base"),
+      el("td", {}, s.job ? s.job.state : (s.step > 0 ? "no signal" : "-")));
+    tbody.append(tr);
+  }
+  for (const s of r.steps) {
+    if (s.job) state.jobs[s.job.id] = { step: s.step, id: s.job.id, state: s.job.state, progress: 1,
+      loss: s.job.metrics ? s.job.metrics.loss : null,
+      seconds: (new Date(s.job.finished) - new Date(s.job.submitted)) / 1000 };
+  }
+  renderJobs();
+}
+
+function renderJobs() {
+  const tbody = $("#jobs tbody");
+  tbody.replaceChildren();
+  const jobs = Object.values(state.jobs).sort((a, b) => a.step - b.step);
+  for (const j of jobs) {
+    const tr = el("tr", { "data-job": j.id });
+    tr.append(el("td", {}, j.step), el("td", {}, j.id), el("td", {}, j.state),
+      el("td", {}, Math.round(100 * (j.progress || 0)) + "%"), el("td", {}, fmt(j.loss, 4)),
+      el("td", {}, j.seconds ? fmt(j.seconds, 2) : "-"));
+    tbody.append(tr);
+  }
+}
+
+// chart draws series of [step, value] points with lines, dots, axes and,
+// when opts.best is set, a marker on the best step.
+function chart(svg, series, opts) {
+  const W = 640, H = Number(svg.getAttribute("viewBox").split(" ")[3]);
+  const L = 48, R = opts.right ? 44 : 12, T = 10, B = 26;
+  svg.replaceChildren();
+  const all = series.flatMap((s) => s.pts.map((p) => p[1]));
+  let ymin = opts.ymin ?? Math.min(...all, 0), ymax = opts.ymax ?? Math.max(...all, 0.1);
+  if (ymax - ymin < 1e-9) ymax = ymin + 1;
+  const pad = opts.ymax === undefined ? 0.05 * (ymax - ymin) : 0;
+  ymin -= pad; ymax += pad;
+  const xmax = Math.max(opts.xmax || 1, 1);
+  const x = (v) => L + (W - L - R) * v / xmax;
+  const y = (v, lo = ymin, hi = ymax) => T + (H - T - B) * (1 - (v - lo) / (hi - lo));
+  for (let i = 0; i <= 4; i++) {
+    const v = ymin + (ymax - ymin) * i / 4;
+    svg.append(el("svg:line", { class: "grid", x1: L, x2: W - R, y1: y(v), y2: y(v) }));
+    svg.append(el("svg:text", { x: L - 4, y: y(v) + 3, "text-anchor": "end" }, v.toFixed(2)));
+  }
+  const every = Math.max(1, Math.ceil(xmax / 16));
+  for (let s = 0; s <= xmax; s += every) svg.append(el("svg:text", { x: x(s), y: H - 10, "text-anchor": "middle" }, s));
+  svg.append(el("svg:text", { x: W - R, y: H - 1, "text-anchor": "end" }, "step"));
+  svg.append(el("svg:line", { class: "axis", x1: L, x2: L, y1: T, y2: H - B }));
+  svg.append(el("svg:line", { class: "axis", x1: L, x2: W - R, y1: H - B, y2: H - B }));
+  const draw = (s, yf) => {
+    if (s.pts.length === 0) return;
+    svg.append(el("svg:path", { class: s.cls, d: s.pts.map((p, i) => (i ? "L" : "M") + x(p[0]) + " " + yf(p[1])).join(" ") }));
+    for (const p of s.pts) {
+      const c = el("svg:circle", { class: "pt " + s.cls, cx: x(p[0]), cy: yf(p[1]), r: 3.5, "data-step": p[0] });
+      c.append(el("svg:title", {}, s.cls + " step " + p[0] + ": " + fmt(p[1])));
+      svg.append(c);
+    }
+  };
+  for (const s of series) draw(s, (v) => y(v));
+  if (opts.right) {
+    const vals = opts.right.pts.map((p) => p[1]);
+    const hi = Math.max(...vals, 1);
+    for (let i = 0; i <= 4; i++) svg.append(el("svg:text", { x: W - R + 4, y: y(hi * i / 4, 0, hi) + 3 }, (hi * i / 4).toFixed(1)));
+    draw(opts.right, (v) => y(v, 0, hi));
+  }
+  if (opts.best !== null && opts.best !== undefined) {
+    svg.append(el("svg:line", { class: "best", x1: x(opts.best), x2: x(opts.best), y1: T, y2: H - B }));
+    const p = series[opts.bestSeries].pts.find((q) => q[0] === opts.best);
+    if (p) svg.append(el("svg:circle", { class: "best", cx: x(p[0]), cy: y(p[1]), r: 7, "data-step": p[0] }));
+  }
+}
+
+function onEvent(ev) {
+  if (ev.type === "run_started" || ev.type === "run_finished") loadRuns().catch(console.error);
+  if (ev.run !== state.selected) return;
+  switch (ev.type) {
+    case "job_state": {
+      const j = ev.data;
+      const prev = state.jobs[j.id] || {};
+      state.jobs[j.id] = { ...prev, step: ev.step, id: j.id, state: j.state, progress: j.progress,
+        loss: j.metrics ? j.metrics.loss : prev.loss };
+      renderJobs();
+      break;
+    }
+    case "step_started":
+      state.episodes = 0;
+      $("#progress").textContent = "step " + ev.step + ": " + ev.data.episodes + " training and " + ev.data.validation + " validation episodes";
+      break;
+    case "episode_finished":
+      state.episodes++;
+      $("#progress").textContent = "step " + ev.step + ": " + state.episodes + " episodes played (last " + ev.data.split + " reward " + fmt(ev.data.reward) + ")";
+      break;
+    case "run_finished":
+      $("#progress").textContent = "run " + ev.data.state;
+      scheduleRefresh();
+      break;
+    default:
+      scheduleRefresh();
+  }
+}
+
+function connect() {
+  const ws = new WebSocket((location.protocol === "https:" ? "wss://" : "ws://") + location.host + "/ws");
+  ws.onopen = () => { $("#live").textContent = "live"; $("#live").className = "on"; loadRuns().catch(console.error); loadRun().catch(console.error); };
+  ws.onmessage = (m) => onEvent(JSON.parse(m.data));
+  ws.onclose = () => { $("#live").textContent = "offline"; $("#live").className = "off"; setTimeout(connect, 2000); };
+}
+
+function authHeaders() {
+  const t = $("#token").value.trim();
+  return t ? { Authorization: "Bearer " + t } : {};
+}
+
+$("#launch").addEventListener("submit", async (e) => {
+  e.preventDefault();
+  $("#launch-error").textContent = "";
+  try {
+    const r = await api("/api/v1/runs", { method: "POST", body: $("#config").value,
+      headers: { "Content-Type": "application/yaml", ...authHeaders() } });
+    await loadRuns();
+    select(r.run);
+  } catch (err) {
+    $("#launch-error").textContent = err.message;
+  }
+});
+
+$("#cancel").addEventListener("click", async () => {
+  try {
+    await api("/api/v1/runs/" + encodeURIComponent(state.selected) + "/cancel", { method: "POST", headers: authHeaders() });
+    scheduleRefresh();
+  } catch (err) {
+    $("#run-error").textContent = err.message;
+  }
+});
+
+loadRuns().catch((err) => { $("#empty").textContent = "cannot list runs: " + err.message; });
+connect();
