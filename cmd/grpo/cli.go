@@ -40,6 +40,8 @@ func commands() []command {
 		{"run", "run GRPO training (no arguments: the embedded default)", (*Main).run},
 		{"runs", "list runs, or show one run's steps (runs show RUN)", (*Main).runs},
 		{"best", "print a run's selected step and adapter", (*Main).best},
+		{"serve", "run the daemon: HTTP API, /metrics, /ws, dashboard", (*Main).serve},
+		{"watch", "print a daemon's run events live (watch [RUN] --addr URL)", (*Main).watch},
 		{"refmodel", "serve the embedded reference backend on its own (refmodel serve)", (*Main).refmodel},
 		{"eval", "evaluate one or more models on the Dining Philosophers table", (*Main).eval},
 		{"compare", "compare two eval outputs (Welch's t-test, Hedges' g)", (*Main).compare},

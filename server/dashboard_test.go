@@ -1,0 +1,92 @@
+package server_test
+
+import (
+	"context"
+	"net/http"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/chromedp/chromedp"
+	"github.com/grpo-dev/grpo/server"
+)
+
+func TestDashboardServesAssets(t *testing.T) {
+	e := newEnv(t)
+	s := e.MustStart(t, server.Options{})
+	for path, want := range map[string]string{"/": `<svg id="curve"`, "/app.js": "new WebSocket", "/style.css": ".chart"} {
+		code, body := do(t, "GET", s.URL()+path, "", "")
+		if code != http.StatusOK || !contains(body, want) {
+			t.Errorf("GET %s = %d, want 200 containing %q", path, code, want)
+		}
+	}
+}
+
+// TestDashboardChromium opens the dashboard in headless Chromium, launches
+// a run through the page's form and waits for the curve's points, then
+// keeps a screenshot ($GRPO_ARTIFACTS, else the test's temp dir).
+func TestDashboardChromium(t *testing.T) {
+	chrome := binary(t, "GRPO_CHROMIUM", "chromium", "chromium-browser")
+	e := newEnv(t)
+	s := e.MustStart(t, server.Options{})
+
+	opts := []chromedp.ExecAllocatorOption{
+		chromedp.ExecPath(chrome),
+		chromedp.Flag("headless", true), chromedp.NoSandbox, chromedp.DisableGPU,
+		chromedp.Flag("disable-quic", true), chromedp.NoFirstRun,
+		chromedp.Flag("disable-background-networking", true),
+		chromedp.Flag("disable-component-update", true), chromedp.Flag("disable-sync", true),
+		chromedp.UserDataDir(t.TempDir()), chromedp.WindowSize(1280, 1100),
+	}
+	actx, acancel := chromedp.NewExecAllocator(context.Background(), opts...)
+	defer acancel()
+	ctx, cancel := chromedp.NewContext(actx, chromedp.WithLogf(t.Logf))
+	defer cancel()
+	// The first Run starts the browser for the life of its context: no
+	// timeout on it, only on the steps after.
+	if err := chromedp.Do(ctx, chromedp.Navigate(s.URL()+"/")); err != nil {
+		t.Fatalf("chromium: open dashboard: %v", err)
+	}
+	tctx, tcancel := context.WithTimeout(ctx, 90*time.Second)
+	defer tcancel()
+	err := chromedp.Do(tctx,
+		chromedp.WaitVisible(chromedp.CSS(`#live.on`)),
+		chromedp.SetValue(chromedp.CSS(`#config`), "run: {name: ui, steps: 3}\nvalidation: {episodes: 8}\n"),
+		chromedp.Click(chromedp.CSS(`#launch-btn`)),
+		chromedp.WaitVisible(chromedp.CSS(`#detail`)),
+		// Four validation points (steps 0-3) appear as the run goes.
+		chromedp.WaitVisible(chromedp.CSS(`#curve circle.pt.val[data-step="3"]`)),
+		chromedp.WaitVisible(chromedp.CSS(`#run-state.succeeded`)),
+	)
+	if err != nil {
+		t.Fatalf("chromium: launch a run from the page and wait for its curve: %v", err)
+	}
+	count := func(sel string) int {
+		n, err := chromedp.Run(tctx, chromedp.Evaluate[int](`document.querySelectorAll(`+"`"+sel+"`"+`).length`))
+		if err != nil {
+			t.Fatalf("count %s: %v", sel, err)
+		}
+		return n
+	}
+	points, valPoints, best, rows := count("#curve circle.pt"), count("#curve circle.pt.val"), count("#curve circle.best"), count("#steps tbody tr")
+	shot, err := chromedp.Run(tctx, chromedp.FullScreenshot(100))
+	if err != nil {
+		t.Fatalf("screenshot: %v", err)
+	}
+	if valPoints != 4 || points != 4+3 || best != 1 || rows != 4 {
+		t.Fatalf("dashboard shows %d points (%d validation), %d best markers, %d step rows; want 7 (4), 1, 4", points, valPoints, best, rows)
+	}
+	dir := os.Getenv("GRPO_ARTIFACTS")
+	if dir == "" {
+		dir = t.TempDir()
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(dir, "dashboard.png")
+	if err := os.WriteFile(path, shot, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("screenshot: %s", path)
+}
