@@ -23,6 +23,7 @@ func FuzzParse(f *testing.F) {
 	f.Add([]byte(`{"run": {"name": "x", "steps": 2}, "inference": {"request_timeout": 5, "chat_template_kwargs": {"a": [1, {"b": null}]}}}`))
 	f.Add([]byte("curriculum: {schedule: '5@0,10@6'}\nvalidation: &v {temperature: 0.5}\ninference: {<<: *v}\n"))
 	f.Add([]byte("grpo:\n  grops: 3\n"))
+	f.Add([]byte(`{"run": {"name": "a\/b"}, "inference": {"model": "\ud83d\ude00\u0000\t"}}`))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		c, err := config.Parse(data)
 		if err != nil {

@@ -1,6 +1,7 @@
 package config
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 )
@@ -25,4 +26,50 @@ func (in Inference) MarshalJSON() ([]byte, error) {
 		plain
 		ChatTemplateKwargs map[string]any `json:"chat_template_kwargs"`
 	}{plain(in), in.ChatTemplateKwargs})
+}
+
+// yamlSafeJSON rewrites the string literals of a JSON document that use
+// escapes YAML lacks ("\/", UTF-16 surrogate pairs such as "\ud83d\ude00")
+// into equivalent ones it reads. Other bytes, and so line numbers, stay.
+func yamlSafeJSON(data []byte) []byte {
+	if !bytes.ContainsRune(data, '\\') || !json.Valid(data) {
+		return data
+	}
+	out := make([]byte, 0, len(data))
+	for i := 0; i < len(data); i++ {
+		if data[i] != '"' {
+			out = append(out, data[i])
+			continue
+		}
+		end := i + 1
+		for data[end] != '"' {
+			if data[end] == '\\' {
+				end++
+			}
+			end++
+		}
+		lit := data[i : end+1]
+		if bytes.Contains(lit, []byte(`\/`)) || bytes.Contains(lit, []byte(`\u`)) {
+			lit = reencode(lit)
+		}
+		out = append(out, lit...)
+		i = end
+	}
+	return out
+}
+
+// reencode decodes a valid JSON string literal and encodes it again the
+// way encoding/json writes strings: UTF-8 as is, no "\/", no surrogates.
+func reencode(lit []byte) []byte {
+	var s string
+	if err := json.Unmarshal(lit, &s); err != nil {
+		return lit
+	}
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(s); err != nil {
+		return lit
+	}
+	return bytes.TrimSuffix(b.Bytes(), []byte("\n"))
 }

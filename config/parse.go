@@ -43,10 +43,8 @@ func Parse(data []byte) (Config, error) {
 
 func parse(file string, data []byte) (Config, error) {
 	cfg := Default()
+	data = yamlSafeJSON(data)
 	doc, err := document(file, data)
-	if e := (*Error)(nil); errors.As(err, &e) && e.Line > 0 && tabIndented(data, e.Line) {
-		e.Msg += " (YAML indents with spaces, not tabs)"
-	}
 	if err != nil {
 		return Config{}, err
 	}
@@ -87,7 +85,11 @@ func document(file string, data []byte) (*yaml.Node, error) {
 	if err := dec.Decode(&doc); errors.Is(err, io.EOF) {
 		return nil, nil
 	} else if err != nil {
-		return nil, yamlError(file, err)
+		e := yamlError(file, err)
+		if e.Line > 0 && tabIndented(data, e.Line) {
+			e.Msg += " (YAML indents with spaces, not tabs)"
+		}
+		return nil, e
 	}
 	var next yaml.Node
 	if err := dec.Decode(&next); !errors.Is(err, io.EOF) {
@@ -339,9 +341,10 @@ func isInt(t reflect.Type) bool {
 }
 
 func plural(t reflect.Type) string {
-	switch t.Kind() {
-	case reflect.Int, reflect.Int64:
+	if isInt(t) {
 		return "integers"
+	}
+	switch t.Kind() {
 	case reflect.String:
 		return "strings"
 	case reflect.Struct:
@@ -357,6 +360,9 @@ func got(n *yaml.Node) string {
 		return "a mapping"
 	case yaml.SequenceNode:
 		return "a list"
+	}
+	if v := []rune(n.Value); len(v) > 40 {
+		return strconv.Quote(string(v[:40])) + "..."
 	}
 	return strconv.Quote(n.Value)
 }

@@ -157,6 +157,8 @@ func TestParse_Errors(t *testing.T) {
 			`line 2, column 6: validation.n: expected a list of integers, got "5"`},
 		{"scalar for section", "grpo: 3\n",
 			`line 1, column 7: grpo: expected a mapping with keys groups, episodes_per_group, advantage, resample_zero_variance, max_resamples, max_off_policy_steps, got "3"`},
+		{"long value", "run:\n  steps: " + strings.Repeat("x", 100) + "\n",
+			`line 2, column 10: run.steps: expected an integer, got "` + strings.Repeat("x", 40) + `"...`},
 		{"bool", "grpo:\n  advantage:\n    std_normalize: maybe\n",
 			`line 3, column 20: grpo.advantage.std_normalize: expected true or false, got "maybe"`},
 		{"flow mapping on one line", "grpo: {advantage: {std: population, baseline: [1]}}\n",
@@ -293,6 +295,22 @@ func TestParse_JSON(t *testing.T) {
 	_, err = config.Parse([]byte(`{"inference": {"endpoints": [{"url": "http://127.0.0.1:1"}, {"url": {}}]}}`))
 	if got, want := errString(err), `line 1, column 69: inference.endpoints[1].url: expected a string, got a mapping`; got != want {
 		t.Fatalf("Parse(JSON, bad url)=%q, want %q", got, want)
+	}
+}
+
+// TestParse_JSONEscapes covers JSON string escapes that YAML lacks.
+func TestParse_JSONEscapes(t *testing.T) {
+	c := mustParse(t, `{"run": {"name": "a\/b"}, "inference": {"model": "\ud83d\ude00 caf\u00e9 \"q\" \\ \u2028", "endpoints": []}}`)
+	if got, want := c.Run.Name, "a/b"; got != want {
+		t.Fatalf("run.name=%q, want %q", got, want)
+	}
+	if got, want := c.Inference.Model, "\U0001F600 café \"q\" \\ \u2028"; got != want {
+		t.Fatalf("inference.model=%q, want %q", got, want)
+	}
+	// Lines stay where they were.
+	_, err := config.Parse([]byte("{\n  \"run\": {\"name\": \"\\/\"},\n  \"grpo\": {\"grops\": 1}\n}\n"))
+	if got, want := errString(err), "line 3, column 12: grpo.grops: unknown key"; !strings.HasPrefix(got, want) {
+		t.Fatalf("Parse()=%q, want prefix %q", got, want)
 	}
 }
 

@@ -77,7 +77,7 @@ func NewChatClient(baseURL string, opts ChatOptions) *ChatClient {
 func (c *ChatClient) URL() string { return c.url }
 
 // Complete sends req and returns its first choice.
-func (c *ChatClient) Complete(ctx context.Context, req *openai.ChatCompletionRequest) (*rollout.Completion, error) {
+func (c *ChatClient) Complete(ctx context.Context, req *rollout.Request) (*rollout.Completion, error) {
 	var last error
 	delay := c.opts.Backoff
 	for attempt := 0; attempt <= c.opts.Retries; attempt++ {
@@ -99,19 +99,23 @@ func (c *ChatClient) Complete(ctx context.Context, req *openai.ChatCompletionReq
 	return nil, c.wrap(req, c.opts.Retries+1, last)
 }
 
-func (c *ChatClient) wrap(req *openai.ChatCompletionRequest, attempts int, err error) error {
+func (c *ChatClient) wrap(req *rollout.Request, attempts int, err error) error {
 	return fmt.Errorf("chat completion at %s/chat/completions (model %q, %d attempt(s)): %w", c.url, req.Model, attempts, err)
 }
 
-func (c *ChatClient) once(ctx context.Context, req *openai.ChatCompletionRequest) (*rollout.Completion, error) {
+func (c *ChatClient) once(ctx context.Context, req *rollout.Request) (*rollout.Completion, error) {
 	ctx, cancel := context.WithTimeout(ctx, c.opts.RequestTimeout)
 	defer cancel()
-	r := *req
+	r := req.ChatCompletionRequest
 	sl := &slot{}
 	if len(r.Tools) > 0 {
 		// The tool list is the same on every call of a run: encode it once
 		// and splice it into the body (see capture.Do).
 		sl.tools, r.Tools = c.tools.encode(r.Tools), nil
+	}
+	if len(r.Messages) > 0 && len(req.EncodedMessages) == len(r.Messages) {
+		// Likewise the messages the caller has already encoded.
+		sl.messages, r.Messages = joinJSON(req.EncodedMessages), nil
 	}
 	resp, err := c.client.CreateChatCompletion(context.WithValue(ctx, bodyKey{}, sl), r)
 	raw := sl.body
@@ -203,8 +207,26 @@ type bodyKey struct{}
 
 // slot carries per-request data between Complete and the HTTP client.
 type slot struct {
-	tools []byte // pre-encoded "tools" value to add to the request body
-	body  []byte // the response body, as received
+	tools    []byte // pre-encoded "tools" value to add to the request body
+	messages []byte // pre-encoded "messages" value to put in the body
+	body     []byte // the response body, as received
+}
+
+// joinJSON encodes a JSON array of already-encoded values.
+func joinJSON(vals []json.RawMessage) []byte {
+	n := 2
+	for _, v := range vals {
+		n += len(v) + 1
+	}
+	out := make([]byte, 0, n)
+	out = append(out, '[')
+	for i, v := range vals {
+		if i > 0 {
+			out = append(out, ',')
+		}
+		out = append(out, v...)
+	}
+	return append(out, ']')
 }
 
 // toolCache remembers the encoding of tool lists by identity: callers pass
@@ -231,18 +253,36 @@ func (t *toolCache) encode(tools []openai.Tool) []byte {
 	return b
 }
 
-// spliceTools inserts ,"tools":<tools> before the closing brace of a JSON
-// object body.
-func spliceTools(body, tools []byte) []byte {
-	end := bytes.LastIndexByte(body, '}')
-	if end < 0 {
-		return body
+// nullMessages is how go-openai encodes a request whose Messages is nil.
+// The model name comes before it and is a JSON string, in which a quote
+// is escaped, so the first occurrence is the field.
+var nullMessages = []byte(`"messages":null`)
+
+// splice puts pre-encoded messages in place of "messages":null and adds
+// ,"tools":<tools> before the closing brace of a JSON object body.
+func splice(body, messages, tools []byte) ([]byte, error) {
+	out := make([]byte, 0, len(body)+len(messages)+len(tools)+10)
+	if messages != nil {
+		i := bytes.Index(body, nullMessages)
+		if i < 0 {
+			return nil, errors.New(`encode request: no "messages":null to fill`)
+		}
+		out = append(out, body[:i]...)
+		out = append(out, `"messages":`...)
+		out = append(out, messages...)
+		body = body[i+len(nullMessages):]
 	}
-	out := make([]byte, 0, len(body)+len(tools)+10)
-	out = append(out, body[:end]...)
-	out = append(out, `,"tools":`...)
-	out = append(out, tools...)
-	return append(out, body[end:]...)
+	if tools != nil {
+		end := bytes.LastIndexByte(body, '}')
+		if end < 0 {
+			return nil, errors.New("encode request: body is not a JSON object")
+		}
+		out = append(out, body[:end]...)
+		out = append(out, `,"tools":`...)
+		out = append(out, tools...)
+		body = body[end:]
+	}
+	return append(out, body...), nil
 }
 
 // capture is the HTTP client go-openai uses: it reads each response body
@@ -255,13 +295,15 @@ type capture struct {
 
 func (c *capture) Do(req *http.Request) (*http.Response, error) {
 	sl, _ := req.Context().Value(bodyKey{}).(*slot)
-	if sl != nil && sl.tools != nil && req.Body != nil {
+	if sl != nil && (sl.tools != nil || sl.messages != nil) && req.Body != nil {
 		body, err := io.ReadAll(req.Body)
 		req.Body.Close()
 		if err != nil {
 			return nil, fmt.Errorf("read request body: %w", err)
 		}
-		body = spliceTools(body, sl.tools)
+		if body, err = splice(body, sl.messages, sl.tools); err != nil {
+			return nil, err
+		}
 		req.Body = io.NopCloser(bytes.NewReader(body))
 		req.ContentLength = int64(len(body))
 		req.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(body)), nil }

@@ -13,12 +13,14 @@ import (
 	"time"
 
 	openai "github.com/sashabaranov/go-openai"
+
+	"github.com/grpo-dev/grpo/rollout"
 )
 
 const okCompletion = `{"id":"c","object":"chat.completion","created":1,"model":"m","choices":[{"index":0,"message":{"role":"assistant","content":null,"tool_calls":[{"id":"t1","type":"function","function":{"name":"think","arguments":"{}"}}]},"logprobs":{"content":[{"token":"token_id:5","logprob":-0.25,"bytes":[1],"top_logprobs":[]}]},"finish_reason":"tool_calls","stop_reason":null}],"usage":{"prompt_tokens":3,"completion_tokens":1,"total_tokens":4}}`
 
-func chatReq() *openai.ChatCompletionRequest {
-	return &openai.ChatCompletionRequest{Model: "m", Messages: []openai.ChatCompletionMessage{{Role: "user", Content: "hi"}}}
+func chatReq() *rollout.Request {
+	return &rollout.Request{ChatCompletionRequest: openai.ChatCompletionRequest{Model: "m", Messages: []openai.ChatCompletionMessage{{Role: "user", Content: "hi"}}}}
 }
 
 // scripted answers the i-th request (from 1) with answers[i-1] (the last
@@ -148,5 +150,42 @@ func TestChatSendsToolsInBody(t *testing.T) {
 	}
 	if len(req.Tools) != 1 {
 		t.Fatal("Complete modified the caller's request")
+	}
+}
+
+func TestChatSendsPreEncodedMessages(t *testing.T) {
+	var got struct {
+		Model    string            `json:"model"`
+		Messages []json.RawMessage `json:"messages"`
+		Tools    []json.RawMessage `json:"tools"`
+	}
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if err := json.NewDecoder(r.Body).Decode(&got); err != nil {
+			t.Error(err)
+		}
+		w.Write([]byte(okCompletion))
+	}))
+	defer srv.Close()
+	c := NewChatClient(srv.URL+"/v1", ChatOptions{})
+	req := chatReq()
+	req.Messages = append(req.Messages, openai.ChatCompletionMessage{Role: "assistant", Content: "quoted \"messages\":null inside"})
+	for _, m := range req.Messages {
+		b, _ := json.Marshal(m)
+		req.EncodedMessages = append(req.EncodedMessages, b)
+	}
+	req.Tools = []openai.Tool{{Type: openai.ToolTypeFunction, Function: &openai.FunctionDefinition{Name: "think"}}}
+	if _, err := c.Complete(context.Background(), req); err != nil {
+		t.Fatal(err)
+	}
+	if got.Model != "m" || len(got.Messages) != 2 || string(got.Messages[1]) != string(req.EncodedMessages[1]) || len(got.Tools) != 1 {
+		t.Fatalf("body: model %q messages %s tools %d", got.Model, got.Messages, len(got.Tools))
+	}
+	// Encodings that do not match the messages one to one are ignored.
+	req.EncodedMessages = req.EncodedMessages[:1]
+	if _, err := c.Complete(context.Background(), req); err != nil {
+		t.Fatal(err)
+	}
+	if len(got.Messages) != 2 {
+		t.Fatalf("%d messages sent, want 2", len(got.Messages))
 	}
 }

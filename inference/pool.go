@@ -4,8 +4,6 @@ import (
 	"context"
 	"sync"
 
-	openai "github.com/sashabaranov/go-openai"
-
 	"github.com/grpo-dev/grpo/rollout"
 )
 
@@ -25,7 +23,7 @@ func NewPool(clients ...*ChatClient) *Pool {
 }
 
 // Complete sends req to the endpoint with the fewest requests in flight.
-func (p *Pool) Complete(ctx context.Context, req *openai.ChatCompletionRequest) (*rollout.Completion, error) {
+func (p *Pool) Complete(ctx context.Context, req *rollout.Request) (*rollout.Completion, error) {
 	p.mu.Lock()
 	best := 0
 	for i, n := range p.outstanding {

@@ -3,6 +3,7 @@ package refmodel
 import (
 	"context"
 	"fmt"
+	"github.com/grpo-dev/grpo/inference"
 	"math"
 	"net/http"
 	"sync"
@@ -17,7 +18,7 @@ import (
 func playEpisodes(t *testing.T, url, model string, env rollout.EnvConfig, count int, seed int64) []rollout.Episode {
 	t.Helper()
 	runner := &rollout.Runner{
-		Client: &httpCompleter{url: url, client: &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 64}}},
+		Client: inference.NewChatClient(url+"/v1", inference.ChatOptions{}),
 		Limit:  rollout.NewLimiter(32),
 	}
 	eps := make([]rollout.Episode, count)

@@ -2,9 +2,7 @@ package refmodel
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
-	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -94,51 +92,6 @@ var stateWaitingRight = rollout.State{
 // stateFirstRound: round 1, nothing held, both forks free.
 var stateFirstRound = rollout.State{Round: 1, Rounds: 5, ID: 2, N: 5, Free: rollout.Sides{Left: true, Right: true}}
 
-// httpCompleter is a rollout.Completer over HTTP, keeping each choice as the
-// server sent it, as the orchestrator's client does.
-type httpCompleter struct {
-	url    string
-	client *http.Client
-}
-
-func (c *httpCompleter) Complete(ctx context.Context, req *openai.ChatCompletionRequest) (*rollout.Completion, error) {
-	body, err := json.Marshal(req)
-	if err != nil {
-		return nil, err
-	}
-	hreq, err := http.NewRequestWithContext(ctx, http.MethodPost, c.url+"/v1/chat/completions", bytes.NewReader(body))
-	if err != nil {
-		return nil, err
-	}
-	hreq.Header.Set("Content-Type", "application/json")
-	resp, err := c.client.Do(hreq)
-	if err != nil {
-		return nil, err
-	}
-	defer resp.Body.Close()
-	raw, err := io.ReadAll(resp.Body)
-	if err != nil {
-		return nil, err
-	}
-	if resp.StatusCode != http.StatusOK {
-		return nil, fmt.Errorf("status %d: %s", resp.StatusCode, raw)
-	}
-	var out struct {
-		Choices []json.RawMessage `json:"choices"`
-		Usage   openai.Usage      `json:"usage"`
-	}
-	if err := json.Unmarshal(raw, &out); err != nil {
-		return nil, err
-	}
-	if len(out.Choices) != 1 {
-		return nil, fmt.Errorf("%d choices", len(out.Choices))
-	}
-	c0 := &rollout.Completion{Raw: out.Choices[0], Usage: out.Usage}
-	if err := json.Unmarshal(out.Choices[0], &c0.Choice); err != nil {
-		return nil, err
-	}
-	return c0, nil
-}
 
 // waitJob polls a job until it is terminal.
 func waitJob(tb testing.TB, url, id string) trainer.Job {

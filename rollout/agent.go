@@ -13,7 +13,16 @@ import (
 // transient failures themselves; an error returned here is final for the
 // call, and the episode that made it is marked errored.
 type Completer interface {
-	Complete(ctx context.Context, req *openai.ChatCompletionRequest) (*Completion, error)
+	Complete(ctx context.Context, req *Request) (*Completion, error)
+}
+
+// Request is a chat completion request. EncodedMessages, when it has one
+// entry per message, holds each message's JSON encoding: a conversation
+// grows by a few messages per call, so the caller encodes each message once
+// and a client can send them without encoding the whole conversation again.
+type Request struct {
+	openai.ChatCompletionRequest
+	EncodedMessages []json.RawMessage
 }
 
 // Completion is one sampled choice: parsed, and exactly as the server

@@ -111,13 +111,16 @@ func mustJSON(v any) json.RawMessage {
 type agent struct {
 	id    int
 	msgs  []openai.ChatCompletionMessage
+	enc   []json.RawMessage // JSON of each of msgs
 	items []json.RawMessage
 	calls []string // tool call ids of the latest sampled turn
 }
 
 func (a *agent) add(m openai.ChatCompletionMessage) {
+	j := mustJSON(m)
 	a.msgs = append(a.msgs, m)
-	a.items = append(a.items, mustJSON(m))
+	a.enc = append(a.enc, j)
+	a.items = append(a.items, j)
 }
 
 // episode is the bookkeeping of one Run.
@@ -136,6 +139,7 @@ func (e *episode) observe(a *agent) {
 // take appends a sampled turn to a's conversation and returns its action.
 func (e *episode) take(a *agent, c *Completion) string {
 	a.msgs = append(a.msgs, c.Choice.Message)
+	a.enc = append(a.enc, mustJSON(c.Choice.Message))
 	a.items = append(a.items, c.Raw)
 	a.calls = a.calls[:0]
 	for _, tc := range c.Choice.Message.ToolCalls {
@@ -171,7 +175,8 @@ func (r *Runner) Run(ctx context.Context, spec EpisodeSpec) Episode {
 	}
 	e := &episode{spec: spec, table: table, agents: make([]*agent, spec.Env.N)}
 	for i := range e.agents {
-		a := &agent{id: i, msgs: make([]openai.ChatCompletionMessage, 0, 2+3*spec.Env.Rounds)}
+		size := 1 + 3*spec.Env.Rounds
+		a := &agent{id: i, msgs: make([]openai.ChatCompletionMessage, 0, size), enc: make([]json.RawMessage, 0, size)}
 		a.add(openai.ChatCompletionMessage{Role: openai.ChatMessageRoleSystem, Content: SystemPrompt(spec.Env, i)})
 		e.agents[i] = a
 	}
@@ -270,7 +275,7 @@ func firstCause(errs []error) error {
 }
 
 func (r *Runner) complete(ctx context.Context, spec EpisodeSpec, a *agent, round int) (*Completion, error) {
-	req := &openai.ChatCompletionRequest{
+	req := &Request{EncodedMessages: a.enc, ChatCompletionRequest: openai.ChatCompletionRequest{
 		Model:              spec.Model,
 		Messages:           a.msgs,
 		Tools:              toolDefs,
@@ -280,7 +285,7 @@ func (r *Runner) complete(ctx context.Context, spec EpisodeSpec, a *agent, round
 		LogProbs:           true,
 		TopLogProbs:        spec.Sampling.TopLogprobs,
 		ChatTemplateKwargs: spec.Sampling.ChatTemplateKwargs,
-	}
+	}}
 	if req.ToolChoice == "" {
 		req.ToolChoice = "auto"
 	}

@@ -10,7 +10,6 @@ import (
 	"github.com/grpo-dev/grpo/trainer"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promauto"
-	openai "github.com/sashabaranov/go-openai"
 )
 
 // Splits of the reward gauges and episode counters.
@@ -191,7 +190,7 @@ type instrumented struct {
 
 var _ rollout.Completer = (*instrumented)(nil)
 
-func (c *instrumented) Complete(ctx context.Context, req *openai.ChatCompletionRequest) (*rollout.Completion, error) {
+func (c *instrumented) Complete(ctx context.Context, req *rollout.Request) (*rollout.Completion, error) {
 	c.inflight.Inc()
 	t0 := time.Now()
 	out, err := c.next.Complete(ctx, req)
