@@ -92,7 +92,6 @@ var stateWaitingRight = rollout.State{
 // stateFirstRound: round 1, nothing held, both forks free.
 var stateFirstRound = rollout.State{Round: 1, Rounds: 5, ID: 2, N: 5, Free: rollout.Sides{Left: true, Right: true}}
 
-
 // waitJob polls a job until it is terminal.
 func waitJob(tb testing.TB, url, id string) trainer.Job {
 	tb.Helper()
