@@ -121,7 +121,7 @@ func (o *Orchestrator) play(ctx context.Context, cfg config.Config, resumed bool
 	if serr := o.opts.Store.SetRunState(sctx, r.name, state, msg); serr != nil && err == nil {
 		err = serr
 	}
-	r.emit(0, EventRunFinished, RunFinished{State: state, Error: msg})
+	r.emit(r.last, EventRunFinished, RunFinished{State: state, Error: msg})
 	return err
 }
 
@@ -133,6 +133,7 @@ type run struct {
 	adapter  *trainer.Adapter // current adapter; nil = base model
 	keeper   inference.AdapterKeeper
 	promoted int // curriculum promotions so far
+	last     int // last committed step
 	best     *checkpoint.Selection
 	limiter  *rollout.Limiter
 }
@@ -197,10 +198,12 @@ func (r *run) restore(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	adapterStep := 0
 	for _, s := range steps {
+		r.last = s.Step
 		if s.Adapter != nil && (r.adapter == nil || s.Adapter.Name != r.adapter.Name) {
 			a := *s.Adapter
-			r.adapter = &a
+			r.adapter, adapterStep = &a, s.Step
 			r.keeper.Track(r.servedName(a.Name))
 		}
 	}
@@ -214,7 +217,7 @@ func (r *run) restore(ctx context.Context) error {
 		if err := r.o.opts.Adapters.LoadEverywhere(ctx, r.servedName(r.adapter.Name), r.adapter.Path); err != nil {
 			return fmt.Errorf("reload adapter %s: %w", r.adapter.Name, err)
 		}
-		r.emit(0, EventAdapterLoaded, *r.adapter)
+		r.emit(adapterStep, EventAdapterLoaded, *r.adapter)
 	}
 	return nil
 }
@@ -315,6 +318,7 @@ func (r *run) commit(ctx context.Context, step checkpoint.Step, ev *checkpoint.E
 	if err := r.o.opts.Store.CommitStep(ctx, r.name, step, ev); err != nil {
 		return fmt.Errorf("commit step %d: %w", step.Step, err)
 	}
+	r.last = step.Step
 	r.emit(step.Step, EventStepCommitted, step)
 	if ev != nil {
 		r.notePromotion(*ev)
@@ -340,23 +344,21 @@ func (r *run) selectBest(steps []checkpoint.Step, evals []checkpoint.Evaluation)
 }
 
 // notePromotion advances a threshold curriculum when a validation of the
-// current stage reaches the threshold.
+// current stage reaches the threshold: at least it for reward_mean and
+// meals_mean, at most it for deadlock_rate.
 func (r *run) notePromotion(ev checkpoint.Evaluation) {
 	p := r.cfg.Curriculum.Promote
 	if len(p.Sizes) == 0 || r.promoted >= len(p.Sizes)-1 {
 		return
 	}
-	if metricOf(ev, r.cfg.Validation.Metric) >= p.Threshold {
+	reached := ev.RewardMean >= p.Threshold
+	switch r.cfg.Validation.Metric {
+	case "meals_mean":
+		reached = ev.MealsMean >= p.Threshold
+	case "deadlock_rate":
+		reached = ev.DeadlockRate <= p.Threshold
+	}
+	if reached {
 		r.promoted++
 	}
-}
-
-func metricOf(ev checkpoint.Evaluation, metric string) float64 {
-	switch metric {
-	case "meals_mean":
-		return ev.MealsMean
-	case "deadlock_rate":
-		return -ev.DeadlockRate
-	}
-	return ev.RewardMean
 }

@@ -374,3 +374,47 @@ func TestStepWithoutSignalIsRecordedWithoutJob(t *testing.T) {
 		}
 	}
 }
+
+func TestCurriculum(t *testing.T) {
+	for _, c := range []struct {
+		name, yaml string
+		want       []int // n of steps 0..3
+	}{
+		{"schedule", `curriculum: {schedule: "5@0,6@2,7@3"}`, []int{5, 5, 6, 7}},
+		// Every validation reaches -1 (shaped rewards are >= -0.1):
+		// promoted after step 0 and again after step 1, then capped.
+		{"promotion reached", `curriculum: {promote: {sizes: [5, 6, 7], threshold: -1}}`, []int{5, 6, 7, 7}},
+		{"promotion not reached", `curriculum: {promote: {sizes: [5, 6], threshold: 5}}`, []int{5, 5, 5, 5}},
+		// deadlock_rate is "reached" when at most the threshold: 1 always is.
+		{"promotion on deadlock rate", "curriculum: {promote: {sizes: [5, 6], threshold: 1}}\nvalidation: {metric: deadlock_rate, episodes: 8}", []int{5, 6, 6, 6}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			dir := t.TempDir()
+			e := newEnv(t, filepath.Join(dir, "data"), filepath.Join(dir, "grpo.db"))
+			yaml := "run: {name: c, steps: 3}\nvalidation: {episodes: 8}\n" + c.yaml
+			if strings.Contains(c.yaml, "validation:") {
+				yaml = "run: {name: c, steps: 3}\n" + c.yaml
+			}
+			cfg, err := config.Parse([]byte(yaml))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := e.orchestrator(nil).Start(context.Background(), cfg); err != nil {
+				t.Fatal(err)
+			}
+			_, steps, _ := snapshot(t, e.store, "c")
+			for i, s := range steps {
+				if s.N != c.want[i] {
+					t.Fatalf("step %d n = %d, want %v", i, s.N, c.want)
+				}
+				if s.Train != nil {
+					for _, g := range s.Train.Groups {
+						if g.N != c.want[i] {
+							t.Fatalf("step %d group %s played n=%d", i, g.ID, g.N)
+						}
+					}
+				}
+			}
+		})
+	}
+}
