@@ -6,9 +6,9 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"strconv"
 	"strings"
-	"unicode/utf8"
+
+	"github.com/grpo-dev/grpo/internal/quote"
 )
 
 // Sentinel errors of adapter management, matched through *AdminError.
@@ -89,7 +89,7 @@ func (a answer) adminError(classify func(status int, se serverError) error) *Adm
 	case len(bytes.TrimSpace(a.body)) == 0:
 		e.Message = "empty body"
 	default:
-		e.Message = quoteBody(a.body)
+		e.Message = quote.Body(a.body)
 	}
 	if classify != nil {
 		e.Err = classify(a.status, se)
@@ -137,7 +137,7 @@ func (a answer) notModelList(base string) error {
 	}
 	body := "an empty body"
 	if len(bytes.TrimSpace(a.body)) > 0 {
-		body = quoteBody(a.body)
+		body = quote.Body(a.body)
 	}
 	return fmt.Errorf("%s answered %d %s; expected an OpenAI-compatible /v1/models JSON list%s (got %s)",
 		a.url, a.status, contentTypeOrNone(a.contentType), hint, body)
@@ -148,18 +148,4 @@ func contentTypeOrNone(ct string) string {
 		return "with no content type"
 	}
 	return ct
-}
-
-// quoteBody quotes the first bytes of a body for an error message.
-func quoteBody(data []byte) string {
-	const n = 120
-	data = bytes.TrimSpace(data)
-	if len(data) <= n {
-		return strconv.Quote(string(data))
-	}
-	cut := n
-	for cut > 0 && !utf8.RuneStart(data[cut]) {
-		cut--
-	}
-	return strconv.Quote(string(data[:cut])) + "..."
 }

@@ -16,6 +16,7 @@ import (
 
 	openai "github.com/sashabaranov/go-openai"
 
+	"github.com/grpo-dev/grpo/internal/quote"
 	"github.com/grpo-dev/grpo/rollout"
 )
 
@@ -129,7 +130,7 @@ func (c *ChatClient) once(ctx context.Context, req *rollout.Request) (*rollout.C
 		Choices []json.RawMessage `json:"choices"`
 	}
 	if err := json.Unmarshal(raw, &body); err != nil || len(body.Choices) == 0 || len(resp.Choices) == 0 {
-		return nil, &GarbageError{Body: prefix(raw)}
+		return nil, &GarbageError{Body: quote.Body(raw)}
 	}
 	return &rollout.Completion{Choice: resp.Choices[0], Raw: body.Choices[0], Usage: resp.Usage}, nil
 }
@@ -139,11 +140,12 @@ type TimeoutError struct{ After time.Duration }
 
 func (e *TimeoutError) Error() string { return fmt.Sprintf("no answer within %s", e.After) }
 
-// GarbageError is a 2xx answer that is not a chat completion.
+// GarbageError is a 2xx answer that is not a chat completion. Body is
+// the start of the answer, quoted.
 type GarbageError struct{ Body string }
 
 func (e *GarbageError) Error() string {
-	return fmt.Sprintf("answer is not a chat completion with choices: %q", e.Body)
+	return "answer is not a chat completion with choices: " + e.Body
 }
 
 // explain turns go-openai's decode errors into a GarbageError that quotes
@@ -157,17 +159,9 @@ func explain(err error, raw []byte) error {
 	var syn *json.SyntaxError
 	var typ *json.UnmarshalTypeError
 	if errors.As(err, &syn) || errors.As(err, &typ) || errors.Is(err, io.ErrUnexpectedEOF) {
-		return &GarbageError{Body: prefix(raw)}
+		return &GarbageError{Body: quote.Body(raw)}
 	}
 	return err
-}
-
-func prefix(b []byte) string {
-	const n = 120
-	if len(b) > n {
-		return string(b[:n]) + "..."
-	}
-	return string(b)
 }
 
 // retryable: 429, 5xx, connection failures, timeouts and garbage bodies.
@@ -318,7 +312,7 @@ func (c *capture) Do(req *http.Request) (*http.Response, error) {
 		return nil, fmt.Errorf("read answer: %w", err)
 	}
 	if int64(len(buf)) > c.max {
-		return nil, &GarbageError{Body: fmt.Sprintf("answer larger than %d bytes", c.max)}
+		return nil, &GarbageError{Body: fmt.Sprintf("(answer larger than %d bytes)", c.max)}
 	}
 	if sl != nil {
 		sl.body = buf

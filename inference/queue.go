@@ -9,6 +9,8 @@ import (
 	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
+
+	"github.com/grpo-dev/grpo/internal/quote"
 )
 
 // vLLM's back-pressure gauges (DESIGN §6). vLLM before v0.10 called the KV
@@ -60,7 +62,7 @@ func parseQueueStats(body []byte) (QueueStats, error) {
 	p := expfmt.NewTextParser(model.UTF8Validation)
 	families, err := p.TextToMetricFamilies(bytes.NewReader(body))
 	if err != nil {
-		return QueueStats{}, fmt.Errorf("not Prometheus text format (%v): %s", err, quoteBody(body))
+		return QueueStats{}, fmt.Errorf("not Prometheus text format (%v): %s", err, quote.Body(body))
 	}
 	running, okR := sum(families[metricRunning])
 	waiting, okW := sum(families[metricWaiting])

@@ -14,19 +14,6 @@ import (
 	"github.com/grpo-dev/grpo/rollout/rollouttest"
 )
 
-func workedExample(s rollout.State) string {
-	if s.ID != 0 && s.ID != 2 {
-		return rollout.Think
-	}
-	switch s.Round {
-	case 1:
-		return rollout.PickUpLeft
-	case 2:
-		return rollout.PickUpRight
-	}
-	return rollout.Eat
-}
-
 func spec(n int, mode rollout.Mode) rollout.EpisodeSpec {
 	env := rollout.DefaultEnvConfig()
 	env.N, env.Mode = n, mode
@@ -34,7 +21,7 @@ func spec(n int, mode rollout.Mode) rollout.EpisodeSpec {
 }
 
 func TestEpisodeOverHTTPWorkedExample(t *testing.T) {
-	srv := rollouttest.New(workedExample)
+	srv := rollouttest.New(rollouttest.WorkedExample)
 	defer srv.Close()
 	r := &rollout.Runner{Client: inference.NewChatClient(srv.BaseURL(), inference.ChatOptions{}), Limit: rollout.NewLimiter(4)}
 	for _, mode := range []rollout.Mode{rollout.Simultaneous, rollout.Sequential} {
@@ -111,7 +98,7 @@ func TestEpisodeFailingServerIsErroredNotScored(t *testing.T) {
 }
 
 func TestEpisodeRetriesTransientFailures(t *testing.T) {
-	srv := rollouttest.New(workedExample)
+	srv := rollouttest.New(rollouttest.WorkedExample)
 	srv.Fail = func(call int64) int {
 		if call%7 == 0 {
 			return http.StatusTooManyRequests

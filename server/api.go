@@ -157,9 +157,9 @@ func (s *Server) handleList(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	hosted := s.hostedRuns()
-	out := make([]runListItem, 0, len(list))
+	out := make([]RunListItem, 0, len(list))
 	for _, r := range list {
-		out = append(out, runListItem{RunSummary: r, Hosted: hosted[r.Name]})
+		out = append(out, RunListItem{RunSummary: r, Hosted: hosted[r.Name]})
 	}
 	writeJSON(w, http.StatusOK, out)
 }
@@ -174,7 +174,7 @@ func (s *Server) writeRun(w http.ResponseWriter, r *http.Request, code int, name
 		storeError(w, err)
 		return
 	}
-	v := newRunView(run, steps, evals)
+	v := NewRunView(run, steps, evals)
 	v.Hosted = s.hostedRuns()[name]
 	writeJSON(w, code, v)
 }
@@ -185,7 +185,7 @@ func (s *Server) handleSteps(w http.ResponseWriter, r *http.Request) {
 		storeError(w, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, newRunView(run, steps, evals).Steps)
+	writeJSON(w, http.StatusOK, NewRunView(run, steps, evals).Steps)
 }
 
 func (s *Server) handleBest(w http.ResponseWriter, r *http.Request) {
@@ -200,7 +200,7 @@ func (s *Server) handleBest(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, fmt.Sprintf("run %s has no selectable step yet under %s: %v", name, run.Policy, err))
 		return
 	}
-	writeJSON(w, http.StatusOK, bestView{Run: name, Selection: sel})
+	writeJSON(w, http.StatusOK, BestView{Run: name, Selection: sel})
 }
 
 func (s *Server) handleCancel(w http.ResponseWriter, r *http.Request) {

@@ -12,7 +12,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
-	"unicode/utf8"
+
+	"github.com/grpo-dev/grpo/internal/quote"
 )
 
 // maxBody bounds how much of an answer is read: job answers are small, and a
@@ -182,21 +183,7 @@ func bodyMessage(data []byte) string {
 	if len(bytes.TrimSpace(data)) == 0 {
 		return "empty body"
 	}
-	return quotePrefix(data)
-}
-
-// quotePrefix quotes the first bytes of a body for an error message.
-func quotePrefix(data []byte) string {
-	const n = 120
-	data = bytes.TrimSpace(data)
-	if len(data) <= n {
-		return strconv.Quote(string(data))
-	}
-	cut := n
-	for cut > 0 && !utf8.RuneStart(data[cut]) {
-		cut--
-	}
-	return strconv.Quote(string(data[:cut])) + "..."
+	return quote.Body(data)
 }
 
 // statusText is http.StatusText with a fallback for unknown codes.

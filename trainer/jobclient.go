@@ -9,6 +9,8 @@ import (
 	"net/url"
 	"strings"
 	"time"
+
+	"github.com/grpo-dev/grpo/internal/quote"
 )
 
 // Defaults of JobClientOptions.
@@ -168,12 +170,12 @@ func decodeJob(method string, a answer, wantID string) (Job, error) {
 	var job Job
 	if err := json.Unmarshal(a.body, &job); err != nil {
 		return Job{}, fmt.Errorf("%s %s: answer is not a trainer job (%s, %v): %s",
-			method, a.url, contentType(a.contentType), err, quotePrefix(a.body))
+			method, a.url, contentType(a.contentType), err, quote.Body(a.body))
 	}
 	switch {
 	case job.ID == "" && job.State == "":
 		return Job{}, fmt.Errorf("%s %s: answer has no job id or state (%s): %s",
-			method, a.url, contentType(a.contentType), quotePrefix(a.body))
+			method, a.url, contentType(a.contentType), quote.Body(a.body))
 	case job.ID != "" && job.ID != wantID:
 		return Job{}, fmt.Errorf("%s %s: answer is job %q, want %q", method, a.url, job.ID, wantID)
 	case !knownState(job.State):

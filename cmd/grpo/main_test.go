@@ -26,25 +26,12 @@ func cli(t *testing.T, args ...string) (int, string, string) {
 	return code, out.String(), errb.String()
 }
 
-func workedExample(s rollout.State) string {
-	if s.ID != 0 && s.ID != 2 {
-		return rollout.Think
-	}
-	switch s.Round {
-	case 1:
-		return rollout.PickUpLeft
-	case 2:
-		return rollout.PickUpRight
-	}
-	return rollout.Eat
-}
-
 type evalJSON struct {
 	Results []evalResult `json:"results"`
 }
 
 func TestEvalJSONOnScriptedPolicy(t *testing.T) {
-	srv := rollouttest.New(workedExample)
+	srv := rollouttest.New(rollouttest.WorkedExample)
 	defer srv.Close()
 	for _, mode := range []string{"simultaneous", "sequential"} {
 		code, out, errs := cli(t, "eval", "--base-url", srv.BaseURL(), "--model", "scripted", "--n", "5,10,15", "--episodes", "3", "--mode", mode, "--json")
@@ -80,7 +67,7 @@ func TestEvalJSONOnScriptedPolicy(t *testing.T) {
 }
 
 func TestEvalTableAndOutFileAndCompare(t *testing.T) {
-	good := rollouttest.New(workedExample)
+	good := rollouttest.New(rollouttest.WorkedExample)
 	defer good.Close()
 	lazy := rollouttest.New(func(s rollout.State) string {
 		if s.ID == 0 && s.Round == 1 {
@@ -192,7 +179,7 @@ func TestEvalBadInput(t *testing.T) {
 }
 
 func TestEvalModelsFile(t *testing.T) {
-	a := rollouttest.New(workedExample)
+	a := rollouttest.New(rollouttest.WorkedExample)
 	defer a.Close()
 	b := rollouttest.New(func(rollout.State) string { return rollout.PickUpLeft })
 	defer b.Close()

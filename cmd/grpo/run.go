@@ -215,6 +215,8 @@ type report struct {
 	steps []checkpoint.Step
 	evals map[int]checkpoint.Evaluation
 	sel   *checkpoint.Selection
+
+	evalList []checkpoint.Evaluation
 }
 
 func loadReport(ctx context.Context, store *checkpoint.Store, name string) (*report, error) {
@@ -222,7 +224,7 @@ func loadReport(ctx context.Context, store *checkpoint.Store, name string) (*rep
 	if err != nil {
 		return nil, err
 	}
-	r := &report{run: run, steps: steps, evals: map[int]checkpoint.Evaluation{}}
+	r := &report{run: run, steps: steps, evals: map[int]checkpoint.Evaluation{}, evalList: evals}
 	for _, ev := range evals {
 		r.evals[ev.Step] = ev
 	}

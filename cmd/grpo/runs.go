@@ -10,6 +10,7 @@ import (
 	"github.com/grpo-dev/grpo/checkpoint"
 	"github.com/grpo-dev/grpo/config"
 	"github.com/grpo-dev/grpo/grpo"
+	"github.com/grpo-dev/grpo/server"
 )
 
 const runsSynopsis = `Usage: grpo runs [--db PATH] [--json]
@@ -74,41 +75,6 @@ func (m *Main) runs(ctx context.Context, args []string) error {
 	return tw.Flush()
 }
 
-// stepView is one step in 'runs show --json'.
-type stepView struct {
-	Step       int                 `json:"step"`
-	N          int                 `json:"n"`
-	Train      *trainView          `json:"train"`
-	Validation *validationView     `json:"validation"`
-	Adapter    *checkpoint.Adapter `json:"adapter"`
-	Job        *checkpoint.Job     `json:"job"`
-	Seconds    map[string]float64  `json:"seconds,omitempty"`
-}
-
-type trainView struct {
-	RewardMean         float64                 `json:"reward_mean"`
-	RewardStd          float64                 `json:"reward_std"`
-	Episodes           int                     `json:"episodes"`
-	Errored            int                     `json:"errored"`
-	DeadlockRate       float64                 `json:"deadlock_rate"`
-	MealsMean          float64                 `json:"meals_mean"`
-	ZeroVarianceGroups int                     `json:"zero_variance_groups"`
-	Trajectories       int                     `json:"trajectories"`
-	Groups             []checkpoint.GroupStats `json:"groups"`
-}
-
-type validationView struct {
-	RewardMean   float64            `json:"reward_mean"`
-	RewardStd    float64            `json:"reward_std"`
-	RewardCI95   [2]float64         `json:"reward_ci95"`
-	DeadlockRate float64            `json:"deadlock_rate"`
-	MealsMean    float64            `json:"meals_mean"`
-	InvalidRate  float64            `json:"invalid_rate"`
-	Episodes     int                `json:"episodes"`
-	Errored      int                `json:"errored"`
-	PerN         []checkpoint.EvalN `json:"per_n"`
-}
-
 func (m *Main) showRun(ctx context.Context, db, name string, asJSON bool) error {
 	r, err := loadReport(ctx, checkpoint.New(db, checkpoint.Options{}), name)
 	if err != nil {
@@ -118,27 +84,7 @@ func (m *Main) showRun(ctx context.Context, db, name string, asJSON bool) error 
 		r.print(m.Stdout)
 		return nil
 	}
-	out := struct {
-		Run    string          `json:"run"`
-		State  string          `json:"state"`
-		Error  string          `json:"error,omitempty"`
-		Config json.RawMessage `json:"config"`
-		Steps  []stepView      `json:"steps"`
-	}{Run: r.run.Name, State: r.run.State, Error: r.run.Error, Config: r.run.Config, Steps: []stepView{}}
-	for _, s := range r.steps {
-		v := stepView{Step: s.Step, N: s.N, Adapter: s.Adapter, Job: s.Job, Seconds: s.Seconds}
-		if t := s.Train; t != nil {
-			v.Train = &trainView{RewardMean: t.RewardMean, RewardStd: t.RewardStd, Episodes: t.Episodes, Errored: t.Errored,
-				DeadlockRate: t.DeadlockRate, MealsMean: t.MealsMean, ZeroVarianceGroups: t.ZeroVarianceGroups,
-				Trajectories: t.Trajectories, Groups: t.Groups}
-		}
-		if ev, ok := r.evals[s.Step]; ok {
-			v.Validation = &validationView{RewardMean: ev.RewardMean, RewardStd: ev.RewardStd, RewardCI95: ev.RewardCI95,
-				DeadlockRate: ev.DeadlockRate, MealsMean: ev.MealsMean, InvalidRate: ev.InvalidRate,
-				Episodes: ev.Episodes, Errored: ev.Errored, PerN: ev.PerN}
-		}
-		out.Steps = append(out.Steps, v)
-	}
+	out := server.NewRunView(r.run, r.steps, r.evalList)
 	enc := json.NewEncoder(m.Stdout)
 	enc.SetIndent("", "  ")
 	return enc.Encode(out)
@@ -186,10 +132,7 @@ func (m *Main) best(ctx context.Context, args []string) error {
 	if r.sel == nil {
 		return fmt.Errorf("run %s has no selectable step yet under %s", name, r.run.Policy)
 	}
-	out := struct {
-		Run string `json:"run"`
-		checkpoint.Selection
-	}{name, *r.sel}
+	out := server.BestView{Run: name, Selection: *r.sel}
 	if *asJSON {
 		return json.NewEncoder(m.Stdout).Encode(out)
 	}

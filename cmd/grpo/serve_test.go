@@ -37,7 +37,9 @@ func TestServeLaunchAndWatch(t *testing.T) {
 	var serveErr syncBuffer
 	m := &Main{Stdin: strings.NewReader(""), Stdout: &syncBuffer{}, Stderr: &serveErr, Getenv: func(string) string { return "" }}
 	done := make(chan int, 1)
-	go func() { done <- m.Run(ctx, []string{"serve", "--addr", "127.0.0.1:0", "--db", filepath.Join(dir, "d.db")}) }()
+	go func() {
+		done <- m.Run(ctx, []string{"serve", "--addr", "127.0.0.1:0", "--db", filepath.Join(dir, "d.db")})
+	}()
 
 	re := regexp.MustCompile(`listening on (http://127\.0\.0\.1:\d+)`)
 	var url string

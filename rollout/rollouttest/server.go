@@ -101,3 +101,19 @@ func (s *Server) complete(w http.ResponseWriter, r *http.Request) {
 		"usage": map[string]int{"prompt_tokens": 10, "completion_tokens": 1, "total_tokens": 11},
 	})
 }
+
+// WorkedExample is DESIGN §3's worked example as a policy: philosophers 0
+// and 2 pick up left, pick up right, then eat; everyone else thinks. At
+// n=5, 5 rounds it scores 1.3275 under both reward functions.
+func WorkedExample(s rollout.State) string {
+	if s.ID != 0 && s.ID != 2 {
+		return rollout.Think
+	}
+	switch s.Round {
+	case 1:
+		return rollout.PickUpLeft
+	case 2:
+		return rollout.PickUpRight
+	}
+	return rollout.Eat
+}
