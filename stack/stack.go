@@ -68,10 +68,15 @@ func Start(ctx context.Context, cfg config.Config, opts Options) (*Stack, error)
 		if opts.DataDir == "" {
 			return nil, errors.New("embedded backend needs a data directory")
 		}
-		if err := os.MkdirAll(filepath.Clean(opts.DataDir), 0o755); err != nil {
+		// Adapter paths go to the inference server: make them absolute.
+		dir, err := filepath.Abs(opts.DataDir)
+		if err != nil {
 			return nil, fmt.Errorf("embedded backend data directory: %w", err)
 		}
-		e, err := StartEmbedded(ctx, opts.DataDir, cfg.Run.Seed, opts.Logger)
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			return nil, fmt.Errorf("embedded backend data directory: %w", err)
+		}
+		e, err := StartEmbedded(ctx, dir, cfg.Run.Seed, opts.Logger)
 		if err != nil {
 			return nil, err
 		}
