@@ -1,0 +1,87 @@
+package grpo
+
+import (
+	"math"
+
+	"github.com/grpo-dev/grpo/rollout"
+	"github.com/grpo-dev/grpo/trainer"
+)
+
+// Group is the episodes of one group: one table config and seed, episodes
+// differing only by sampling.
+type Group struct {
+	ID       string
+	Seed     int64
+	Episodes []rollout.Episode
+}
+
+// GroupOutcome is a group's statistics over its scored episodes.
+type GroupOutcome struct {
+	ID           string
+	Seed         int64
+	Rewards      []float64 // scored episodes only
+	Advantages   []float64 // aligned with Rewards
+	Mean, Std    float64   // population std, as the estimator's default
+	Errored      int
+	ZeroVariance bool // no signal: all rewards equal, or fewer than two scored
+}
+
+// Score computes a group's advantages. Errored episodes are excluded; a
+// group with fewer than two scored episodes, or equal rewards, carries no
+// signal (ZeroVariance) and gets zero advantages.
+func Score(g Group, opt AdvantageOptions) GroupOutcome {
+	out := GroupOutcome{ID: g.ID, Seed: g.Seed}
+	for _, ep := range g.Episodes {
+		if ep.Errored {
+			out.Errored++
+			continue
+		}
+		out.Rewards = append(out.Rewards, ep.Reward)
+	}
+	out.Mean, out.Std = meanPopStd(out.Rewards)
+	out.ZeroVariance = len(out.Rewards) < 2 || ZeroVariance(out.Rewards)
+	out.Advantages = Advantages(out.Rewards, opt)
+	return out
+}
+
+func meanPopStd(xs []float64) (float64, float64) {
+	if len(xs) == 0 {
+		return 0, 0
+	}
+	m, v := meanVar(xs)
+	n := float64(len(xs))
+	return m, math.Sqrt(v * (n - 1) / n)
+}
+
+// Trajectories turns scored groups into trainer trajectories: every
+// philosopher's conversation of a scored episode carries the episode's
+// reward and advantage; trajectories with advantage 0 are not sent.
+func Trajectories(groups []Group, outcomes []GroupOutcome) []trainer.Trajectory {
+	var out []trainer.Trajectory
+	tools := rollout.ToolsJSON()
+	for gi, g := range groups {
+		k := 0 // index into the outcome's scored episodes
+		for _, ep := range g.Episodes {
+			if ep.Errored {
+				continue
+			}
+			adv := outcomes[gi].Advantages[k]
+			k++
+			if adv == 0 {
+				continue
+			}
+			for _, tr := range ep.Transcripts {
+				out = append(out, trainer.Trajectory{
+					MessagesAndChoices: tr.MessagesAndChoices,
+					Tools:              tools,
+					Reward:             ep.Reward,
+					Advantage:          adv,
+					Group:              g.ID,
+					Episode:            ep.Spec.ID,
+					Agent:              tr.Agent,
+				})
+			}
+		}
+	}
+	return out
+}

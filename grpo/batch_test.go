@@ -1,0 +1,56 @@
+package grpo
+
+import (
+	"encoding/json"
+	"math"
+	"testing"
+
+	"github.com/grpo-dev/grpo/rollout"
+)
+
+func ep(id string, reward float64, errored bool) rollout.Episode {
+	return rollout.Episode{
+		Spec:    rollout.EpisodeSpec{ID: id},
+		Reward:  reward,
+		Errored: errored,
+		Transcripts: []rollout.Transcript{
+			{Agent: 0, MessagesAndChoices: []json.RawMessage{json.RawMessage(`{"role":"system","content":"s"}`)}},
+			{Agent: 1, MessagesAndChoices: []json.RawMessage{json.RawMessage(`{"role":"system","content":"s"}`)}},
+		},
+	}
+}
+
+func TestScoreAndTrajectories(t *testing.T) {
+	groups := []Group{
+		// Rewards 1, 0, 0 (+1 errored, excluded): mean 1/3, population std
+		// sqrt(2)/3: advantages 1.41421, -0.70711, -0.70711.
+		{ID: "g1", Seed: 7, Episodes: []rollout.Episode{ep("a", 1, false), ep("x", 5, true), ep("b", 0, false), ep("c", 0, false)}},
+		// Constant: no signal, nothing sent.
+		{ID: "g2", Seed: 8, Episodes: []rollout.Episode{ep("d", 0.5, false), ep("e", 0.5, false), ep("f", 0.5, false)}},
+		// Only one scored episode: no signal.
+		{ID: "g3", Seed: 9, Episodes: []rollout.Episode{ep("g", 0.9, false), ep("h", 0, true)}},
+	}
+	var outs []GroupOutcome
+	for _, g := range groups {
+		outs = append(outs, Score(g, DefaultAdvantageOptions()))
+	}
+	if outs[0].Errored != 1 || outs[0].ZeroVariance || !outs[1].ZeroVariance || !outs[2].ZeroVariance {
+		t.Fatalf("outcomes = %+v", outs)
+	}
+	if math.Abs(outs[0].Mean-1.0/3) > 1e-12 || math.Abs(outs[0].Std-math.Sqrt2/3) > 1e-12 {
+		t.Fatalf("g1 mean %v std %v", outs[0].Mean, outs[0].Std)
+	}
+	trs := Trajectories(groups, outs)
+	if len(trs) != 6 { // 3 episodes x 2 philosophers from g1 only
+		t.Fatalf("%d trajectories, want 6", len(trs))
+	}
+	if trs[0].Episode != "a" || trs[0].Group != "g1" || trs[0].Reward != 1 || math.Abs(trs[0].Advantage-1.4142106) > 1e-6 {
+		t.Fatalf("first trajectory %+v", trs[0])
+	}
+	if trs[2].Episode != "b" || math.Abs(trs[2].Advantage+0.7071053) > 1e-6 || trs[3].Agent != 1 {
+		t.Fatalf("third/fourth trajectory %+v %+v", trs[2], trs[3])
+	}
+	if len(trs[0].Tools) == 0 {
+		t.Fatal("trajectory without tools")
+	}
+}
