@@ -198,7 +198,7 @@ func TestEvalModelsFile(t *testing.T) {
 }
 
 func TestHelpAndVersion(t *testing.T) {
-	for _, cmd := range []string{"eval", "compare", "run", "runs", "best", "refmodel", "version"} {
+	for _, cmd := range []string{"eval", "compare", "run", "runs", "best", "refmodel", "serve", "watch", "version"} {
 		code, out, _ := cli(t, cmd, "--help")
 		if code != 0 || !strings.Contains(out, "Usage: grpo "+cmd) {
 			t.Errorf("grpo %s --help: exit %d\n%s", cmd, code, out)
