@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"gopkg.in/yaml.v3"
+	yaml "go.yaml.in/yaml/v3"
 
 	"github.com/grpo-dev/grpo/config"
 	"github.com/grpo-dev/grpo/refmodel"

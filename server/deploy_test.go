@@ -13,7 +13,7 @@ import (
 
 	"github.com/grpo-dev/grpo/server"
 	"github.com/prometheus/client_golang/prometheus"
-	"gopkg.in/yaml.v3"
+	yaml "go.yaml.in/yaml/v3"
 )
 
 const deployDir = "../deploy"

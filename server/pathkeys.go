@@ -3,7 +3,7 @@ package server
 import (
 	"strings"
 
-	"gopkg.in/yaml.v3"
+	yaml "go.yaml.in/yaml/v3"
 )
 
 // pathKey returns the first key of a YAML (or JSON) config document that

@@ -11,7 +11,7 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"gopkg.in/yaml.v3"
+	yaml "go.yaml.in/yaml/v3"
 
 	"github.com/grpo-dev/grpo/grpo"
 	"github.com/grpo-dev/grpo/inference"
