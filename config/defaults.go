@@ -4,7 +4,6 @@ import (
 	"time"
 
 	"github.com/grpo-dev/grpo/grpo"
-	"github.com/grpo-dev/grpo/refmodel"
 	"github.com/grpo-dev/grpo/rollout"
 )
 
@@ -101,20 +100,28 @@ func (c Config) Embedded() bool {
 	return c.Trainer.Kind == TrainerEmbedded && len(c.Inference.Endpoints) == 0
 }
 
-// applyEmbedded points the model names and learning rate at the reference
-// backend when the run uses it and the file did not choose them: the
-// study's Qwen names and 5e-6 learning rate mean nothing to refmodel.
-func (c *Config) applyEmbedded(set map[string]bool) {
+// EmbeddedDefaults are the values a run on the embedded reference backend
+// uses for the keys its document leaves unset: the study's Qwen names and
+// 5e-6 learning rate mean nothing to that backend. The wiring, which knows
+// the backend, supplies them; a zero field changes nothing.
+type EmbeddedDefaults struct {
+	Model        string  // inference.model and trainer.base_model
+	LearningRate float64 // trainer.hyperparameters.learning_rate
+}
+
+// applyEmbedded applies d when the run uses the embedded backend, to the
+// keys that set does not hold.
+func (c *Config) applyEmbedded(d EmbeddedDefaults, set map[string]bool) {
 	if !c.Embedded() {
 		return
 	}
-	if !set["inference.model"] {
-		c.Inference.Model = refmodel.BaseModelName
+	if d.Model != "" && !set["inference.model"] {
+		c.Inference.Model = d.Model
 	}
-	if !set["trainer.base_model"] {
-		c.Trainer.BaseModel = refmodel.BaseModelName
+	if d.Model != "" && !set["trainer.base_model"] {
+		c.Trainer.BaseModel = d.Model
 	}
-	if !set["trainer.hyperparameters.learning_rate"] {
-		c.Trainer.Hyperparameters.LearningRate = refmodel.DefaultLearningRate
+	if d.LearningRate != 0 && !set["trainer.hyperparameters.learning_rate"] {
+		c.Trainer.Hyperparameters.LearningRate = d.LearningRate
 	}
 }

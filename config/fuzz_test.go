@@ -44,5 +44,8 @@ func FuzzParse(f *testing.F) {
 		if !reflect.DeepEqual(got, c) {
 			t.Fatalf("Parse(JSON()) of %q:\n got %+v\nwant %+v\nJSON: %s", data, got, c, b)
 		}
+		if got, err := config.FromJSON(b); err != nil || !reflect.DeepEqual(got, c) {
+			t.Fatalf("FromJSON(JSON()) of %q: %+v, %v\nwant %+v\nJSON: %s", data, got, err, c, b)
+		}
 	})
 }

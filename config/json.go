@@ -3,7 +3,10 @@ package config
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io"
+	"strconv"
 )
 
 // JSON is the resolved config as JSON, for storing with the run. Parse
@@ -16,6 +19,63 @@ func (c Config) JSON() json.RawMessage {
 		panic(fmt.Sprintf("config: encode validated config: %v", err))
 	}
 	return b
+}
+
+// FromJSON reads a config stored by JSON back, strictly: unknown keys,
+// values of the wrong type and trailing data are errors. Keys the document
+// leaves out keep their Default() value; the embedded backend's defaults
+// are not applied, since a stored config was resolved before it was stored.
+func FromJSON(data []byte) (Config, error) {
+	cfg := Default()
+	// A mapping replaces the default map instead of merging into it.
+	var top struct {
+		Inference map[string]json.RawMessage `json:"inference"`
+	}
+	if err := json.Unmarshal(data, &top); err == nil {
+		if _, ok := top.Inference["chat_template_kwargs"]; ok {
+			cfg.Inference.ChatTemplateKwargs = nil
+		}
+	}
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.DisallowUnknownFields()
+	dec.UseNumber()
+	if err := dec.Decode(&cfg); err != nil {
+		return Config{}, fmt.Errorf("stored config: %w", err)
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return Config{}, errors.New("stored config: data after the JSON object")
+	}
+	for k, v := range cfg.Inference.ChatTemplateKwargs {
+		cfg.Inference.ChatTemplateKwargs[k] = yamlNumbers(v)
+	}
+	cfg.normalize()
+	return cfg, nil
+}
+
+// yamlNumbers gives the numbers of a decoded JSON value the Go types Parse
+// gives them (int when integral and written without a fraction or
+// exponent, float64 otherwise), so that a stored config reads back equal.
+func yamlNumbers(v any) any {
+	switch v := v.(type) {
+	case json.Number:
+		if i, err := strconv.ParseInt(string(v), 10, 64); err == nil && int64(int(i)) == i {
+			return int(i)
+		}
+		if u, err := strconv.ParseUint(string(v), 10, 64); err == nil {
+			return u
+		}
+		f, _ := v.Float64()
+		return f
+	case map[string]any:
+		for k, x := range v {
+			v[k] = yamlNumbers(x)
+		}
+	case []any:
+		for i, x := range v {
+			v[i] = yamlNumbers(x)
+		}
+	}
+	return v
 }
 
 // MarshalJSON writes chat_template_kwargs even when empty: an omitted key

@@ -19,11 +19,16 @@ import (
 // Load reads the YAML (or JSON) file at path and parses it with Parse;
 // errors carry the file name and line.
 func Load(path string) (Config, error) {
+	return LoadWith(path, EmbeddedDefaults{})
+}
+
+// LoadWith is Load with the embedded backend's defaults (see ParseWith).
+func LoadWith(path string, d EmbeddedDefaults) (Config, error) {
 	data, err := os.ReadFile(path)
 	if err != nil {
 		return Config{}, fmt.Errorf("read config: %w", err)
 	}
-	return parse(path, data)
+	return parse(path, data, d)
 }
 
 // Parse decodes a YAML document over Default(). JSON is YAML, so a JSON
@@ -31,17 +36,21 @@ func Load(path string) (Config, error) {
 // values of the wrong type are *Error values naming the key path and what
 // is accepted.
 //
-// When the run uses the embedded reference backend (trainer.kind embedded,
-// no inference.endpoints), inference.model and trainer.base_model become
-// refmodel's name and trainer.hyperparameters.learning_rate refmodel's
-// default, each only if the document does not set it.
-//
 // Parse does not call Validate: callers may override fields first.
 func Parse(data []byte) (Config, error) {
-	return parse("", data)
+	return parse("", data, EmbeddedDefaults{})
 }
 
-func parse(file string, data []byte) (Config, error) {
+// ParseWith is Parse for a run that may use the embedded reference
+// backend: when it does (trainer.kind embedded, no inference.endpoints),
+// inference.model and trainer.base_model become d.Model and
+// trainer.hyperparameters.learning_rate d.LearningRate, each only if the
+// document does not set it (to any value, even the default).
+func ParseWith(data []byte, d EmbeddedDefaults) (Config, error) {
+	return parse("", data, d)
+}
+
+func parse(file string, data []byte, d EmbeddedDefaults) (Config, error) {
 	cfg := Default()
 	data = yamlSafeJSON(data)
 	doc, err := document(file, data)
@@ -63,18 +72,23 @@ func parse(file string, data []byte) (Config, error) {
 			return Config{}, yamlError(file, err)
 		}
 	}
-	// Written as [] or null, or left out: all mean the same.
-	if cfg.Inference.Endpoints == nil {
-		cfg.Inference.Endpoints = []Endpoint{}
-	}
-	if len(cfg.Inference.ChatTemplateKwargs) == 0 {
-		cfg.Inference.ChatTemplateKwargs = nil
-	}
-	if len(cfg.Curriculum.Promote.Sizes) == 0 {
-		cfg.Curriculum.Promote.Sizes = nil
-	}
-	cfg.applyEmbedded(w.set)
+	cfg.normalize()
+	cfg.applyEmbedded(d, w.set)
 	return cfg, nil
+}
+
+// normalize gives values written as [] or null, or left out, one form: all
+// mean the same.
+func (c *Config) normalize() {
+	if c.Inference.Endpoints == nil {
+		c.Inference.Endpoints = []Endpoint{}
+	}
+	if len(c.Inference.ChatTemplateKwargs) == 0 {
+		c.Inference.ChatTemplateKwargs = nil
+	}
+	if len(c.Curriculum.Promote.Sizes) == 0 {
+		c.Curriculum.Promote.Sizes = nil
+	}
 }
 
 // document returns the content of the only YAML document in data, or nil

@@ -13,22 +13,30 @@ import (
 	yaml "go.yaml.in/yaml/v3"
 
 	"github.com/grpo-dev/grpo/config"
-	"github.com/grpo-dev/grpo/refmodel"
 )
+
+// The embedded backend's defaults as the wiring would pass them; config
+// does not know the backend, so the tests make up their own.
+const (
+	refModel = "ref-base"
+	refLR    = 0.05
+)
+
+var refDefaults = config.EmbeddedDefaults{Model: refModel, LearningRate: refLR}
 
 // embeddedDefault is what an empty file resolves to: Default() pointed at
 // the reference backend.
 func embeddedDefault() config.Config {
 	c := config.Default()
-	c.Inference.Model = refmodel.BaseModelName
-	c.Trainer.BaseModel = refmodel.BaseModelName
-	c.Trainer.Hyperparameters.LearningRate = refmodel.DefaultLearningRate
+	c.Inference.Model = refModel
+	c.Trainer.BaseModel = refModel
+	c.Trainer.Hyperparameters.LearningRate = refLR
 	return c
 }
 
 func mustParse(tb testing.TB, s string) config.Config {
 	tb.Helper()
-	c, err := config.Parse([]byte(s))
+	c, err := config.ParseWith([]byte(s), refDefaults)
 	if err != nil {
 		tb.Fatalf("Parse(%q): %v", s, err)
 	}
@@ -59,7 +67,7 @@ func TestDefault(t *testing.T) {
 
 func TestParse_Empty(t *testing.T) {
 	for _, in := range []string{"", "\n", "# nothing here\n", "---\n", "null\n", "~", "{}"} {
-		c, err := config.Parse([]byte(in))
+		c, err := config.ParseWith([]byte(in), refDefaults)
 		if err != nil {
 			t.Fatalf("Parse(%q): %v", in, err)
 		}
@@ -243,16 +251,16 @@ func TestParse_Embedded(t *testing.T) {
 		lr               float64
 		model, baseModel string
 	}{
-		{"empty", "", refmodel.DefaultLearningRate, refmodel.BaseModelName, refmodel.BaseModelName},
-		{"lr set", "trainer:\n  hyperparameters: {learning_rate: 0.5}\n", 0.5, refmodel.BaseModelName, refmodel.BaseModelName},
+		{"empty", "", refLR, refModel, refModel},
+		{"lr set", "trainer:\n  hyperparameters: {learning_rate: 0.5}\n", 0.5, refModel, refModel},
 		// Set to the default value is still set: detection reads the file,
 		// not the value.
-		{"lr set to the default", "trainer:\n  hyperparameters: {learning_rate: 5.0e-6}\n", 5.0e-6, refmodel.BaseModelName, refmodel.BaseModelName},
-		{"lr null", "trainer:\n  hyperparameters: {learning_rate: null}\n", refmodel.DefaultLearningRate, refmodel.BaseModelName, refmodel.BaseModelName},
-		{"other hyperparameter set", "trainer:\n  hyperparameters: {epochs: 2}\n", refmodel.DefaultLearningRate, refmodel.BaseModelName, refmodel.BaseModelName},
-		{"model set", "inference: {model: mine}\n", refmodel.DefaultLearningRate, "mine", refmodel.BaseModelName},
-		{"base model set", "trainer: {base_model: Qwen/Qwen3-14B}\n", refmodel.DefaultLearningRate, refmodel.BaseModelName, "Qwen/Qwen3-14B"},
-		{"json lr set", `{"trainer": {"hyperparameters": {"learning_rate": 0.25}}}`, 0.25, refmodel.BaseModelName, refmodel.BaseModelName},
+		{"lr set to the default", "trainer:\n  hyperparameters: {learning_rate: 5.0e-6}\n", 5.0e-6, refModel, refModel},
+		{"lr null", "trainer:\n  hyperparameters: {learning_rate: null}\n", refLR, refModel, refModel},
+		{"other hyperparameter set", "trainer:\n  hyperparameters: {epochs: 2}\n", refLR, refModel, refModel},
+		{"model set", "inference: {model: mine}\n", refLR, "mine", refModel},
+		{"base model set", "trainer: {base_model: Qwen/Qwen3-14B}\n", refLR, refModel, "Qwen/Qwen3-14B"},
+		{"json lr set", `{"trainer": {"hyperparameters": {"learning_rate": 0.25}}}`, 0.25, refModel, refModel},
 		{"jobs", jobs, 5.0e-6, config.DefaultModel, config.DefaultModel},
 		{"embedded with endpoints", "inference:\n  endpoints: [{url: 'http://127.0.0.1:8000/v1'}]\n", 5.0e-6, config.DefaultModel, config.DefaultModel},
 	} {
@@ -335,6 +343,9 @@ func TestJSON_RoundTrip(t *testing.T) {
 		if !reflect.DeepEqual(got, c) {
 			t.Fatalf("%s: Parse(JSON())=\n%+v\nwant\n%+v\nJSON: %s", name, got, c, b)
 		}
+		if got, err := config.FromJSON(b); err != nil || !reflect.DeepEqual(got, c) {
+			t.Fatalf("%s: FromJSON(JSON())=%+v, %v; want %+v\nJSON: %s", name, got, err, c, b)
+		}
 		// YAML written by yaml.Marshal reads back too.
 		y, err := yaml.Marshal(c)
 		if err != nil {
@@ -363,5 +374,30 @@ func TestParse_Aliases(t *testing.T) {
 	_, err = config.Parse([]byte(b.String()))
 	if got, want := errString(err), "through aliases"; !strings.Contains(got, want) {
 		t.Fatalf("Parse(alias bomb)=%q, want an error containing %q", got, want)
+	}
+}
+
+// TestFromJSON checks that stored configs are read strictly.
+func TestFromJSON(t *testing.T) {
+	for _, tt := range []struct{ in, want string }{
+		{`{"grpo": {"grops": 1}}`, `unknown field "grops"`},
+		{`{"run": {"steps": "x"}}`, "cannot unmarshal string"},
+		{`{"run": {}} {}`, "data after the JSON object"},
+		{`run: {}`, "invalid character"},
+	} {
+		if _, err := config.FromJSON([]byte(tt.in)); err == nil || !strings.Contains(err.Error(), tt.want) {
+			t.Errorf("FromJSON(%s)=%v, want an error containing %q", tt.in, err, tt.want)
+		}
+	}
+	// Left-out keys keep their defaults; a stored map replaces the default one.
+	c, err := config.FromJSON([]byte(`{"run": {"name": "a\/b"}, "inference": {"chat_template_kwargs": {"x": 1}}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := config.Default()
+	want.Run.Name = "a/b"
+	want.Inference.ChatTemplateKwargs = map[string]any{"x": 1}
+	if !reflect.DeepEqual(c, want) {
+		t.Fatalf("FromJSON()=%+v, want %+v", c, want)
 	}
 }

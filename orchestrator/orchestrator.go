@@ -88,7 +88,7 @@ func (o *Orchestrator) Resume(ctx context.Context, name string) error {
 	if err != nil {
 		return fmt.Errorf("resume run %s: %w", name, err)
 	}
-	cfg, err := config.Parse(run.Config)
+	cfg, err := config.FromJSON(run.Config)
 	if err != nil {
 		return fmt.Errorf("resume run %s: stored config: %w", name, err)
 	}

@@ -66,13 +66,16 @@ func (e *env) orchestrator(events func(orchestrator.Event)) *orchestrator.Orches
 	return orchestrator.New(orchestrator.Options{Store: e.store, Completer: e.chat, Trainer: e.trainer, Adapters: e.fleet, Events: events})
 }
 
+// refDefaults point a config at the embedded reference backend.
+var refDefaults = config.EmbeddedDefaults{Model: refmodel.BaseModelName, LearningRate: refmodel.DefaultLearningRate}
+
 func smallConfig(t *testing.T, name string, steps int) config.Config {
 	t.Helper()
-	cfg, err := config.Parse([]byte(fmt.Sprintf(`
+	cfg, err := config.ParseWith([]byte(fmt.Sprintf(`
 run: {name: %s, steps: %d, seed: 3}
 validation: {episodes: 8}
 inference: {adapters: {keep: 1}}
-`, name, steps)))
+`, name, steps)), refDefaults)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -395,7 +398,7 @@ func TestCurriculum(t *testing.T) {
 			if strings.Contains(c.yaml, "validation:") {
 				yaml = "run: {name: c, steps: 3}\n" + c.yaml
 			}
-			cfg, err := config.Parse([]byte(yaml))
+			cfg, err := config.ParseWith([]byte(yaml), refDefaults)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -14,6 +14,7 @@ import (
 
 	"github.com/grpo-dev/grpo/checkpoint"
 	"github.com/grpo-dev/grpo/config"
+	"github.com/grpo-dev/grpo/stack"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 )
 
@@ -95,7 +96,7 @@ func (s *Server) handleCreate(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, fmt.Sprintf("config key %s chooses a file path; the daemon owns its store and data directories: remove it", key))
 		return
 	}
-	cfg, err := config.Parse(body)
+	cfg, err := config.ParseWith(body, stack.ConfigDefaults())
 	if err != nil {
 		writeError(w, http.StatusBadRequest, err.Error())
 		return

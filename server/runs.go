@@ -159,7 +159,7 @@ func (s *Server) resume(ctx context.Context, name string) error {
 	if err != nil {
 		return err
 	}
-	cfg, err := config.Parse(run.Config)
+	cfg, err := config.FromJSON(run.Config)
 	if err != nil {
 		return fmt.Errorf("stored config of run %s: %w", name, err)
 	}

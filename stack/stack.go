@@ -21,6 +21,13 @@ import (
 	"github.com/grpo-dev/grpo/trainer"
 )
 
+// ConfigDefaults are what a config running on the embedded reference
+// backend uses for the model names and learning rate it leaves unset: pass
+// them to config.ParseWith or config.LoadWith.
+func ConfigDefaults() config.EmbeddedDefaults {
+	return config.EmbeddedDefaults{Model: refmodel.BaseModelName, LearningRate: refmodel.DefaultLearningRate}
+}
+
 // Stack is one run's peers.
 type Stack struct {
 	Completer *inference.Pool

@@ -66,14 +66,14 @@ func (m *Main) run(ctx context.Context, args []string) error {
 		if err != nil {
 			return err
 		}
-		if cfg, err = config.Parse(run.Config); err != nil {
+		if cfg, err = config.FromJSON(run.Config); err != nil {
 			return fmt.Errorf("stored config of run %s: %w", *resume, err)
 		}
 	} else {
 		if *cfgPath != "" {
-			cfg, err = config.Load(*cfgPath)
+			cfg, err = config.LoadWith(*cfgPath, stack.ConfigDefaults())
 		} else {
-			cfg, err = config.Parse(nil)
+			cfg, err = config.ParseWith(nil, stack.ConfigDefaults())
 		}
 		if err != nil {
 			return err
