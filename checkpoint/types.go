@@ -3,8 +3,6 @@ package checkpoint
 import (
 	"encoding/json"
 	"time"
-
-	"github.com/grpo-dev/grpo/trainer"
 )
 
 // Run states.
@@ -79,8 +77,12 @@ type Job struct {
 	Finished  time.Time          `json:"finished"`
 }
 
-// Adapter names a LoRA adapter and the directory that holds it.
-type Adapter = trainer.Adapter
+// Adapter names a LoRA adapter and the directory that holds it, as the
+// trainer reported it.
+type Adapter struct {
+	Name string `json:"name"`
+	Path string `json:"path"`
+}
 
 // Step is a committed training step. Step 0 is the base model.
 type Step struct {
@@ -119,7 +121,8 @@ type Evaluation struct {
 
 // InFlight is a trainer job submitted for a step that is not yet committed.
 // A restarted orchestrator finds it and waits for the same job instead of
-// training the step again.
+// training the step again. Request is the job request as sent to the
+// trainer; the store keeps it opaque.
 type InFlight struct {
 	Step          int             `json:"step"`
 	N             int             `json:"n"`

@@ -202,7 +202,7 @@ func (r *run) restore(ctx context.Context) error {
 	for _, s := range steps {
 		r.last = s.Step
 		if s.Adapter != nil && (r.adapter == nil || s.Adapter.Name != r.adapter.Name) {
-			a := *s.Adapter
+			a := trainer.Adapter(*s.Adapter)
 			r.adapter, adapterStep = &a, s.Step
 			r.keeper.Track(r.servedName(a.Name))
 		}
@@ -296,7 +296,7 @@ func (r *run) step(ctx context.Context, s int) error {
 		step.Seconds["load"] = time.Since(t0).Seconds()
 	}
 	if r.adapter != nil {
-		a := *r.adapter
+		a := checkpoint.Adapter(*r.adapter)
 		step.Adapter = &a
 	}
 
