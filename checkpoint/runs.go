@@ -16,7 +16,7 @@ import (
 // CreateRun records a new run. A zero State means running; zero Created
 // and Updated mean now. It fails with ErrRunExists if the name is taken.
 func (s *Store) CreateRun(ctx context.Context, run Run) error {
-	if err := validName(run.Name); err != nil {
+	if err := ValidateRunName(run.Name); err != nil {
 		return fmt.Errorf("create run: %w", err)
 	}
 	if run.State == "" {
@@ -134,7 +134,7 @@ func (s *Store) ListRuns(ctx context.Context) ([]RunSummary, error) {
 // when read: CreateRun still fails with ErrRunExists if another process
 // takes it first.
 func (s *Store) UniqueRunName(ctx context.Context, prefix string) (string, error) {
-	if err := validName(prefix); err != nil {
+	if err := ValidateRunName(prefix); err != nil {
 		return "", fmt.Errorf("unique run name: %w", err)
 	}
 	var name string

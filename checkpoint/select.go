@@ -9,11 +9,15 @@ import (
 	"strings"
 )
 
-// Selection policies (config key validation.selection).
+// Policy is a selection policy: which step a run keeps (config key
+// validation.selection).
+type Policy string
+
+// Selection policies.
 const (
 	// PolicyBestValidation keeps the evaluated step with the best
 	// validation metric, optionally EMA-smoothed; ties go to the earlier step.
-	PolicyBestValidation = "best-validation"
+	PolicyBestValidation Policy = "best-validation"
 	// PolicyBestTrain keeps the step whose checkpoint sampled the best
 	// training rollouts. Step k's checkpoint is scored by the train stats
 	// recorded at step k+1, whose rollouts are sampled with adapter k before
@@ -21,23 +25,62 @@ const (
 	// grpo.max_off_policy_steps 0). The last step has no score. Under a
 	// curriculum the table size changes between steps, so scores across a
 	// change are not comparable: prefer best-validation.
-	PolicyBestTrain = "best-train"
+	PolicyBestTrain Policy = "best-train"
 	// PolicyLast keeps the last committed step.
-	PolicyLast = "last"
+	PolicyLast Policy = "last"
 )
 
 // Policies lists the accepted selection policies; the first is the default.
-var Policies = []string{PolicyBestValidation, PolicyBestTrain, PolicyLast}
+var Policies = []Policy{PolicyBestValidation, PolicyBestTrain, PolicyLast}
 
-// Selection metrics (config key validation.metric).
+// ParsePolicy accepts the names in Policies.
+func ParsePolicy(s string) (Policy, error) {
+	if p := Policy(s); slices.Contains(Policies, p) {
+		return p, nil
+	}
+	return "", fmt.Errorf("%q is not accepted; accepted: %s", s, joinNames(Policies))
+}
+
+// Metric is a selection metric (config key validation.metric).
+type Metric string
+
+// Selection metrics.
 const (
-	MetricRewardMean   = "reward_mean"   // maximised
-	MetricMealsMean    = "meals_mean"    // maximised
-	MetricDeadlockRate = "deadlock_rate" // minimised
+	MetricRewardMean   Metric = "reward_mean"   // maximised
+	MetricMealsMean    Metric = "meals_mean"    // maximised
+	MetricDeadlockRate Metric = "deadlock_rate" // minimised
 )
 
 // MetricNames lists the accepted selection metrics; the first is the default.
-var MetricNames = []string{MetricRewardMean, MetricMealsMean, MetricDeadlockRate}
+var MetricNames = []Metric{MetricRewardMean, MetricMealsMean, MetricDeadlockRate}
+
+// ParseMetric accepts the names in MetricNames.
+func ParseMetric(s string) (Metric, error) {
+	if m := Metric(s); slices.Contains(MetricNames, m) {
+		return m, nil
+	}
+	return "", fmt.Errorf("%q is not accepted; accepted: %s", s, joinNames(MetricNames))
+}
+
+// Minimized reports whether smaller values of m are better.
+func (m Metric) Minimized() bool { return metrics[m].minimize }
+
+// Of reads m from an evaluation; NaN for an unknown metric.
+func (m Metric) Of(e Evaluation) float64 {
+	if x, ok := metrics[m]; ok {
+		return x.eval(e)
+	}
+	return math.NaN()
+}
+
+// joinNames lists accepted names for an error message.
+func joinNames[T ~string](names []T) string {
+	s := make([]string, len(names))
+	for i, n := range names {
+		s[i] = string(n)
+	}
+	return strings.Join(s, ", ")
+}
 
 // metric reads one selection metric from validation or train stats.
 type metric struct {
@@ -46,7 +89,7 @@ type metric struct {
 	train    func(TrainStats) float64
 }
 
-var metrics = map[string]metric{
+var metrics = map[Metric]metric{
 	MetricRewardMean: {
 		eval:  func(e Evaluation) float64 { return e.RewardMean },
 		train: func(t TrainStats) float64 { return t.RewardMean },
@@ -68,7 +111,7 @@ var ErrNoSelection = errors.New("no step to select")
 // Selection is the step a policy keeps. Its JSON field names are a public
 // interface (`grpo best --json`, GET /api/v1/runs/{id}/best).
 type Selection struct {
-	Policy string `json:"policy"`
+	Policy Policy `json:"policy"`
 	Step   int    `json:"step"`
 	// Value is the chosen step's score: the (smoothed) metric for the best-*
 	// policies, the raw validation metric for last.
@@ -87,12 +130,12 @@ type Selection struct {
 
 // ValidateSelection checks a policy, metric and EMA factor as Select would.
 // An empty policy or metric means the default.
-func ValidateSelection(policy, metricName string, ema float64) error {
-	if policy != "" && !slices.Contains(Policies, policy) {
-		return fmt.Errorf("unknown selection policy %q (accepted: %s)", policy, strings.Join(Policies, ", "))
+func ValidateSelection(policy Policy, metricName Metric, ema float64) error {
+	if _, err := ParsePolicy(string(policy)); policy != "" && err != nil {
+		return fmt.Errorf("selection policy %w", err)
 	}
-	if _, ok := metrics[metricName]; metricName != "" && !ok {
-		return fmt.Errorf("unknown selection metric %q (accepted: %s)", metricName, strings.Join(MetricNames, ", "))
+	if _, err := ParseMetric(string(metricName)); metricName != "" && err != nil {
+		return fmt.Errorf("selection metric %w", err)
 	}
 	if !(ema >= 0 && ema < 1) {
 		return fmt.Errorf("selection ema %v out of range (accepted: 0 <= ema < 1, 0 = no smoothing)", ema)
@@ -106,7 +149,7 @@ func ValidateSelection(policy, metricName string, ema float64) error {
 // s_1 = v_1, s_k = ema*s_{k-1} + (1-ema)*v_k, before taking the best
 // (ema 0 = none); last ignores ema. It returns an error matching
 // ErrNoSelection when the policy has nothing to choose from.
-func Select(policy, metricName string, ema float64, steps []Step, evals []Evaluation) (Selection, error) {
+func Select(policy Policy, metricName Metric, ema float64, steps []Step, evals []Evaluation) (Selection, error) {
 	if err := ValidateSelection(policy, metricName, ema); err != nil {
 		return Selection{}, err
 	}

@@ -52,8 +52,8 @@ func TestSelect(t *testing.T) {
 
 	for _, tt := range []struct {
 		name   string
-		policy string
-		metric string
+		policy Policy
+		metric Metric
 		ema    float64
 		steps  []Step
 		evals  []Evaluation
@@ -148,8 +148,8 @@ func TestSelect(t *testing.T) {
 func TestSelect_Errors(t *testing.T) {
 	for _, tt := range []struct {
 		name   string
-		policy string
-		metric string
+		policy Policy
+		metric Metric
 		ema    float64
 		steps  []Step
 		evals  []Evaluation

@@ -31,7 +31,6 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
-	"strings"
 	"sync"
 	"time"
 
@@ -247,19 +246,6 @@ func runNotFound(name string, err error) error {
 		return fmt.Errorf("run %s: %w: %w", name, ErrRunNotFound, err)
 	}
 	return err
-}
-
-// validName rejects run names bbolt cannot hold or a shell cannot pass.
-func validName(name string) error {
-	switch {
-	case name == "":
-		return errors.New("run name is empty")
-	case len(name) > 200:
-		return fmt.Errorf("run name %.20q... is longer than 200 bytes", name)
-	case strings.ContainsAny(name, "/\\\x00\n"):
-		return fmt.Errorf("run name %q contains a slash, backslash, NUL or newline", name)
-	}
-	return nil
 }
 
 // itob encodes a step number as a big-endian key.

@@ -23,8 +23,8 @@ type Run struct {
 	Config  json.RawMessage `json:"config"` // the resolved config, as JSON
 	State   string          `json:"state"`  // running | succeeded | failed | cancelled
 	Steps   int             `json:"steps"`  // planned number of training steps
-	Policy  string          `json:"policy"` // selection policy: best-validation | best-train | last
-	Metric  string          `json:"metric"` // validation metric, e.g. reward_mean
+	Policy  Policy          `json:"policy"` // selection policy: best-validation | best-train | last
+	Metric  Metric          `json:"metric"` // validation metric, e.g. reward_mean
 	EMA     float64         `json:"ema"`
 	Error   string          `json:"error,omitempty"`
 	Created time.Time       `json:"created"`

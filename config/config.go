@@ -5,6 +5,7 @@ package config
 import (
 	"time"
 
+	"github.com/grpo-dev/grpo/checkpoint"
 	"github.com/grpo-dev/grpo/grpo"
 	"github.com/grpo-dev/grpo/rollout"
 )
@@ -108,14 +109,14 @@ type Trainer struct {
 
 // Validation is the held-out evaluation that selects the best step.
 type Validation struct {
-	Every       int     `yaml:"every" json:"every"`
-	N           []int   `yaml:"n" json:"n"`
-	Episodes    int     `yaml:"episodes" json:"episodes"`
-	Seed        int64   `yaml:"seed" json:"seed"` // validation seeds start here; training seeds never reach them
-	Temperature float64 `yaml:"temperature" json:"temperature"`
-	Metric      string  `yaml:"metric" json:"metric"`
-	Selection   string  `yaml:"selection" json:"selection"` // best-validation | best-train | last
-	EMA         float64 `yaml:"ema" json:"ema"`
+	Every       int               `yaml:"every" json:"every"`
+	N           []int             `yaml:"n" json:"n"`
+	Episodes    int               `yaml:"episodes" json:"episodes"`
+	Seed        int64             `yaml:"seed" json:"seed"` // validation seeds start here; training seeds never reach them
+	Temperature float64           `yaml:"temperature" json:"temperature"`
+	Metric      checkpoint.Metric `yaml:"metric" json:"metric"`
+	Selection   checkpoint.Policy `yaml:"selection" json:"selection"` // best-validation | best-train | last
+	EMA         float64           `yaml:"ema" json:"ema"`
 }
 
 // Curriculum changes the training table size over steps.

@@ -3,6 +3,7 @@ package config
 import (
 	"time"
 
+	"github.com/grpo-dev/grpo/checkpoint"
 	"github.com/grpo-dev/grpo/grpo"
 	"github.com/grpo-dev/grpo/rollout"
 )
@@ -18,20 +19,6 @@ const (
 const (
 	NamingPerStep = "per-step"
 	NamingInplace = "inplace"
-)
-
-// Validation metrics.
-const (
-	MetricRewardMean   = "reward_mean"
-	MetricMealsMean    = "meals_mean"
-	MetricDeadlockRate = "deadlock_rate"
-)
-
-// Selection policies.
-const (
-	SelectBestValidation = "best-validation"
-	SelectBestTrain      = "best-train"
-	SelectLast           = "last"
 )
 
 // DefaultModel is the base model of the study, served under its Hugging
@@ -88,8 +75,8 @@ func Default() Config {
 			Episodes:    24,
 			Seed:        1000000,
 			Temperature: 1.0,
-			Metric:      MetricRewardMean,
-			Selection:   SelectBestValidation,
+			Metric:      checkpoint.MetricRewardMean,
+			Selection:   checkpoint.PolicyBestValidation,
 		},
 	}
 }

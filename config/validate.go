@@ -7,7 +7,10 @@ import (
 	"math/big"
 	"net/url"
 	"regexp"
+	"slices"
+	"strings"
 
+	"github.com/grpo-dev/grpo/checkpoint"
 	"github.com/grpo-dev/grpo/grpo"
 	"github.com/grpo-dev/grpo/rollout"
 )
@@ -16,10 +19,7 @@ import (
 // must be at least the rank trained).
 const MaxLoRARank = 64
 
-var (
-	runName    = regexp.MustCompile(`^[A-Za-z0-9._-]{1,64}$`)
-	envVarName = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
-)
+var envVarName = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
 
 // Validate reports the first bad value as an *Error naming its key and what
 // is accepted.
@@ -41,8 +41,8 @@ func (c Config) validateRun() error {
 	switch {
 	case r.Steps < 1:
 		return invalid("run.steps", "is %d; need at least 1 step", r.Steps)
-	case r.Name != "" && (!runName.MatchString(r.Name) || r.Name == "." || r.Name == ".."):
-		return invalid("run.name", "%q is not accepted; use 1 to 64 of A-Z a-z 0-9 . _ - (it becomes part of adapter names and job ids), or leave it empty to generate one", r.Name)
+	case r.Name != "" && checkpoint.ValidateRunName(r.Name) != nil:
+		return invalid("run.name", "%q is not accepted; use %s (it becomes part of adapter names and job ids), or leave it empty to generate one", r.Name, checkpoint.RunNameRule)
 	}
 	return nil
 }
@@ -54,8 +54,8 @@ func (c Config) validateEnv() error {
 		return invalid("env.n", "is %d; need at least 2 philosophers", e.N)
 	case e.Rounds < 1:
 		return invalid("env.rounds", "is %d; need at least 1 round", e.Rounds)
-	case e.Mode != rollout.Simultaneous && e.Mode != rollout.Sequential:
-		return invalid("env.mode", "%q is not accepted; accepted: %s, %s", e.Mode, rollout.Simultaneous, rollout.Sequential)
+	case !accepted(e.Mode, rollout.Modes):
+		return invalid("env.mode", "%q is not accepted; accepted: %s", e.Mode, joinNames(rollout.Modes))
 	case e.DeadlockPatience < 1:
 		return invalid("env.deadlock_patience", "is %d; need at least 1 round", e.DeadlockPatience)
 	}
@@ -74,7 +74,7 @@ func (c Config) EnvConfig() rollout.EnvConfig {
 func (c Config) validateReward() error {
 	r := c.Reward
 	if _, err := rollout.ParseRewardFunc(string(r.Function)); err != nil {
-		return invalid("reward.function", "%q is not accepted; accepted: %s, %s", r.Function, rollout.Shaped, rollout.Paper)
+		return invalid("reward.function", "%q is not accepted; accepted: %s", r.Function, joinNames(rollout.RewardFuncs))
 	}
 	for _, w := range []struct {
 		key string
@@ -99,14 +99,16 @@ func (c Config) validateGRPO() error {
 		return invalid("grpo.groups", "is %d; need at least 1 group", g.Groups)
 	case g.EpisodesPerGroup < 2:
 		return invalid("grpo.episodes_per_group", "is %d; need at least 2: a group of one episode has no reward variance, so no advantage", g.EpisodesPerGroup)
-	case g.Advantage.Std != grpo.StdPopulation && g.Advantage.Std != grpo.StdUnbiased:
-		return invalid("grpo.advantage.std", "%q is not accepted; accepted: %s, %s", g.Advantage.Std, grpo.StdPopulation, grpo.StdUnbiased)
-	case g.Advantage.Baseline != grpo.BaselineMean && g.Advantage.Baseline != grpo.BaselineLeaveOneOut:
-		return invalid("grpo.advantage.baseline", "%q is not accepted; accepted: %s, %s", g.Advantage.Baseline, grpo.BaselineMean, grpo.BaselineLeaveOneOut)
 	case g.MaxResamples < 0:
 		return invalid("grpo.max_resamples", "is %d; need 0 or more", g.MaxResamples)
 	case g.MaxOffPolicySteps != 0:
 		return invalid("grpo.max_off_policy_steps", "is %d; only synchronous training (0) is implemented yet", g.MaxOffPolicySteps)
+	}
+	if _, err := grpo.ParseStd(string(g.Advantage.Std)); err != nil {
+		return invalid("grpo.advantage.std", "%v", err)
+	}
+	if _, err := grpo.ParseBaseline(string(g.Advantage.Baseline)); err != nil {
+		return invalid("grpo.advantage.baseline", "%v", err)
 	}
 	if err := g.Advantage.Validate(); err != nil {
 		return invalid("grpo.advantage", "%v", err)
@@ -214,10 +216,10 @@ func (c Config) validateValidation() error {
 		return invalid("validation.episodes", "is %d; need at least 2", v.Episodes)
 	case !nonNegative(v.Temperature):
 		return invalid("validation.temperature", "is %v; need a number >= 0", v.Temperature)
-	case v.Metric != MetricRewardMean && v.Metric != MetricMealsMean && v.Metric != MetricDeadlockRate:
-		return invalid("validation.metric", "%q is not accepted; accepted: %s, %s, %s", v.Metric, MetricRewardMean, MetricMealsMean, MetricDeadlockRate)
-	case v.Selection != SelectBestValidation && v.Selection != SelectBestTrain && v.Selection != SelectLast:
-		return invalid("validation.selection", "%q is not accepted; accepted: %s, %s, %s", v.Selection, SelectBestValidation, SelectBestTrain, SelectLast)
+	case !accepted(v.Metric, checkpoint.MetricNames):
+		return invalid("validation.metric", "%q is not accepted; accepted: %s", v.Metric, joinNames(checkpoint.MetricNames))
+	case !accepted(v.Selection, checkpoint.Policies):
+		return invalid("validation.selection", "%q is not accepted; accepted: %s", v.Selection, joinNames(checkpoint.Policies))
 	case !(v.EMA >= 0 && v.EMA < 1):
 		return invalid("validation.ema", "is %v; accepted: 0 <= ema < 1 (0: no smoothing)", v.EMA)
 	}
@@ -259,6 +261,18 @@ func (c Config) validateSeeds() error {
 			c.Validation.Seed, new(big.Int).Sub(need, big.NewInt(1)), c.Run.Seed, c.Run.Steps, c.GRPO.Groups, c.GRPO.MaxResamples, need)
 	}
 	return nil
+}
+
+// accepted reports whether v is one of the names a domain package accepts.
+func accepted[T ~string](v T, names []T) bool { return slices.Contains(names, v) }
+
+// joinNames lists accepted names for an error message.
+func joinNames[T ~string](names []T) string {
+	s := make([]string, len(names))
+	for i, n := range names {
+		s[i] = string(n)
+	}
+	return strings.Join(s, ", ")
 }
 
 // httpURL checks that s is an absolute http or https URL.

@@ -2,17 +2,52 @@ package grpo
 
 import (
 	"fmt"
+	"slices"
+	"strings"
 
 	"gonum.org/v1/gonum/stat"
 )
 
-// Accepted values of AdvantageOptions.Std and AdvantageOptions.Baseline.
+// Std is the kind of standard deviation that normalises advantages.
+type Std string
+
+// Accepted values of AdvantageOptions.Std.
 const (
-	StdPopulation       = "population"
-	StdUnbiased         = "unbiased"
-	BaselineMean        = "mean"
-	BaselineLeaveOneOut = "leave-one-out"
+	StdPopulation Std = "population" // n denominator
+	StdUnbiased   Std = "unbiased"   // n-1 denominator
 )
+
+// Stds lists the accepted values of Std.
+var Stds = []Std{StdPopulation, StdUnbiased}
+
+// ParseStd accepts the names in Stds.
+func ParseStd(s string) (Std, error) { return parseName(s, Stds) }
+
+// Baseline is what an episode's reward is compared to within its group.
+type Baseline string
+
+// Accepted values of AdvantageOptions.Baseline.
+const (
+	BaselineMean        Baseline = "mean"          // the group mean
+	BaselineLeaveOneOut Baseline = "leave-one-out" // RLOO: the mean of the others
+)
+
+// Baselines lists the accepted values of Baseline.
+var Baselines = []Baseline{BaselineMean, BaselineLeaveOneOut}
+
+// ParseBaseline accepts the names in Baselines.
+func ParseBaseline(s string) (Baseline, error) { return parseName(s, Baselines) }
+
+func parseName[T ~string](s string, accepted []T) (T, error) {
+	if v := T(s); slices.Contains(accepted, v) {
+		return v, nil
+	}
+	names := make([]string, len(accepted))
+	for i, a := range accepted {
+		names[i] = string(a)
+	}
+	return "", fmt.Errorf("%q is not accepted; accepted: %s", s, strings.Join(names, ", "))
+}
 
 // AdvantageEpsilon is added to the group standard deviation before dividing
 // by it, as in GRPO.
@@ -29,10 +64,10 @@ type AdvantageOptions struct {
 	StdNormalize bool `json:"std_normalize" yaml:"std_normalize"`
 	// Std is the standard deviation used when normalising: "population"
 	// (n denominator) or "unbiased" (n-1).
-	Std string `json:"std" yaml:"std"`
+	Std Std `json:"std" yaml:"std"`
 	// Baseline is "mean" (the group mean) or "leave-one-out" (RLOO: the mean
 	// of the other rewards in the group).
-	Baseline string `json:"baseline" yaml:"baseline"`
+	Baseline Baseline `json:"baseline" yaml:"baseline"`
 }
 
 // DefaultAdvantageOptions returns GRPO's estimator: group-mean baseline,
@@ -44,15 +79,11 @@ func DefaultAdvantageOptions() AdvantageOptions {
 // Validate reports an error naming the first field that holds a value other
 // than the accepted ones.
 func (o AdvantageOptions) Validate() error {
-	switch o.Std {
-	case StdPopulation, StdUnbiased:
-	default:
-		return fmt.Errorf("advantage std %q: accepted values are %q and %q", o.Std, StdPopulation, StdUnbiased)
+	if _, err := ParseStd(string(o.Std)); err != nil {
+		return fmt.Errorf("advantage std %q: accepted values are %q", o.Std, Stds)
 	}
-	switch o.Baseline {
-	case BaselineMean, BaselineLeaveOneOut:
-	default:
-		return fmt.Errorf("advantage baseline %q: accepted values are %q and %q", o.Baseline, BaselineMean, BaselineLeaveOneOut)
+	if _, err := ParseBaseline(string(o.Baseline)); err != nil {
+		return fmt.Errorf("advantage baseline %q: accepted values are %q", o.Baseline, Baselines)
 	}
 	return nil
 }

@@ -351,12 +351,10 @@ func (r *run) notePromotion(ev checkpoint.Evaluation) {
 	if len(p.Sizes) == 0 || r.promoted >= len(p.Sizes)-1 {
 		return
 	}
-	reached := ev.RewardMean >= p.Threshold
-	switch r.cfg.Validation.Metric {
-	case "meals_mean":
-		reached = ev.MealsMean >= p.Threshold
-	case "deadlock_rate":
-		reached = ev.DeadlockRate <= p.Threshold
+	m := r.cfg.Validation.Metric
+	reached := m.Of(ev) >= p.Threshold
+	if m.Minimized() {
+		reached = m.Of(ev) <= p.Threshold
 	}
 	if reached {
 		r.promoted++

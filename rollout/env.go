@@ -3,6 +3,7 @@ package rollout
 import (
 	"fmt"
 	"math/rand/v2"
+	"slices"
 )
 
 // Mode is how a round's decisions are taken and resolved.
@@ -17,6 +18,17 @@ const (
 	// the table left by the previous ones.
 	Sequential Mode = "sequential"
 )
+
+// Modes lists the accepted modes; the first is the default.
+var Modes = []Mode{Simultaneous, Sequential}
+
+// ParseMode accepts the names in Modes.
+func ParseMode(s string) (Mode, error) {
+	if m := Mode(s); slices.Contains(Modes, m) {
+		return m, nil
+	}
+	return "", fmt.Errorf("mode %q: accepted: %s", s, joinNames(Modes))
+}
 
 // EnvConfig parameterises one table.
 type EnvConfig struct {
@@ -40,8 +52,8 @@ func (c EnvConfig) Validate() error {
 		return fmt.Errorf("env.n = %d: need at least 2 philosophers", c.N)
 	case c.Rounds < 1:
 		return fmt.Errorf("env.rounds = %d: need at least 1 round", c.Rounds)
-	case c.Mode != Simultaneous && c.Mode != Sequential:
-		return fmt.Errorf("env.mode = %q: accepted: simultaneous, sequential", c.Mode)
+	case !slices.Contains(Modes, c.Mode):
+		return fmt.Errorf("env.mode = %q: accepted: %s", c.Mode, joinNames(Modes))
 	case c.DeadlockPatience < 1:
 		return fmt.Errorf("env.deadlock_patience = %d: need at least 1 round", c.DeadlockPatience)
 	}

@@ -1,6 +1,10 @@
 package rollout
 
-import "fmt"
+import (
+	"fmt"
+	"slices"
+	"strings"
+)
 
 // RewardFunc names a reward function (DESIGN §3).
 type RewardFunc string
@@ -14,6 +18,9 @@ const (
 	// least one meal, and invalid outputs count as idle actions.
 	Shaped RewardFunc = "shaped"
 )
+
+// RewardFuncs lists the accepted reward functions; the first is the default.
+var RewardFuncs = []RewardFunc{Shaped, Paper}
 
 // Weights of the four reward terms.
 type Weights struct {
@@ -37,13 +44,21 @@ func DefaultRewardConfig() RewardConfig {
 	return RewardConfig{Function: Shaped, Weights: DefaultWeights()}
 }
 
-// ParseRewardFunc accepts "paper" or "shaped".
+// ParseRewardFunc accepts the names in RewardFuncs.
 func ParseRewardFunc(s string) (RewardFunc, error) {
-	switch f := RewardFunc(s); f {
-	case Paper, Shaped:
+	if f := RewardFunc(s); slices.Contains(RewardFuncs, f) {
 		return f, nil
 	}
-	return "", fmt.Errorf("reward function %q: accepted: shaped, paper", s)
+	return "", fmt.Errorf("reward function %q: accepted: %s", s, joinNames(RewardFuncs))
+}
+
+// joinNames lists accepted names for an error message.
+func joinNames[T ~string](names []T) string {
+	s := make([]string, len(names))
+	for i, n := range names {
+		s[i] = string(n)
+	}
+	return strings.Join(s, ", ")
 }
 
 // Terms are the four reward components, each in [0, 1].

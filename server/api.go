@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"regexp"
 	"strings"
 	"time"
 
@@ -78,10 +77,6 @@ func storeError(w http.ResponseWriter, err error) {
 	writeError(w, http.StatusInternalServerError, err.Error())
 }
 
-// runName is what the daemon accepts as a run name: it names a directory
-// under the daemon's data directory, so no dots first and no separators.
-var runName = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$`)
-
 // handleCreate launches a run from a YAML or JSON config body.
 func (s *Server) handleCreate(w http.ResponseWriter, r *http.Request) {
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxConfigBytes))
@@ -108,10 +103,9 @@ func (s *Server) handleCreate(w http.ResponseWriter, r *http.Request) {
 			writeError(w, http.StatusInternalServerError, err.Error())
 			return
 		}
-	} else if !runName.MatchString(cfg.Run.Name) {
-		writeError(w, http.StatusBadRequest, fmt.Sprintf("run.name %q: want letters, digits, '.', '_' or '-', starting with a letter or digit, at most 128", cfg.Run.Name))
-		return
 	}
+	// Validate applies checkpoint.ValidateRunName, the rule that makes a
+	// name safe as a directory under the daemon's data directory.
 	if err := cfg.Validate(); err != nil {
 		writeError(w, http.StatusBadRequest, err.Error())
 		return
