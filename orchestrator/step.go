@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/grpo-dev/grpo/checkpoint"
+	"github.com/grpo-dev/grpo/evaluate"
 	"github.com/grpo-dev/grpo/grpo"
 	"github.com/grpo-dev/grpo/rollout"
 	"github.com/grpo-dev/grpo/trainer"
@@ -158,11 +159,15 @@ func countZero(outs []grpo.GroupOutcome) int {
 func (r *run) play(ctx context.Context, s int, split string, specs []rollout.EpisodeSpec) []rollout.Episode {
 	parallel := r.cfg.Inference.Concurrency/max(1, specs[0].Env.N) + 1
 	return r.runner().RunAll(ctx, specs, parallel, func(_ int, ep rollout.Episode) {
-		r.emit(s, EventEpisodeFinished, EpisodeFinished{
-			Split: split, ID: ep.Spec.ID, N: ep.Spec.Env.N, Reward: ep.Reward, Errored: ep.Errored,
-			Deadlock: ep.Metrics.Deadlocked, Meals: ep.Metrics.TotalMeals, Invalid: ep.Metrics.Invalid,
-			Calls: ep.Metrics.LLMCalls, Seconds: ep.Seconds,
-		})
+		r.episodeFinished(s, split, ep)
+	})
+}
+
+func (r *run) episodeFinished(s int, split string, ep rollout.Episode) {
+	r.emit(s, EventEpisodeFinished, EpisodeFinished{
+		Split: split, ID: ep.Spec.ID, N: ep.Spec.Env.N, Reward: ep.Reward, Errored: ep.Errored,
+		Deadlock: ep.Metrics.Deadlocked, Meals: ep.Metrics.TotalMeals, Invalid: ep.Metrics.Invalid,
+		Calls: ep.Metrics.LLMCalls, Seconds: ep.Seconds,
 	})
 }
 
@@ -266,36 +271,23 @@ func (r *run) validationEpisodesAt(s int) int {
 // are compared on the same tables.
 func (r *run) validate(ctx context.Context, s int) (*checkpoint.Evaluation, error) {
 	v := r.cfg.Validation
-	var specs []rollout.EpisodeSpec
-	for _, n := range v.N {
-		for i := range v.Episodes {
+	set := evaluate.Set{
+		Model: r.model(), Env: r.env(0, 0), Reward: r.reward(), Sampling: r.sampling(v.Temperature),
+		N: v.N, Episodes: v.Episodes, What: "validation",
+		Seeds: func(n, i int) (int64, int64) {
 			seed := r.cfg.ValidationSeed(i)
-			specs = append(specs, rollout.EpisodeSpec{
-				ID: fmt.Sprintf("v%d-n%d-e%d", s, n, i), Model: r.model(),
-				Env: r.env(n, seed), Reward: r.reward(), Sampling: r.sampling(v.Temperature),
-				SampleSeed: rollout.RequestSeed(seed, n, -2),
-			})
-		}
+			return seed, rollout.RequestSeed(seed, n, -2)
+		},
+		ID: func(n, i int) string { return fmt.Sprintf("v%d-n%d-e%d", s, n, i) },
 	}
-	eps := r.play(ctx, s, "validation", specs)
-	if err := ctx.Err(); err != nil {
+	res, err := evaluate.Run(ctx, evaluate.Options{
+		Client: r.o.opts.Completer, Limit: r.limit(), Concurrency: r.cfg.Inference.Concurrency, OnCall: r.o.opts.OnCall,
+		OnEpisode: func(ep rollout.Episode) { r.episodeFinished(s, "validation", ep) },
+	}, set)
+	if err != nil {
 		return nil, err
 	}
-	sum := grpo.SummarizeEpisodes(eps)
-	if sum.Errored == len(eps) {
-		return nil, fmt.Errorf("every validation episode failed; first error: %s", eps[0].Error)
-	}
-	ev := &checkpoint.Evaluation{
-		Step: s, Episodes: sum.Episodes, Errored: sum.Errored,
-		RewardMean: sum.Reward.Mean, RewardStd: sum.Reward.Std, RewardCI95: sum.Reward.CI95,
-		DeadlockRate: sum.DeadlockRate, MealsMean: sum.MealsMean, InvalidRate: sum.InvalidRate,
-		Rewards: sum.Rewards,
-	}
-	for i, n := range v.N {
-		part := grpo.SummarizeEpisodes(eps[i*v.Episodes : (i+1)*v.Episodes])
-		ev.PerN = append(ev.PerN, checkpoint.EvalN{N: n, Episodes: part.Episodes - part.Errored,
-			RewardMean: part.Reward.Mean, DeadlockRate: part.DeadlockRate, MealsMean: part.MealsMean})
-	}
-	r.emit(s, EventValidationDone, *ev)
-	return ev, nil
+	ev := res.Evaluation(s)
+	r.emit(s, EventValidationDone, ev)
+	return &ev, nil
 }

@@ -1,0 +1,153 @@
+// Package evaluate plays a set of held-out episodes with one model and
+// summarises them, per table size and overall. A training run's validation
+// pass and `grpo eval` both evaluate through it, so episodes, parallelism,
+// summaries and the every-episode-failed check are decided here once.
+package evaluate
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/grpo-dev/grpo/checkpoint"
+	"github.com/grpo-dev/grpo/grpo"
+	"github.com/grpo-dev/grpo/rollout"
+)
+
+// ErrAllFailed matches the error Run returns when every episode errored:
+// there is nothing to score.
+var ErrAllFailed = errors.New("every episode failed")
+
+// AllFailedError is that error, with the first episode's error.
+type AllFailedError struct {
+	What  string // as Set.What
+	First string // the first episode's error
+}
+
+func (e *AllFailedError) Error() string {
+	what := "episode"
+	if e.What != "" {
+		what = e.What + " episode"
+	}
+	return fmt.Sprintf("every %s failed; first error: %s", what, e.First)
+}
+
+// Is makes errors.Is(err, ErrAllFailed) hold.
+func (e *AllFailedError) Is(target error) bool { return target == ErrAllFailed }
+
+// Seeds gives episode e (0-based) at table size n its table seed and its
+// sampling seed.
+type Seeds func(n, e int) (table, sample int64)
+
+// Set is the episodes of one evaluation: Episodes at each table size in N,
+// in that order, each on its own table.
+type Set struct {
+	Model    string
+	Env      rollout.EnvConfig // N and Seed are set per episode
+	Reward   rollout.RewardConfig
+	Sampling rollout.Sampling
+	N        []int
+	Episodes int // per table size
+	Seeds    Seeds
+	// ID names episode e at table size n, for transcripts and events.
+	ID func(n, e int) string
+	// What names the episodes in the every-episode-failed error
+	// ("validation": "every validation episode failed"); empty says none.
+	What string
+}
+
+// Specs are the episodes of s, ordered by table size and then episode.
+func (s Set) Specs() []rollout.EpisodeSpec {
+	specs := make([]rollout.EpisodeSpec, 0, len(s.N)*s.Episodes)
+	for _, n := range s.N {
+		for e := range s.Episodes {
+			table, sample := s.Seeds(n, e)
+			env := s.Env
+			env.N, env.Seed = n, table
+			specs = append(specs, rollout.EpisodeSpec{
+				ID: s.ID(n, e), Model: s.Model, Env: env, Reward: s.Reward,
+				Sampling: s.Sampling, SampleSeed: sample,
+			})
+		}
+	}
+	return specs
+}
+
+// Options say how episodes are played.
+type Options struct {
+	Client rollout.Completer
+	// Limit bounds requests in flight, shared with other users of the
+	// same endpoints; nil means a limiter of Concurrency.
+	Limit *rollout.Limiter
+	// Concurrency is the number of requests meant to be in flight: episodes
+	// are played Concurrency/n+1 at a time, n the first table size.
+	Concurrency int
+	// OnCall, when set, observes every LLM call.
+	OnCall func(action string, d time.Duration, err error)
+	// OnEpisode, when set, is called as each episode finishes, from the
+	// goroutine that played it.
+	OnEpisode func(rollout.Episode)
+}
+
+// PerN is the summary at one table size.
+type PerN struct {
+	N     int
+	Stats grpo.EpisodeStats
+}
+
+// Result is an evaluation: every episode in Set.Specs order, their summary,
+// and the summary at each table size.
+type Result struct {
+	Episodes []rollout.Episode
+	Stats    grpo.EpisodeStats
+	PerN     []PerN
+}
+
+// Run plays the episodes of s and summarises them. It returns the
+// context's error if ctx ends first, and an error matching ErrAllFailed if
+// every episode errored.
+func Run(ctx context.Context, o Options, s Set) (Result, error) {
+	specs := s.Specs()
+	if len(specs) == 0 {
+		return Result{}, errors.New("evaluate: no episodes")
+	}
+	limit := o.Limit
+	if limit == nil {
+		limit = rollout.NewLimiter(o.Concurrency)
+	}
+	runner := &rollout.Runner{Client: o.Client, Limit: limit, OnCall: o.OnCall}
+	parallel := o.Concurrency/max(1, specs[0].Env.N) + 1
+	eps := runner.RunAll(ctx, specs, parallel, func(_ int, ep rollout.Episode) {
+		if o.OnEpisode != nil {
+			o.OnEpisode(ep)
+		}
+	})
+	if err := ctx.Err(); err != nil {
+		return Result{}, err
+	}
+	r := Result{Episodes: eps, Stats: grpo.SummarizeEpisodes(eps)}
+	if r.Stats.Errored == len(eps) {
+		return Result{}, &AllFailedError{What: s.What, First: eps[0].Error}
+	}
+	for i, n := range s.N {
+		r.PerN = append(r.PerN, PerN{N: n, Stats: grpo.SummarizeEpisodes(eps[i*s.Episodes : (i+1)*s.Episodes])})
+	}
+	return r, nil
+}
+
+// Evaluation is r as the store records the validation of step's checkpoint.
+func (r Result) Evaluation(step int) checkpoint.Evaluation {
+	sum := r.Stats
+	ev := checkpoint.Evaluation{
+		Step: step, Episodes: sum.Episodes, Errored: sum.Errored,
+		RewardMean: sum.Reward.Mean, RewardStd: sum.Reward.Std, RewardCI95: sum.Reward.CI95,
+		DeadlockRate: sum.DeadlockRate, MealsMean: sum.MealsMean, InvalidRate: sum.InvalidRate,
+		Rewards: sum.Rewards,
+	}
+	for _, p := range r.PerN {
+		ev.PerN = append(ev.PerN, checkpoint.EvalN{N: p.N, Episodes: p.Stats.Episodes - p.Stats.Errored,
+			RewardMean: p.Stats.Reward.Mean, DeadlockRate: p.Stats.DeadlockRate, MealsMean: p.Stats.MealsMean})
+	}
+	return ev
+}
