@@ -13,7 +13,7 @@ import (
 
 	yaml "go.yaml.in/yaml/v3"
 
-	"github.com/grpo-dev/grpo/grpo"
+	"github.com/grpo-dev/grpo/evaluate"
 	"github.com/grpo-dev/grpo/inference"
 	"github.com/grpo-dev/grpo/rollout"
 	"github.com/grpo-dev/grpo/stack"
@@ -226,25 +226,26 @@ func (m *Main) runEval(ctx context.Context, o evalOptions) error {
 	bar := newProgress(m.Stderr, total, "episodes")
 	var results []evalResult
 	for _, t := range o.targets {
-		runner := &rollout.Runner{
-			Client: inference.NewChatClient(t.URL, inference.ChatOptions{APIKey: t.apiKey, RequestTimeout: o.timeout, Retries: retriesOption(o.retries)}),
-			Limit:  limit,
-		}
-		for _, n := range o.ns {
-			specs := evalSpecs(t.Name, n, o)
-			eps := runner.RunAll(ctx, specs, o.concurrency/n+1, func(_ int, ep rollout.Episode) {
+		opts := evaluate.Options{
+			Client:      inference.NewChatClient(t.URL, inference.ChatOptions{APIKey: t.apiKey, RequestTimeout: o.timeout, Retries: retriesOption(o.retries)}),
+			Limit:       limit,
+			Concurrency: o.concurrency,
+			OnEpisode: func(ep rollout.Episode) {
 				bar.Add(1)
 				if sink != nil {
 					sink.Write(ep)
 				}
-			})
-			if err := ctx.Err(); err != nil {
-				return err
+			},
+		}
+		for _, n := range o.ns {
+			res, err := evaluate.Run(ctx, opts, evalSet(t.Name, n, o))
+			if cerr := ctx.Err(); cerr != nil {
+				return cerr
 			}
-			st := grpo.SummarizeEpisodes(eps)
-			if st.Errored == len(eps) {
-				return fmt.Errorf("model %s, n=%d: every episode failed; first error: %s", t.Name, n, eps[0].Error)
+			if err != nil {
+				return fmt.Errorf("model %s, n=%d: %w", t.Name, n, err)
 			}
+			st := res.Stats
 			results = append(results, evalResult{
 				Model: t.Name, N: n, Episodes: st.Episodes, Errored: st.Errored, RewardFn: string(o.reward.Function),
 				Reward:       rewardJSON{Mean: st.Reward.Mean, Std: st.Reward.Std, CI95: st.Reward.CI95},
@@ -274,25 +275,16 @@ func retriesOption(r int) int {
 	return r
 }
 
-// evalSpecs builds the episodes of one model at one n. Episode e plays the
+// evalSet is the episodes of one model at one n. Episode e plays the
 // table seeded seed+e for every model, so models are compared on the same
 // tables; sampling seeds differ per episode.
-func evalSpecs(model string, n int, o evalOptions) []rollout.EpisodeSpec {
-	specs := make([]rollout.EpisodeSpec, o.episodes)
-	for e := range specs {
-		env := o.env
-		env.N = n
-		env.Seed = o.seed + int64(e)
-		specs[e] = rollout.EpisodeSpec{
-			ID:         fmt.Sprintf("%s/n%d/e%d", model, n, e),
-			Model:      model,
-			Env:        env,
-			Reward:     o.reward,
-			Sampling:   o.sampling,
-			SampleSeed: rollout.RequestSeed(o.seed, n, e),
-		}
+func evalSet(model string, n int, o evalOptions) evaluate.Set {
+	return evaluate.Set{
+		Model: model, Env: o.env, Reward: o.reward, Sampling: o.sampling,
+		N: []int{n}, Episodes: o.episodes,
+		Seeds: func(n, e int) (int64, int64) { return o.seed + int64(e), rollout.RequestSeed(o.seed, n, e) },
+		ID:    func(n, e int) string { return fmt.Sprintf("%s/n%d/e%d", model, n, e) },
 	}
-	return specs
 }
 
 func printEval(w io.Writer, results []evalResult) {
