@@ -1,0 +1,80 @@
+package evaluate_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"net/http"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/grpo-dev/grpo/evaluate"
+	"github.com/grpo-dev/grpo/inference"
+	"github.com/grpo-dev/grpo/rollout"
+	"github.com/grpo-dev/grpo/rollout/rollouttest"
+)
+
+func set(ns ...int) evaluate.Set {
+	return evaluate.Set{
+		Model: "scripted", Env: rollout.DefaultEnvConfig(), Reward: rollout.DefaultRewardConfig(),
+		Sampling: rollout.Sampling{Temperature: 1, MaxTokens: 16},
+		N:        ns, Episodes: 3, What: "validation",
+		Seeds: func(n, e int) (int64, int64) { return 100 + int64(e), rollout.RequestSeed(100, n, e) },
+		ID:    func(n, e int) string { return fmt.Sprintf("n%d-e%d", n, e) },
+	}
+}
+
+func TestSpecs(t *testing.T) {
+	specs := set(5, 7).Specs()
+	if got, want := len(specs), 6; got != want {
+		t.Fatalf("len(Specs())=%d, want %d", got, want)
+	}
+	last := specs[5]
+	if last.ID != "n7-e2" || last.Env.N != 7 || last.Env.Seed != 102 || last.SampleSeed != rollout.RequestSeed(100, 7, 2) || last.Model != "scripted" {
+		t.Fatalf("Specs()[5]=%+v", last)
+	}
+}
+
+// TestRun plays DESIGN §3's worked example, whose reward at n=5 is 1.3275.
+func TestRun(t *testing.T) {
+	srv := rollouttest.New(rollouttest.WorkedExample)
+	defer srv.Close()
+	client := inference.NewChatClient(srv.BaseURL(), inference.ChatOptions{RequestTimeout: 10 * time.Second})
+	var seen atomic.Int64
+	res, err := evaluate.Run(context.Background(), evaluate.Options{
+		Client: client, Concurrency: 4, OnEpisode: func(rollout.Episode) { seen.Add(1) },
+	}, set(5, 5))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := seen.Load(), int64(6); got != want {
+		t.Fatalf("OnEpisode called %d times, want %d", got, want)
+	}
+	if got, want := res.Stats.Reward.Mean, 1.3275; math.Abs(got-want) > 1e-9 {
+		t.Fatalf("reward mean=%v, want %v", got, want)
+	}
+	ev := res.Evaluation(3)
+	if ev.Step != 3 || ev.Episodes != 6 || len(ev.PerN) != 2 || ev.PerN[1].Episodes != 3 || len(ev.Rewards) != 6 {
+		t.Fatalf("Evaluation(3)=%+v", ev)
+	}
+}
+
+func TestRun_AllFailed(t *testing.T) {
+	srv := rollouttest.New(rollouttest.WorkedExample)
+	defer srv.Close()
+	srv.Fail = func(int64) int { return http.StatusBadRequest }
+	client := inference.NewChatClient(srv.BaseURL(), inference.ChatOptions{RequestTimeout: 10 * time.Second, Retries: -1})
+	_, err := evaluate.Run(context.Background(), evaluate.Options{Client: client, Concurrency: 4}, set(5))
+	if !errors.Is(err, evaluate.ErrAllFailed) {
+		t.Fatalf("Run()=%v, want ErrAllFailed", err)
+	}
+	var af *evaluate.AllFailedError
+	if !errors.As(err, &af) || af.First == "" {
+		t.Fatalf("Run()=%#v, want an *AllFailedError with the first error", err)
+	}
+	if got, want := err.Error()[:len("every validation episode failed")], "every validation episode failed"; got != want {
+		t.Fatalf("Run()=%q, want prefix %q", err, want)
+	}
+}
