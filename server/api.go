@@ -169,7 +169,7 @@ func (s *Server) writeRun(w http.ResponseWriter, r *http.Request, code int, name
 		storeError(w, err)
 		return
 	}
-	v := NewRunView(run, steps, evals)
+	v := checkpoint.NewRunView(run, steps, evals)
 	v.Hosted = s.hostedRuns()[name]
 	writeJSON(w, code, v)
 }
@@ -180,7 +180,7 @@ func (s *Server) handleSteps(w http.ResponseWriter, r *http.Request) {
 		storeError(w, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, NewRunView(run, steps, evals).Steps)
+	writeJSON(w, http.StatusOK, checkpoint.NewRunView(run, steps, evals).Steps)
 }
 
 func (s *Server) handleBest(w http.ResponseWriter, r *http.Request) {
@@ -195,7 +195,7 @@ func (s *Server) handleBest(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, fmt.Sprintf("run %s has no selectable step yet under %s: %v", name, run.Policy, err))
 		return
 	}
-	writeJSON(w, http.StatusOK, BestView{Run: name, Selection: sel})
+	writeJSON(w, http.StatusOK, checkpoint.BestView{Run: name, Selection: sel})
 }
 
 func (s *Server) handleCancel(w http.ResponseWriter, r *http.Request) {

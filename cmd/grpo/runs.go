@@ -10,7 +10,6 @@ import (
 	"github.com/grpo-dev/grpo/checkpoint"
 	"github.com/grpo-dev/grpo/config"
 	"github.com/grpo-dev/grpo/grpo"
-	"github.com/grpo-dev/grpo/server"
 )
 
 const runsSynopsis = `Usage: grpo runs [--db PATH] [--json]
@@ -84,7 +83,7 @@ func (m *Main) showRun(ctx context.Context, db, name string, asJSON bool) error 
 		r.print(m.Stdout)
 		return nil
 	}
-	out := server.NewRunView(r.run, r.steps, r.evalList)
+	out := checkpoint.NewRunView(r.run, r.steps, r.evalList)
 	enc := json.NewEncoder(m.Stdout)
 	enc.SetIndent("", "  ")
 	return enc.Encode(out)
@@ -132,7 +131,7 @@ func (m *Main) best(ctx context.Context, args []string) error {
 	if r.sel == nil {
 		return fmt.Errorf("run %s has no selectable step yet under %s", name, r.run.Policy)
 	}
-	out := server.BestView{Run: name, Selection: *r.sel}
+	out := checkpoint.BestView{Run: name, Selection: *r.sel}
 	if *asJSON {
 		return json.NewEncoder(m.Stdout).Encode(out)
 	}

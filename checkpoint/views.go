@@ -1,0 +1,55 @@
+package checkpoint
+
+import "encoding/json"
+
+// RunView is a run as `grpo runs show --json` prints it and the daemon
+// serves it (GET /api/v1/runs/{id}). Its JSON field names are a public
+// interface.
+type RunView struct {
+	Run    string          `json:"run"`
+	State  string          `json:"state"`
+	Error  string          `json:"error,omitempty"`
+	Hosted bool            `json:"hosted"` // set by the daemon: the run plays in it now
+	Config json.RawMessage `json:"config"`
+	Steps  []StepView      `json:"steps"`
+	Best   *Selection      `json:"best"`
+}
+
+// StepView is one step of a RunView: the step and its validation.
+type StepView struct {
+	Step       int                `json:"step"`
+	N          int                `json:"n"`
+	Train      *TrainStats        `json:"train"`
+	Validation *Evaluation        `json:"validation"`
+	Adapter    *Adapter           `json:"adapter"`
+	Job        *Job               `json:"job"`
+	Seconds    map[string]float64 `json:"seconds,omitempty"`
+}
+
+// BestView is a run's selected step, as `grpo best --json` prints it and
+// GET /api/v1/runs/{id}/best serves it.
+type BestView struct {
+	Run string `json:"run"`
+	Selection
+}
+
+// NewRunView builds the view of a run from its record, steps and
+// evaluations; Best is chosen by the run's own policy.
+func NewRunView(run Run, steps []Step, evals []Evaluation) RunView {
+	byStep := make(map[int]Evaluation, len(evals))
+	for _, ev := range evals {
+		byStep[ev.Step] = ev
+	}
+	v := RunView{Run: run.Name, State: run.State, Error: run.Error, Config: run.Config, Steps: []StepView{}}
+	for _, s := range steps {
+		sv := StepView{Step: s.Step, N: s.N, Train: s.Train, Adapter: s.Adapter, Job: s.Job, Seconds: s.Seconds}
+		if ev, ok := byStep[s.Step]; ok {
+			sv.Validation = &ev
+		}
+		v.Steps = append(v.Steps, sv)
+	}
+	if sel, err := Select(run.Policy, run.Metric, run.EMA, steps, evals); err == nil {
+		v.Best = &sel
+	}
+	return v
+}
