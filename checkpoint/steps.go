@@ -89,40 +89,6 @@ func (s *Store) CommitStep(ctx context.Context, name string, step Step, eval *Ev
 	return nil
 }
 
-// Steps returns a run's committed steps in order.
-func (s *Store) Steps(ctx context.Context, name string) ([]Step, error) {
-	var steps []Step
-	err := s.view(ctx, func(tx *bolt.Tx) error {
-		b, err := runBucket(tx, name)
-		if err != nil {
-			return err
-		}
-		steps, err = decodeAll[Step](b.Bucket(stepsBucket), name, "step")
-		return err
-	})
-	if err != nil {
-		return nil, runNotFound(name, err)
-	}
-	return steps, nil
-}
-
-// Evaluations returns a run's evaluations ordered by step.
-func (s *Store) Evaluations(ctx context.Context, name string) ([]Evaluation, error) {
-	var evals []Evaluation
-	err := s.view(ctx, func(tx *bolt.Tx) error {
-		b, err := runBucket(tx, name)
-		if err != nil {
-			return err
-		}
-		evals, err = decodeAll[Evaluation](b.Bucket(evaluationsBucket), name, "evaluation")
-		return err
-	})
-	if err != nil {
-		return nil, runNotFound(name, err)
-	}
-	return evals, nil
-}
-
 // LastStep returns a run's last committed step; ok is false when none is.
 func (s *Store) LastStep(ctx context.Context, name string) (step int, ok bool, err error) {
 	err = s.view(ctx, func(tx *bolt.Tx) error {
@@ -178,21 +144,6 @@ func (s *Store) GetInFlight(ctx context.Context, name string) (*InFlight, error)
 		return nil, runNotFound(name, err)
 	}
 	return inf, nil
-}
-
-// ClearInFlight deletes a run's in-flight job record, if any.
-func (s *Store) ClearInFlight(ctx context.Context, name string) error {
-	err := s.update(ctx, func(tx *bolt.Tx) error {
-		b, err := runBucket(tx, name)
-		if err != nil {
-			return err
-		}
-		return b.Delete(inflightKey)
-	})
-	if err != nil {
-		return fmt.Errorf("clear in-flight job of run %s: %w", name, err)
-	}
-	return nil
 }
 
 func getInFlight(b *bolt.Bucket, name string) (*InFlight, error) {

@@ -65,19 +65,15 @@ func TestStore_CommitStepExactlyOnce(t *testing.T) {
 	if last, ok, err := s.LastStep(ctx, "dp5"); err != nil || !ok || last != 1 {
 		t.Fatalf("LastStep()=%d, %v, %v, want 1", last, ok, err)
 	}
-	steps, err := s.Steps(ctx, "dp5")
+	_, steps, evals, err := s.Snapshot(ctx, "dp5")
 	if err != nil {
 		t.Fatal(err)
 	}
 	if want := []Step{testStep(0), testStep(1)}; !reflect.DeepEqual(steps, want) {
-		t.Fatalf("Steps()=%+v, want %+v", steps, want)
-	}
-	evals, err := s.Evaluations(ctx, "dp5")
-	if err != nil {
-		t.Fatal(err)
+		t.Fatalf("Snapshot() steps=%+v, want %+v", steps, want)
 	}
 	if want := []Evaluation{*eval0}; !reflect.DeepEqual(evals, want) {
-		t.Fatalf("Evaluations()=%+v, want %+v", evals, want)
+		t.Fatalf("Snapshot() evaluations=%+v, want %+v", evals, want)
 	}
 	run, err := s.GetRun(ctx, "dp5")
 	if err != nil {
@@ -156,7 +152,7 @@ func TestStore_InFlight(t *testing.T) {
 		t.Fatalf("GetInFlight() after commit=%+v, %v, want nil", got, err)
 	}
 
-	// The record of a later step survives a commit; ClearInFlight removes it.
+	// The record of a later step survives a commit.
 	if err := s.SetInFlight(ctx, "dp5", InFlight{Step: 3}); err != nil {
 		t.Fatal(err)
 	}
@@ -166,14 +162,8 @@ func TestStore_InFlight(t *testing.T) {
 	if got, err := s.GetInFlight(ctx, "dp5"); err != nil || got == nil || got.Step != 3 {
 		t.Fatalf("GetInFlight()=%+v, %v, want step 3", got, err)
 	}
-	if err := s.ClearInFlight(ctx, "dp5"); err != nil {
-		t.Fatal(err)
-	}
-	if got, err := s.GetInFlight(ctx, "dp5"); err != nil || got != nil {
-		t.Fatalf("GetInFlight() after clear=%+v, %v, want nil", got, err)
-	}
-	if err := s.ClearInFlight(ctx, "nope"); !errors.Is(err, ErrRunNotFound) {
-		t.Fatalf("ClearInFlight(nope)=%v, want ErrRunNotFound", err)
+	if _, err := s.GetInFlight(ctx, "nope"); !errors.Is(err, ErrRunNotFound) {
+		t.Fatalf("GetInFlight(nope)=%v, want ErrRunNotFound", err)
 	}
 }
 

@@ -33,17 +33,15 @@ var DefaultTargetModules = []string{"q_proj", "k_proj", "v_proj", "o_proj", "gat
 // embedded-backend adjustments that Parse makes (see Parse), so it is the
 // value a file sets keys over.
 func Default() Config {
+	env, reward := rollout.DefaultEnvConfig(), rollout.DefaultRewardConfig()
 	return Config{
-		Run: Run{Steps: 16, Seed: 1, DB: "grpo.db"},
-		Env: Env{N: 5, Rounds: 5, Mode: rollout.Simultaneous, DeadlockPatience: 1},
-		Reward: Reward{
-			Function: rollout.Shaped,
-			Weights:  rollout.Weights{Alpha: 1.0, Beta: 0.5, Gamma: 0.3, Delta: 0.1},
-		},
+		Run:    Run{Steps: 16, Seed: 1, DB: "grpo.db"},
+		Env:    Env{N: env.N, Rounds: env.Rounds, Mode: env.Mode, DeadlockPatience: env.DeadlockPatience},
+		Reward: Reward{Function: reward.Function, Weights: reward.Weights},
 		GRPO: GRPO{
 			Groups:           2,
 			EpisodesPerGroup: 3,
-			Advantage:        grpo.AdvantageOptions{StdNormalize: true, Std: grpo.StdPopulation, Baseline: grpo.BaselineMean},
+			Advantage:        grpo.DefaultAdvantageOptions(),
 			MaxResamples:     4,
 		},
 		Inference: Inference{

@@ -16,19 +16,30 @@ import (
 	yaml "go.yaml.in/yaml/v3"
 )
 
-// Load reads the YAML (or JSON) file at path and parses it with Parse;
-// errors carry the file name and line.
-func Load(path string) (Config, error) {
-	return LoadWith(path, EmbeddedDefaults{})
+// An Option changes how Parse and Load resolve a document.
+type Option func(*options)
+
+type options struct {
+	embedded EmbeddedDefaults
 }
 
-// LoadWith is Load with the embedded backend's defaults (see ParseWith).
-func LoadWith(path string, d EmbeddedDefaults) (Config, error) {
+// WithEmbedded applies d when the run uses the embedded reference backend
+// (trainer.kind embedded, no inference.endpoints): inference.model and
+// trainer.base_model become d.Model and
+// trainer.hyperparameters.learning_rate d.LearningRate, each only if the
+// document does not set it (to any value, even the default).
+func WithEmbedded(d EmbeddedDefaults) Option {
+	return func(o *options) { o.embedded = d }
+}
+
+// Load reads the YAML (or JSON) file at path and parses it with Parse;
+// errors carry the file name and line.
+func Load(path string, opts ...Option) (Config, error) {
 	data, err := os.ReadFile(path)
 	if err != nil {
 		return Config{}, fmt.Errorf("read config: %w", err)
 	}
-	return parse(path, data, d)
+	return parse(path, data, opts)
 }
 
 // Parse decodes a YAML document over Default(). JSON is YAML, so a JSON
@@ -37,20 +48,15 @@ func LoadWith(path string, d EmbeddedDefaults) (Config, error) {
 // is accepted.
 //
 // Parse does not call Validate: callers may override fields first.
-func Parse(data []byte) (Config, error) {
-	return parse("", data, EmbeddedDefaults{})
+func Parse(data []byte, opts ...Option) (Config, error) {
+	return parse("", data, opts)
 }
 
-// ParseWith is Parse for a run that may use the embedded reference
-// backend: when it does (trainer.kind embedded, no inference.endpoints),
-// inference.model and trainer.base_model become d.Model and
-// trainer.hyperparameters.learning_rate d.LearningRate, each only if the
-// document does not set it (to any value, even the default).
-func ParseWith(data []byte, d EmbeddedDefaults) (Config, error) {
-	return parse("", data, d)
-}
-
-func parse(file string, data []byte, d EmbeddedDefaults) (Config, error) {
+func parse(file string, data []byte, opts []Option) (Config, error) {
+	var o options
+	for _, opt := range opts {
+		opt(&o)
+	}
 	cfg := Default()
 	data = yamlSafeJSON(data)
 	doc, err := document(file, data)
@@ -73,7 +79,7 @@ func parse(file string, data []byte, d EmbeddedDefaults) (Config, error) {
 		}
 	}
 	cfg.normalize()
-	cfg.applyEmbedded(d, w.set)
+	cfg.applyEmbedded(o.embedded, w.set)
 	return cfg, nil
 }
 

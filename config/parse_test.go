@@ -36,7 +36,7 @@ func embeddedDefault() config.Config {
 
 func mustParse(tb testing.TB, s string) config.Config {
 	tb.Helper()
-	c, err := config.ParseWith([]byte(s), refDefaults)
+	c, err := config.Parse([]byte(s), config.WithEmbedded(refDefaults))
 	if err != nil {
 		tb.Fatalf("Parse(%q): %v", s, err)
 	}
@@ -67,7 +67,7 @@ func TestDefault(t *testing.T) {
 
 func TestParse_Empty(t *testing.T) {
 	for _, in := range []string{"", "\n", "# nothing here\n", "---\n", "null\n", "~", "{}"} {
-		c, err := config.ParseWith([]byte(in), refDefaults)
+		c, err := config.Parse([]byte(in), config.WithEmbedded(refDefaults))
 		if err != nil {
 			t.Fatalf("Parse(%q): %v", in, err)
 		}

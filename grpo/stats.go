@@ -2,16 +2,10 @@ package grpo
 
 import (
 	"math"
-	"math/rand/v2"
-	"slices"
 
 	"gonum.org/v1/gonum/stat"
 	"gonum.org/v1/gonum/stat/distuv"
 )
-
-// DefaultResamples is the number of bootstrap resamples BootstrapCI draws when
-// asked for none.
-const DefaultResamples = 10000
 
 // Every result in this file is finite, so it can be stored and served as JSON
 // (encoding/json rejects NaN and ±Inf).
@@ -113,42 +107,6 @@ func HedgesG(a, b []float64) float64 {
 	return (mb - ma) / math.Sqrt(pooled) * j
 }
 
-// BootstrapCI returns the 95% percentile bootstrap confidence interval of the
-// mean of xs: the 2.5th and 97.5th percentiles of the means of resamples
-// samples drawn with replacement. The same seed gives the same interval.
-// resamples <= 0 means DefaultResamples. An empty xs gives [0, 0] and a
-// constant one (including a single value) x gives [x, x].
-func BootstrapCI(xs []float64, resamples int, seed int64) [2]float64 {
-	n := len(xs)
-	if n == 0 {
-		return [2]float64{}
-	}
-	if constant(xs) {
-		return [2]float64{xs[0], xs[0]}
-	}
-	if resamples <= 0 {
-		resamples = DefaultResamples
-	}
-	rng := rand.New(rand.NewPCG(uint64(seed), 0))
-	means := make([]float64, resamples)
-	for i := range means {
-		var sum float64
-		for range n {
-			sum += xs[rng.IntN(n)]
-		}
-		means[i] = sum / float64(n)
-	}
-	slices.Sort(means)
-	return [2]float64{
-		stat.Quantile(0.025, stat.LinInterp, means, nil),
-		stat.Quantile(0.975, stat.LinInterp, means, nil),
-	}
-}
-
-// meanVar returns the mean and the sample (n-1) variance of xs. The variance
-// is 0 for fewer than two values, and exactly 0 with the mean exactly the
-// value for a constant sample, so equal constant groups compare equal instead
-// of differing by rounding. An empty xs has mean 0.
 func meanVar(xs []float64) (mean, variance float64) {
 	switch {
 	case len(xs) == 0:

@@ -191,67 +191,6 @@ func TestHedgesG(t *testing.T) {
 	}
 }
 
-func TestBootstrapCI(t *testing.T) {
-	t.Run("TwoPoints", func(t *testing.T) {
-		// Resample means of {0, 1} are 0, 0.5, 1 with probabilities 1/4,
-		// 1/2, 1/4, so the 2.5th and 97.5th percentiles are 0 and 1.
-		ci := grpo.BootstrapCI([]float64{0, 1}, 4000, 1)
-		if got, want := ci, [2]float64{0, 1}; got != want {
-			t.Fatalf("BootstrapCI=%v, want %v", got, want)
-		}
-	})
-	t.Run("Skewed", func(t *testing.T) {
-		// Resample means of {0,0,0,1} are k/4, k ~ Binomial(4, 1/4):
-		// P(k=0) = 0.316 and P(k<=2) = 0.949 < 0.975 < P(k<=3) = 0.996,
-		// so the interval is [0, 0.75].
-		ci := grpo.BootstrapCI([]float64{0, 0, 0, 1}, 20000, 7)
-		if got, want := ci, [2]float64{0, 0.75}; got != want {
-			t.Fatalf("BootstrapCI=%v, want %v", got, want)
-		}
-	})
-	t.Run("Deterministic", func(t *testing.T) {
-		xs := []float64{0.2, 1.3, -0.4, 0.9, 0.5, 2.2, -1.1, 0.05}
-		a := grpo.BootstrapCI(xs, 2000, 42)
-		if b := grpo.BootstrapCI(xs, 2000, 42); a != b {
-			t.Fatalf("same seed: %v then %v", a, b)
-		}
-		if c := grpo.BootstrapCI(xs, 2000, 43); a == c {
-			t.Fatalf("seeds 42 and 43 both gave %v", a)
-		}
-		if s := grpo.Summarize(xs); a[0] >= s.Mean || a[1] <= s.Mean {
-			t.Fatalf("BootstrapCI=%v does not contain the mean %v", a, s.Mean)
-		}
-	})
-	t.Run("DefaultResamples", func(t *testing.T) {
-		xs := []float64{1, 2, 3, 4, 5}
-		if got, want := grpo.BootstrapCI(xs, 0, 3), grpo.BootstrapCI(xs, grpo.DefaultResamples, 3); got != want {
-			t.Fatalf("BootstrapCI(resamples 0)=%v, want %v", got, want)
-		}
-	})
-	for _, tt := range []struct {
-		name string
-		xs   []float64
-		want [2]float64
-	}{
-		{"Empty", nil, [2]float64{}},
-		{"One", []float64{4}, [2]float64{4, 4}},
-		{"Constant", []float64{0.1, 0.1, 0.1}, [2]float64{0.1, 0.1}},
-	} {
-		t.Run(tt.name, func(t *testing.T) {
-			if got := grpo.BootstrapCI(tt.xs, 100, 1); got != tt.want {
-				t.Fatalf("BootstrapCI(%v)=%v, want %v", tt.xs, got, tt.want)
-			}
-		})
-	}
-}
-
-func BenchmarkBootstrapCI(b *testing.B) {
-	xs := seq(1, 24)
-	for b.Loop() {
-		grpo.BootstrapCI(xs, grpo.DefaultResamples, 1)
-	}
-}
-
 // seq returns the integers lo..hi as float64s.
 func seq(lo, hi int) []float64 {
 	var xs []float64

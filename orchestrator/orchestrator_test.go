@@ -71,11 +71,11 @@ var refDefaults = config.EmbeddedDefaults{Model: refmodel.BaseModelName, Learnin
 
 func smallConfig(t *testing.T, name string, steps int) config.Config {
 	t.Helper()
-	cfg, err := config.ParseWith([]byte(fmt.Sprintf(`
+	cfg, err := config.Parse([]byte(fmt.Sprintf(`
 run: {name: %s, steps: %d, seed: 3}
 validation: {episodes: 8}
 inference: {adapters: {keep: 1}}
-`, name, steps)), refDefaults)
+`, name, steps)), config.WithEmbedded(refDefaults))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -398,7 +398,7 @@ func TestCurriculum(t *testing.T) {
 			if strings.Contains(c.yaml, "validation:") {
 				yaml = "run: {name: c, steps: 3}\n" + c.yaml
 			}
-			cfg, err := config.ParseWith([]byte(yaml), refDefaults)
+			cfg, err := config.Parse([]byte(yaml), config.WithEmbedded(refDefaults))
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -22,14 +22,6 @@ const (
 // Modes lists the accepted modes; the first is the default.
 var Modes = []Mode{Simultaneous, Sequential}
 
-// ParseMode accepts the names in Modes.
-func ParseMode(s string) (Mode, error) {
-	if m := Mode(s); slices.Contains(Modes, m) {
-		return m, nil
-	}
-	return "", fmt.Errorf("mode %q: accepted: %s", s, joinNames(Modes))
-}
-
 // EnvConfig parameterises one table.
 type EnvConfig struct {
 	N                int   `json:"n"`
@@ -108,9 +100,6 @@ func NewTable(cfg EnvConfig) (*Table, error) {
 	copy(t.snap, t.owner)
 	return t, nil
 }
-
-// Config returns the table's configuration.
-func (t *Table) Config() EnvConfig { return t.cfg }
 
 // Round is the 1-based round being played.
 func (t *Table) Round() int { return t.round }

@@ -91,7 +91,7 @@ func (s *Server) handleCreate(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, fmt.Sprintf("config key %s chooses a file path; the daemon owns its store and data directories: remove it", key))
 		return
 	}
-	cfg, err := config.ParseWith(body, stack.ConfigDefaults())
+	cfg, err := config.Parse(body, config.WithEmbedded(stack.ConfigDefaults()))
 	if err != nil {
 		writeError(w, http.StatusBadRequest, err.Error())
 		return

@@ -226,9 +226,7 @@ func TestRestartResumes(t *testing.T) {
 	s1 := e.MustStart(t, server.Options{})
 	launch(t, s1.URL(), "", smallRun("phoenix", 4))
 	waitRun(t, s1.URL(), "phoenix", time.Minute, "step 1", func(r runJSON) bool { return len(r.Steps) >= 2 })
-	if err := s1.Close(); err != nil {
-		t.Fatalf("Close: %v", err)
-	}
+	s1.Close()
 	run, err := e.store.GetRun(context.Background(), "phoenix")
 	if err != nil {
 		t.Fatal(err)
@@ -236,7 +234,7 @@ func TestRestartResumes(t *testing.T) {
 	if got, want := run.State, checkpoint.StateRunning; got != want {
 		t.Fatalf("state after shutdown=%s, want %s (resumable)", got, want)
 	}
-	before, _ := e.store.Steps(context.Background(), "phoenix")
+	_, before, _, _ := e.store.Snapshot(context.Background(), "phoenix")
 	if len(before) >= 5 {
 		t.Fatalf("run finished before the shutdown (%d steps): test proves nothing", len(before))
 	}
@@ -246,11 +244,7 @@ func TestRestartResumes(t *testing.T) {
 	if got, want := r.State, checkpoint.StateSucceeded; got != want {
 		t.Fatalf("state=%s (%s), want %s", got, r.Error, want)
 	}
-	steps, err := e.store.Steps(context.Background(), "phoenix")
-	if err != nil {
-		t.Fatal(err)
-	}
-	evals, err := e.store.Evaluations(context.Background(), "phoenix")
+	_, steps, evals, err := e.store.Snapshot(context.Background(), "phoenix")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -81,7 +81,6 @@ type Server struct {
 	ln      net.Listener
 	serveWG sync.WaitGroup
 	once    sync.Once
-	err     error
 }
 
 // New returns a Server and registers its metrics. It does no I/O.
@@ -112,10 +111,6 @@ func New(opts Options) *Server {
 	s.handler = s.routes()
 	return s
 }
-
-// Handler returns the daemon's HTTP handler: the API, /ws, /metrics and
-// the dashboard.
-func (s *Server) Handler() http.Handler { return s.handler }
 
 // ErrNoToken is returned by Start when the daemon would listen beyond
 // loopback without a token.
@@ -164,7 +159,7 @@ func (s *Server) URL() string {
 // Close stops serving, cancels every run, waits for them, and records the
 // runs it interrupted as running so that the next daemon resumes them.
 // Safe to call twice.
-func (s *Server) Close() error {
+func (s *Server) Close() {
 	s.once.Do(func() {
 		s.mu.Lock()
 		s.closing = true
@@ -184,7 +179,6 @@ func (s *Server) Close() error {
 		s.cancel()
 		s.wg.Wait()
 	})
-	return s.err
 }
 
 // Loopback reports whether addr (host:port) binds only loopback

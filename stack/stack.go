@@ -23,7 +23,7 @@ import (
 
 // ConfigDefaults are what a config running on the embedded reference
 // backend uses for the model names and learning rate it leaves unset: pass
-// them to config.ParseWith or config.LoadWith.
+// them to config.Parse or config.Load with config.WithEmbedded.
 func ConfigDefaults() config.EmbeddedDefaults {
 	return config.EmbeddedDefaults{Model: refmodel.BaseModelName, LearningRate: refmodel.DefaultLearningRate}
 }

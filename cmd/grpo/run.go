@@ -71,9 +71,9 @@ func (m *Main) run(ctx context.Context, args []string) error {
 		}
 	} else {
 		if *cfgPath != "" {
-			cfg, err = config.LoadWith(*cfgPath, stack.ConfigDefaults())
+			cfg, err = config.Load(*cfgPath, config.WithEmbedded(stack.ConfigDefaults()))
 		} else {
-			cfg, err = config.ParseWith(nil, stack.ConfigDefaults())
+			cfg, err = config.Parse(nil, config.WithEmbedded(stack.ConfigDefaults()))
 		}
 		if err != nil {
 			return err
