@@ -222,6 +222,8 @@ type openError struct {
 	errs []error
 }
 
+var _ error = (*openError)(nil)
+
 func (e *openError) Error() string   { return e.msg }
 func (e *openError) Unwrap() []error { return e.errs }
 

@@ -12,6 +12,14 @@ import (
 )
 
 // String formats d like time.Duration: "1m0s", "30m0s".
+var (
+	_ yaml.Unmarshaler = (*Duration)(nil)
+	_ yaml.Marshaler   = Duration(0)
+	_ json.Unmarshaler = (*Duration)(nil)
+	_ json.Marshaler   = Duration(0)
+	_ fmt.Stringer     = Duration(0)
+)
+
 func (d Duration) String() string { return time.Duration(d).String() }
 
 // ParseDuration accepts a Go duration ("60s", "30m", "1h30m") or a plain

@@ -17,6 +17,8 @@ type Error struct {
 
 // Error formats as "file:line:col: key: msg", dropping the parts that are
 // unknown.
+var _ error = (*Error)(nil)
+
 func (e *Error) Error() string {
 	var b strings.Builder
 	switch {

@@ -80,6 +80,8 @@ func yamlNumbers(v any) any {
 
 // MarshalJSON writes chat_template_kwargs even when empty: an omitted key
 // would read back as the default {"enable_thinking": false}.
+var _ json.Marshaler = Inference{}
+
 func (in Inference) MarshalJSON() ([]byte, error) {
 	type plain Inference
 	return json.Marshal(struct {

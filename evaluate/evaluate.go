@@ -25,6 +25,8 @@ type AllFailedError struct {
 	First string // the first episode's error
 }
 
+var _ error = (*AllFailedError)(nil)
+
 func (e *AllFailedError) Error() string {
 	what := "episode"
 	if e.What != "" {

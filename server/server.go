@@ -37,6 +37,8 @@ type Registry interface {
 	prometheus.Gatherer
 }
 
+var _ Registry = (*prometheus.Registry)(nil)
+
 // Options configure a Server.
 type Options struct {
 	Store *checkpoint.Store

@@ -172,6 +172,8 @@ func buildVersion() string {
 // listFlag is a repeatable string flag.
 type listFlag []string
 
+var _ flag.Value = (*listFlag)(nil)
+
 func (l *listFlag) String() string     { return strings.Join(*l, ",") }
 func (l *listFlag) Set(s string) error { *l = append(*l, s); return nil }
 
