@@ -29,6 +29,24 @@ func NewMain() *Main {
 	return &Main{Stdin: os.Stdin, Stdout: os.Stdout, Stderr: os.Stderr, Getenv: os.Getenv}
 }
 
+// Command is a subcommand in litestream's shape: ParseFlags reads the
+// command line and checks it, Run does the work.
+type Command interface {
+	ParseFlags(args []string) error
+	Run(ctx context.Context) error
+}
+
+// split runs the Command newCmd makes for m: flags first, then the work.
+func split(newCmd func(m *Main) Command) func(m *Main, ctx context.Context, args []string) error {
+	return func(m *Main, ctx context.Context, args []string) error {
+		c := newCmd(m)
+		if err := c.ParseFlags(args); err != nil {
+			return err
+		}
+		return c.Run(ctx)
+	}
+}
+
 type command struct {
 	name    string
 	summary string
@@ -38,14 +56,14 @@ type command struct {
 func commands() []command {
 	return []command{
 		{"run", "run GRPO training (no arguments: the embedded default)", (*Main).run},
-		{"runs", "list runs, or show one run's steps (runs show RUN)", (*Main).runs},
-		{"best", "print a run's selected step and adapter", (*Main).best},
+		{"runs", "list runs, or show one run's steps (runs show RUN)", split(func(m *Main) Command { return &RunsCommand{Main: m} })},
+		{"best", "print a run's selected step and adapter", split(func(m *Main) Command { return &BestCommand{Main: m} })},
 		{"serve", "run the daemon: HTTP API, /metrics, /ws, dashboard", (*Main).serve},
 		{"watch", "print a daemon's run events live (watch [RUN] --addr URL)", (*Main).watch},
-		{"refmodel", "serve the embedded reference backend on its own (refmodel serve)", (*Main).refmodel},
-		{"eval", "evaluate one or more models on the Dining Philosophers table", (*Main).eval},
-		{"compare", "compare two eval outputs (Welch's t-test, Hedges' g)", (*Main).compare},
-		{"version", "print the version", (*Main).version},
+		{"refmodel", "serve the embedded reference backend on its own (refmodel serve)", split(func(m *Main) Command { return &RefmodelCommand{Main: m} })},
+		{"eval", "evaluate one or more models on the Dining Philosophers table", split(func(m *Main) Command { return &EvalCommand{Main: m} })},
+		{"compare", "compare two eval outputs (Welch's t-test, Hedges' g)", split(func(m *Main) Command { return &CompareCommand{Main: m} })},
+		{"version", "print the version", split(func(m *Main) Command { return &VersionCommand{Main: m} })},
 	}
 }
 
@@ -133,12 +151,18 @@ func parse(fs *flag.FlagSet, args []string) error {
 	return nil
 }
 
-func (m *Main) version(ctx context.Context, args []string) error {
-	fs := m.newFlags("version", "Usage: grpo version\n\nPrints the version, the Go version and the source revision.")
-	if err := parse(fs, args); err != nil {
-		return err
-	}
-	fmt.Fprintf(m.Stdout, "grpo %s\n", buildVersion())
+// VersionCommand is `grpo version`.
+type VersionCommand struct{ *Main }
+
+// ParseFlags parses the command line of `grpo version`.
+func (c *VersionCommand) ParseFlags(args []string) error {
+	fs := c.newFlags("version", "Usage: grpo version\n\nPrints the version, the Go version and the source revision.")
+	return parse(fs, args)
+}
+
+// Run prints the version.
+func (c *VersionCommand) Run(ctx context.Context) error {
+	fmt.Fprintf(c.Stdout, "grpo %s\n", buildVersion())
 	return nil
 }
 

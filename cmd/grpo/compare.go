@@ -37,20 +37,34 @@ type comparison struct {
 	HedgesG float64    `json:"hedges_g"`
 }
 
-func (m *Main) compare(ctx context.Context, args []string) error {
-	fs := m.newFlags("compare", compareSynopsis)
-	asJSON := fs.Bool("json", false, "print JSON instead of a table")
+// CompareCommand is `grpo compare`.
+type CompareCommand struct {
+	*Main
+	json         bool
+	pathA, pathB string
+}
+
+// ParseFlags parses the command line of `grpo compare`.
+func (c *CompareCommand) ParseFlags(args []string) error {
+	fs := c.newFlags("compare", compareSynopsis)
+	fs.BoolVar(&c.json, "json", false, "print JSON instead of a table")
 	if err := parse(fs, args); err != nil {
 		return err
 	}
 	if fs.NArg() != 2 {
 		return usagef("want two files, A.jsonl and B.jsonl; got %d argument(s)", fs.NArg())
 	}
-	a, err := readEpisodes(fs.Arg(0))
+	c.pathA, c.pathB = fs.Arg(0), fs.Arg(1)
+	return nil
+}
+
+// Run compares the two files per table size and prints the comparisons.
+func (c *CompareCommand) Run(ctx context.Context) error {
+	a, err := readEpisodes(c.pathA)
 	if err != nil {
 		return err
 	}
-	b, err := readEpisodes(fs.Arg(1))
+	b, err := readEpisodes(c.pathB)
 	if err != nil {
 		return err
 	}
@@ -71,12 +85,12 @@ func (m *Main) compare(ctx context.Context, args []string) error {
 		})
 	}
 	if len(out) == 0 {
-		return fmt.Errorf("%s and %s share no table size n with scored episodes", fs.Arg(0), fs.Arg(1))
+		return fmt.Errorf("%s and %s share no table size n with scored episodes", c.pathA, c.pathB)
 	}
-	if *asJSON {
-		return json.NewEncoder(m.Stdout).Encode(map[string]any{"comparisons": out})
+	if c.json {
+		return json.NewEncoder(c.Stdout).Encode(map[string]any{"comparisons": out})
 	}
-	printComparisons(m.Stdout, out)
+	printComparisons(c.Stdout, out)
 	return nil
 }
 

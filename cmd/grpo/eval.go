@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"strings"
 	"sync"
 	"text/tabwriter"
@@ -43,6 +44,16 @@ type target struct {
 	apiKey    string
 }
 
+// EvalCommand is `grpo eval`: ParseFlags reads and checks the flags (and
+// the --models file), Run plays the episodes.
+type EvalCommand struct {
+	*Main
+	opts evalOptions
+	// embedded: no --base-url nor --models, so Run evaluates the embedded
+	// reference backend's base policy in-process.
+	embedded bool
+}
+
 type evalOptions struct {
 	targets     []target
 	ns          []int
@@ -58,8 +69,9 @@ type evalOptions struct {
 	json        bool
 }
 
-func (m *Main) eval(ctx context.Context, args []string) error {
-	fs := m.newFlags("eval", evalSynopsis)
+// ParseFlags parses the command line of `grpo eval`.
+func (c *EvalCommand) ParseFlags(args []string) error {
+	fs := c.newFlags("eval", evalSynopsis)
 	var models listFlag
 	baseURL := fs.String("base-url", "", "OpenAI-compatible base URL, including /v1 (e.g. http://127.0.0.1:8000/v1)")
 	fs.Var(&models, "model", "model name served at --base-url (repeatable)")
@@ -87,7 +99,8 @@ func (m *Main) eval(ctx context.Context, args []string) error {
 	if fs.NArg() > 0 {
 		return usagef("unexpected argument %q", fs.Arg(0))
 	}
-	o := evalOptions{episodes: *episodes, seed: *seed, concurrency: *concurrency, timeout: *timeout, retries: *retries, out: *out, json: *asJSON}
+	o := &c.opts
+	*o = evalOptions{episodes: *episodes, seed: *seed, concurrency: *concurrency, timeout: *timeout, retries: *retries, out: *out, json: *asJSON}
 	var err error
 	if o.ns, err = parseInts("n", *nList); err != nil {
 		return err
@@ -144,24 +157,34 @@ func (m *Main) eval(ctx context.Context, args []string) error {
 	case len(models) > 0:
 		return usagef("--model needs --base-url")
 	default:
+		c.embedded = true
+	}
+	return nil
+}
+
+// Run evaluates every model at every table size and prints the results.
+func (c *EvalCommand) Run(ctx context.Context) error {
+	o := c.opts
+	if c.embedded {
 		dir, err := os.MkdirTemp("", "grpo-eval-")
 		if err != nil {
 			return err
 		}
 		defer os.RemoveAll(dir)
-		e, err := stack.StartEmbedded(ctx, dir, *seed, nil)
+		e, err := stack.StartEmbedded(ctx, dir, o.seed, nil)
 		if err != nil {
 			return err
 		}
 		defer e.Close()
 		o.targets = []target{{Name: stack.EmbeddedModel, URL: e.InferenceURL}}
 	}
+	o.targets = slices.Clone(o.targets)
 	for i := range o.targets {
 		if env := o.targets[i].APIKeyEnv; env != "" {
-			o.targets[i].apiKey = m.Getenv(env)
+			o.targets[i].apiKey = c.Getenv(env)
 		}
 	}
-	return m.runEval(ctx, o)
+	return c.runEval(ctx, o)
 }
 
 func readTargets(path string) ([]target, error) {

@@ -19,11 +19,19 @@ trainer job API (/v1/jobs, /healthz) on one address. Its base model is
 served as "refmodel"; trained adapters are written under --data-dir.
 `
 
-func (m *Main) refmodel(ctx context.Context, args []string) error {
-	fs := m.newFlags("refmodel", refmodelSynopsis)
-	addr := fs.String("addr", "127.0.0.1:8000", "listen address")
-	dataDir := fs.String("data-dir", "refmodel-data", "directory for adapters and job records")
-	seed := fs.Int64("seed", 1, "seed of the server's sampler for requests without a seed")
+// RefmodelCommand is `grpo refmodel serve`.
+type RefmodelCommand struct {
+	*Main
+	addr, dataDir string
+	seed          int64
+}
+
+// ParseFlags parses the command line of `grpo refmodel serve`.
+func (c *RefmodelCommand) ParseFlags(args []string) error {
+	fs := c.newFlags("refmodel", refmodelSynopsis)
+	fs.StringVar(&c.addr, "addr", "127.0.0.1:8000", "listen address")
+	fs.StringVar(&c.dataDir, "data-dir", "refmodel-data", "directory for adapters and job records")
+	fs.Int64Var(&c.seed, "seed", 1, "seed of the server's sampler for requests without a seed")
 	if err := parse(fs, args); err != nil {
 		return err
 	}
@@ -36,11 +44,16 @@ func (m *Main) refmodel(ctx context.Context, args []string) error {
 	if fs.NArg() > 0 {
 		return usagef("unexpected argument %q", fs.Arg(0))
 	}
-	logger := slog.New(slog.NewTextHandler(m.Stderr, nil))
-	if err := os.MkdirAll(*dataDir, 0o755); err != nil {
+	return nil
+}
+
+// Run serves the reference backend until ctx ends.
+func (c *RefmodelCommand) Run(ctx context.Context) error {
+	logger := slog.New(slog.NewTextHandler(c.Stderr, nil))
+	if err := os.MkdirAll(c.dataDir, 0o755); err != nil {
 		return fmt.Errorf("data directory: %w", err)
 	}
-	b, err := refmodel.New(refmodel.Options{DataDir: *dataDir, Seed: *seed, Logger: logger})
+	b, err := refmodel.New(refmodel.Options{DataDir: c.dataDir, Seed: c.seed, Logger: logger})
 	if err != nil {
 		return err
 	}
@@ -48,10 +61,10 @@ func (m *Main) refmodel(ctx context.Context, args []string) error {
 		return err
 	}
 	defer b.Close()
-	ln, err := net.Listen("tcp", *addr)
+	ln, err := net.Listen("tcp", c.addr)
 	if err != nil {
-		return fmt.Errorf("listen on --addr %s: %w", *addr, err)
+		return fmt.Errorf("listen on --addr %s: %w", c.addr, err)
 	}
-	fmt.Fprintf(m.Stderr, "refmodel serving on http://%s (OpenAI base URL http://%s/v1, trainer http://%s)\n", ln.Addr(), ln.Addr(), ln.Addr())
+	fmt.Fprintf(c.Stderr, "refmodel serving on http://%s (OpenAI base URL http://%s/v1, trainer http://%s)\n", ln.Addr(), ln.Addr(), ln.Addr())
 	return b.Serve(ctx, ln)
 }

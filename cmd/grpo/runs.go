@@ -25,10 +25,19 @@ func newTable(w io.Writer) *tabwriter.Writer { return tabwriter.NewWriter(w, 0, 
 
 func welch(a, b []float64) grpo.WelchResult { return grpo.Welch(a, b) }
 
-func (m *Main) runs(ctx context.Context, args []string) error {
-	fs := m.newFlags("runs", runsSynopsis)
-	db := fs.String("db", config.Default().Run.DB, "bbolt store")
-	asJSON := fs.Bool("json", false, "print JSON")
+// RunsCommand is `grpo runs` and `grpo runs show RUN`.
+type RunsCommand struct {
+	*Main
+	db   string
+	json bool
+	show string // the run to show; empty lists the runs
+}
+
+// ParseFlags parses the command line of `grpo runs`.
+func (c *RunsCommand) ParseFlags(args []string) error {
+	fs := c.newFlags("runs", runsSynopsis)
+	fs.StringVar(&c.db, "db", config.Default().Run.DB, "bbolt store")
+	fs.BoolVar(&c.json, "json", false, "print JSON")
 	if err := parse(fs, args); err != nil {
 		return err
 	}
@@ -47,22 +56,31 @@ func (m *Main) runs(ctx context.Context, args []string) error {
 		if len(names) == 0 {
 			return usagef("runs show needs a run name")
 		}
-		return m.showRun(ctx, *db, names[0], *asJSON)
+		c.show = names[0]
+		return nil
 	}
 	if len(rest) > 0 {
 		return usagef("unexpected argument %q (want 'grpo runs' or 'grpo runs show RUN')", rest[0])
 	}
-	list, err := checkpoint.New(*db, checkpoint.Options{}).ListRuns(ctx)
+	return nil
+}
+
+// Run lists the runs, or shows one.
+func (c *RunsCommand) Run(ctx context.Context) error {
+	if c.show != "" {
+		return c.showRun(ctx, c.db, c.show, c.json)
+	}
+	list, err := checkpoint.New(c.db, checkpoint.Options{}).ListRuns(ctx)
 	if err != nil {
 		return err
 	}
-	if *asJSON {
+	if c.json {
 		if list == nil {
 			list = []checkpoint.RunSummary{}
 		}
-		return json.NewEncoder(m.Stdout).Encode(list)
+		return json.NewEncoder(c.Stdout).Encode(list)
 	}
-	tw := newTable(m.Stdout)
+	tw := newTable(c.Stdout)
 	fmt.Fprintln(tw, "NAME\tSTATE\tSTEPS\tBEST STEP\tCREATED")
 	for _, r := range list {
 		best := "-"
@@ -96,16 +114,24 @@ run's selection policy (best-validation by default), its adapter, its
 score, and the last step's score for comparison.
 `
 
-func (m *Main) best(ctx context.Context, args []string) error {
-	fs := m.newFlags("best", bestSynopsis)
-	db := fs.String("db", config.Default().Run.DB, "bbolt store")
-	asJSON := fs.Bool("json", false, "print JSON")
+// BestCommand is `grpo best`.
+type BestCommand struct {
+	*Main
+	db   string
+	json bool
+	name string // empty: the most recent run
+}
+
+// ParseFlags parses the command line of `grpo best`.
+func (c *BestCommand) ParseFlags(args []string) error {
+	fs := c.newFlags("best", bestSynopsis)
+	fs.StringVar(&c.db, "db", config.Default().Run.DB, "bbolt store")
+	fs.BoolVar(&c.json, "json", false, "print JSON")
 	if err := parse(fs, args); err != nil {
 		return err
 	}
-	name := ""
 	if fs.NArg() > 0 {
-		name = fs.Arg(0)
+		c.name = fs.Arg(0)
 		if err := parse(fs, fs.Args()[1:]); err != nil {
 			return err
 		}
@@ -113,14 +139,20 @@ func (m *Main) best(ctx context.Context, args []string) error {
 			return usagef("unexpected argument %q", fs.Arg(0))
 		}
 	}
-	store := checkpoint.New(*db, checkpoint.Options{})
+	return nil
+}
+
+// Run prints the run's selected step.
+func (c *BestCommand) Run(ctx context.Context) error {
+	name := c.name
+	store := checkpoint.New(c.db, checkpoint.Options{})
 	if name == "" {
 		list, err := store.ListRuns(ctx)
 		if err != nil {
 			return err
 		}
 		if len(list) == 0 {
-			return fmt.Errorf("no runs in %s", *db)
+			return fmt.Errorf("no runs in %s", c.db)
 		}
 		name = list[len(list)-1].Name
 	}
@@ -132,14 +164,14 @@ func (m *Main) best(ctx context.Context, args []string) error {
 		return fmt.Errorf("run %s has no selectable step yet under %s", name, r.run.Policy)
 	}
 	out := checkpoint.BestView{Run: name, Selection: *r.sel}
-	if *asJSON {
-		return json.NewEncoder(m.Stdout).Encode(out)
+	if c.json {
+		return json.NewEncoder(c.Stdout).Encode(out)
 	}
 	adapter := "base model (no adapter)"
 	if a := r.sel.Adapter; a != nil {
 		adapter = a.Name + " at " + a.Path
 	}
-	fmt.Fprintf(m.Stdout, "run %s: best step %d by %s (%s %.4f); adapter %s\nlast step %d: %.4f\n",
+	fmt.Fprintf(c.Stdout, "run %s: best step %d by %s (%s %.4f); adapter %s\nlast step %d: %.4f\n",
 		name, r.sel.Step, r.sel.Policy, r.run.Metric, r.sel.Value, adapter, r.sel.LastStep, r.sel.LastValue)
 	return nil
 }
