@@ -7,6 +7,9 @@ import (
 	"fmt"
 	"io"
 	"strconv"
+	"strings"
+
+	yaml "go.yaml.in/yaml/v3"
 )
 
 // JSON is the resolved config as JSON, for storing with the run. Parse
@@ -90,48 +93,79 @@ func (in Inference) MarshalJSON() ([]byte, error) {
 	}{plain(in), in.ChatTemplateKwargs})
 }
 
-// yamlSafeJSON rewrites the string literals of a JSON document that use
-// escapes YAML lacks ("\/", UTF-16 surrogate pairs such as "\ud83d\ude00")
-// into equivalent ones it reads. Other bytes, and so line numbers, stay.
-func yamlSafeJSON(data []byte) []byte {
-	if !bytes.ContainsRune(data, '\\') || !json.Valid(data) {
-		return data
+// jsonNode reads a JSON document into the YAML node tree Parse checks and
+// decodes, with the line and column of every value, so that a JSON config
+// gets the same errors as YAML and JSON's escapes ("\/", surrogate pairs),
+// which YAML lacks, are read as JSON reads them. ok is false when data is
+// not one valid JSON value: Parse then reads it as YAML.
+func jsonNode(data []byte) (n *yaml.Node, ok bool) {
+	if !json.Valid(data) {
+		return nil, false
 	}
-	out := make([]byte, 0, len(data))
-	for i := 0; i < len(data); i++ {
-		if data[i] != '"' {
-			out = append(out, data[i])
-			continue
-		}
-		end := i + 1
-		for data[end] != '"' {
-			if data[end] == '\\' {
-				end++
-			}
-			end++
-		}
-		lit := data[i : end+1]
-		if bytes.Contains(lit, []byte(`\/`)) || bytes.Contains(lit, []byte(`\u`)) {
-			lit = reencode(lit)
-		}
-		out = append(out, lit...)
-		i = end
+	r := jsonReader{data: data, dec: json.NewDecoder(bytes.NewReader(data))}
+	r.dec.UseNumber()
+	n, err := r.value()
+	if err != nil {
+		return nil, false
 	}
-	return out
+	return n, true
 }
 
-// reencode decodes a valid JSON string literal and encodes it again the
-// way encoding/json writes strings: UTF-8 as is, no "\/", no surrogates.
-func reencode(lit []byte) []byte {
-	var s string
-	if err := json.Unmarshal(lit, &s); err != nil {
-		return lit
+type jsonReader struct {
+	data []byte
+	dec  *json.Decoder
+}
+
+// pos is the line and column (1-based) of the next token.
+func (r *jsonReader) pos() (line, col int) {
+	off := int(r.dec.InputOffset())
+	for off < len(r.data) && strings.ContainsRune(" \t\r\n,:", rune(r.data[off])) {
+		off++
 	}
-	var b bytes.Buffer
-	enc := json.NewEncoder(&b)
-	enc.SetEscapeHTML(false)
-	if err := enc.Encode(s); err != nil {
-		return lit
+	line = 1 + bytes.Count(r.data[:off], []byte("\n"))
+	return line, off - bytes.LastIndexByte(r.data[:off], '\n')
+}
+
+func (r *jsonReader) value() (*yaml.Node, error) {
+	line, col := r.pos()
+	tok, err := r.dec.Token()
+	if err != nil {
+		return nil, err
 	}
-	return bytes.TrimSuffix(b.Bytes(), []byte("\n"))
+	n := &yaml.Node{Line: line, Column: col}
+	switch t := tok.(type) {
+	case json.Delim:
+		n.Kind, n.Tag, n.Style = yaml.MappingNode, "!!map", yaml.FlowStyle
+		if t == '[' {
+			n.Kind, n.Tag = yaml.SequenceNode, "!!seq"
+		}
+		for r.dec.More() {
+			if n.Kind == yaml.MappingNode {
+				k, err := r.value()
+				if err != nil {
+					return nil, err
+				}
+				n.Content = append(n.Content, k)
+			}
+			v, err := r.value()
+			if err != nil {
+				return nil, err
+			}
+			n.Content = append(n.Content, v)
+		}
+		if _, err := r.dec.Token(); err != nil { // the closing delimiter
+			return nil, err
+		}
+	// Scalars other than strings are left plain and untagged, so that
+	// YAML resolves the JSON literal as it would have in a YAML document.
+	case string:
+		n.Kind, n.Value, n.Style = yaml.ScalarNode, t, yaml.DoubleQuotedStyle
+	case json.Number:
+		n.Kind, n.Value = yaml.ScalarNode, t.String()
+	case bool:
+		n.Kind, n.Value = yaml.ScalarNode, strconv.FormatBool(t)
+	case nil:
+		n.Kind, n.Value = yaml.ScalarNode, "null"
+	}
+	return n, nil
 }

@@ -42,10 +42,12 @@ func Load(path string, opts ...Option) (Config, error) {
 	return parse(path, data, opts)
 }
 
-// Parse decodes a YAML document over Default(). JSON is YAML, so a JSON
-// object works too; an empty document is the default run. Unknown keys and
-// values of the wrong type are *Error values naming the key path and what
-// is accepted.
+// Parse decodes a YAML or JSON document over Default(); an empty document
+// is the default run. A document that is valid JSON is read as JSON (with
+// its escapes), otherwise as YAML; both are checked the same way. Unknown
+// keys and values of the wrong type are *Error values naming the key path,
+// line and column, and what is accepted. Stored configs are read with
+// FromJSON instead.
 //
 // Parse does not call Validate: callers may override fields first.
 func Parse(data []byte, opts ...Option) (Config, error) {
@@ -58,10 +60,14 @@ func parse(file string, data []byte, opts []Option) (Config, error) {
 		opt(&o)
 	}
 	cfg := Default()
-	data = yamlSafeJSON(data)
-	doc, err := document(file, data)
-	if err != nil {
-		return Config{}, err
+	doc, isJSON := jsonNode(data)
+	if !isJSON {
+		var err error
+		if doc, err = document(file, data); err != nil {
+			return Config{}, err
+		}
+	} else if doc.Kind == yaml.ScalarNode && doc.ShortTag() == "!!null" {
+		doc = nil
 	}
 	w := walker{file: file, set: make(map[string]bool), active: make(map[*yaml.Node]bool)}
 	if doc != nil {
@@ -72,9 +78,9 @@ func parse(file string, data []byte, opts []Option) (Config, error) {
 		if w.set["inference.chat_template_kwargs"] {
 			cfg.Inference.ChatTemplateKwargs = nil
 		}
-		dec := yaml.NewDecoder(bytes.NewReader(data))
-		dec.KnownFields(true)
-		if err := dec.Decode(&cfg); err != nil {
+		// The walk refused unknown keys, so decoding the checked tree
+		// is as strict as a KnownFields decoder.
+		if err := doc.Decode(&cfg); err != nil {
 			return Config{}, yamlError(file, err)
 		}
 	}
