@@ -139,3 +139,22 @@ func BenchmarkAdvantages(b *testing.B) {
 		grpo.Advantages(rewards, opt)
 	}
 }
+
+func TestParseStdAndBaseline(t *testing.T) {
+	for _, s := range grpo.Stds {
+		if got, err := grpo.ParseStd(string(s)); err != nil || got != s {
+			t.Errorf("ParseStd(%q)=%q, %v", s, got, err)
+		}
+	}
+	for _, b := range grpo.Baselines {
+		if got, err := grpo.ParseBaseline(string(b)); err != nil || got != b {
+			t.Errorf("ParseBaseline(%q)=%q, %v", b, got, err)
+		}
+	}
+	if _, err := grpo.ParseStd("sample"); err == nil || err.Error() != `"sample" is not accepted; accepted: population, unbiased` {
+		t.Errorf("ParseStd(sample)=%v", err)
+	}
+	if _, err := grpo.ParseBaseline("median"); err == nil || err.Error() != `"median" is not accepted; accepted: mean, leave-one-out` {
+		t.Errorf("ParseBaseline(median)=%v", err)
+	}
+}
