@@ -11,4 +11,3 @@ type RunListItem struct {
 	checkpoint.RunSummary
 	Hosted bool `json:"hosted"`
 }
-
