@@ -158,11 +158,11 @@ func countZero(outs []grpo.GroupOutcome) int {
 func (r *run) play(ctx context.Context, s int, split string, specs []rollout.EpisodeSpec) []rollout.Episode {
 	parallel := r.cfg.Inference.Concurrency/max(1, specs[0].Env.N) + 1
 	return r.runner().RunAll(ctx, specs, parallel, func(_ int, ep rollout.Episode) {
-		r.emit(s, EventEpisodeFinished, EpisodeFinished{
+		r.emit(Event{Type: EventEpisodeFinished, Step: s, EpisodeFinished: &EpisodeFinished{
 			Split: split, ID: ep.Spec.ID, N: ep.Spec.Env.N, Reward: ep.Reward, Errored: ep.Errored,
 			Deadlock: ep.Metrics.Deadlocked, Meals: ep.Metrics.TotalMeals, Invalid: ep.Metrics.Invalid,
 			Calls: ep.Metrics.LLMCalls, Seconds: ep.Seconds,
-		})
+		}})
 	})
 }
 
@@ -193,9 +193,9 @@ func (r *run) train(ctx context.Context, s int, req trainer.JobRequest) (*checkp
 	if err != nil {
 		return nil, trainer.Adapter{}, fmt.Errorf("submit trainer job %s: %w", req.ID, err)
 	}
-	r.emit(s, EventJobState, job)
+	r.emit(Event{Type: EventJobState, Step: s, JobState: jobState(job)})
 	job, err = r.o.opts.Trainer.Wait(ctx, req.ID, time.Duration(r.cfg.Trainer.JobTimeout), func(j trainer.Job) {
-		r.emit(s, EventJobState, j)
+		r.emit(Event{Type: EventJobState, Step: s, JobState: jobState(j)})
 	})
 	if err != nil {
 		return nil, trainer.Adapter{}, fmt.Errorf("trainer job %s: %w", req.ID, err)
@@ -219,7 +219,7 @@ func (r *run) load(ctx context.Context, s int, a trainer.Adapter) error {
 	}
 	r.adapter = &a
 	r.keeper.Track(name)
-	r.emit(s, EventAdapterLoaded, a)
+	r.emit(Event{Type: EventAdapterLoaded, Step: s, AdapterLoaded: &AdapterLoaded{Adapter{Name: a.Name, Path: a.Path}}})
 	return nil
 }
 
@@ -296,6 +296,6 @@ func (r *run) validate(ctx context.Context, s int) (*checkpoint.Evaluation, erro
 		ev.PerN = append(ev.PerN, checkpoint.EvalN{N: n, Episodes: part.Episodes - part.Errored,
 			RewardMean: part.Reward.Mean, DeadlockRate: part.DeadlockRate, MealsMean: part.MealsMean})
 	}
-	r.emit(s, EventValidationDone, *ev)
+	r.emit(Event{Type: EventValidationDone, Step: s, ValidationDone: validationDone(*ev)})
 	return ev, nil
 }

@@ -16,7 +16,7 @@ import (
 	"github.com/grpo-dev/grpo/grpo"
 	"github.com/grpo-dev/grpo/inference"
 	"github.com/grpo-dev/grpo/rollout"
-	"github.com/grpo-dev/grpo/stack"
+	"github.com/grpo-dev/grpo/run"
 )
 
 const evalSynopsis = `Usage: grpo eval [flags]
@@ -149,12 +149,12 @@ func (m *Main) eval(ctx context.Context, args []string) error {
 			return err
 		}
 		defer os.RemoveAll(dir)
-		e, err := stack.StartEmbedded(ctx, dir, *seed, nil)
+		e, err := run.StartEmbedded(ctx, dir, *seed, nil)
 		if err != nil {
 			return err
 		}
 		defer e.Close()
-		o.targets = []target{{Name: stack.EmbeddedModel, URL: e.InferenceURL}}
+		o.targets = []target{{Name: run.EmbeddedModel, URL: e.InferenceURL}}
 	}
 	for i := range o.targets {
 		if env := o.targets[i].APIKeyEnv; env != "" {

@@ -12,8 +12,7 @@ import (
 	"github.com/grpo-dev/grpo/checkpoint"
 	"github.com/grpo-dev/grpo/config"
 	"github.com/grpo-dev/grpo/orchestrator"
-	"github.com/grpo-dev/grpo/stack"
-	"github.com/grpo-dev/grpo/trainer"
+	"github.com/grpo-dev/grpo/run"
 )
 
 const runSynopsis = `Usage: grpo run [--config FILE] [--db PATH] [--resume RUN] [flags]
@@ -52,24 +51,30 @@ func (m *Main) run(ctx context.Context, args []string) error {
 		return usagef("unexpected argument %q", fs.Arg(0))
 	}
 
-	var cfg config.Config
-	var err error
+	if *resume != "" && (*cfgPath != "" || *name != "" || *steps != 0 || *seed != 0) {
+		return usagef("--resume uses the run's stored config: drop --config, --name, --steps and --seed")
+	}
+	logger := slog.New(slog.NewTextHandler(m.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	view := newRunView(m.Stderr, *quiet)
+	opts := run.Options{Getenv: m.Getenv, Logger: logger, Events: view.event, Interrupted: checkpoint.StateCancelled}
+	var r *run.Run
 	if *resume != "" {
-		if *cfgPath != "" || *name != "" || *steps != 0 || *seed != 0 {
-			return usagef("--resume uses the run's stored config: drop --config, --name, --steps and --seed")
-		}
 		path := *db
 		if path == "" {
 			path = config.Default().Run.DB
 		}
-		run, err := checkpoint.New(path, checkpoint.Options{}).GetRun(ctx, *resume)
-		if err != nil {
+		opts.Store = checkpoint.New(path, checkpoint.Options{})
+		opts.DataDir = *dataDir
+		if opts.DataDir == "" {
+			opts.DataDir = path + ".data"
+		}
+		var err error
+		if r, err = run.Reopen(ctx, *resume, opts); err != nil {
 			return err
 		}
-		if cfg, err = config.Parse(run.Config); err != nil {
-			return fmt.Errorf("stored config of run %s: %w", *resume, err)
-		}
 	} else {
+		var cfg config.Config
+		var err error
 		if *cfgPath != "" {
 			cfg, err = config.Load(*cfgPath)
 		} else {
@@ -87,43 +92,28 @@ func (m *Main) run(ctx context.Context, args []string) error {
 		if *seed != 0 {
 			cfg.Run.Seed = *seed
 		}
-	}
-	if *db != "" {
-		cfg.Run.DB = *db
-	}
-	if err := cfg.Validate(); err != nil {
-		return err
-	}
-	store := checkpoint.New(cfg.Run.DB, checkpoint.Options{})
-	if *resume == "" && cfg.Run.Name == "" {
-		prefix := fmt.Sprintf("dp%d-%s", cfg.Env.N, cfg.Reward.Function)
-		if cfg.Run.Name, err = store.UniqueRunName(ctx, prefix); err != nil {
+		if *db != "" {
+			cfg.Run.DB = *db
+		}
+		opts.Store = checkpoint.New(cfg.Run.DB, checkpoint.Options{})
+		opts.DataDir = *dataDir
+		if opts.DataDir == "" {
+			opts.DataDir = cfg.Run.DB + ".data"
+		}
+		if r, err = run.Open(ctx, cfg, opts); err != nil {
 			return err
 		}
 	}
+	defer r.Close()
 
-	logger := slog.New(slog.NewTextHandler(m.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	if *dataDir == "" {
-		*dataDir = cfg.Run.DB + ".data"
-	}
-	st, err := stack.Start(ctx, cfg, stack.Options{DataDir: *dataDir, Getenv: m.Getenv, Logger: logger})
-	if err != nil {
-		return err
-	}
-	defer st.Close()
-
-	view := newRunView(m.Stderr, *quiet)
-	o := orchestrator.New(orchestrator.Options{
-		Store: store, Completer: st.Completer, Trainer: st.Trainer, Adapters: st.Fleet,
-		Events: view.event, Logger: logger,
-	})
-	fmt.Fprintf(m.Stderr, "run %s: %d steps, n=%d, %s reward, store %s\n", cfg.Run.Name, cfg.Run.Steps, cfg.Env.N, cfg.Reward.Function, cfg.Run.DB)
-	start := time.Now()
-	if *resume != "" {
-		err = o.Resume(ctx, *resume)
+	cfg := r.Config()
+	if r.Finished() {
+		fmt.Fprintf(m.Stderr, "run %s already finished all its %d steps; store %s\n", cfg.Run.Name, cfg.Run.Steps, cfg.Run.DB)
 	} else {
-		err = o.Start(ctx, cfg)
+		fmt.Fprintf(m.Stderr, "run %s: %d steps, n=%d, %s reward, store %s\n", cfg.Run.Name, cfg.Run.Steps, cfg.Env.N, cfg.Reward.Function, cfg.Run.DB)
 	}
+	start := time.Now()
+	err := r.Play(ctx)
 	view.finish()
 	if err != nil {
 		if ctx.Err() != nil {
@@ -131,7 +121,7 @@ func (m *Main) run(ctx context.Context, args []string) error {
 		}
 		return fmt.Errorf("run %s: %w (see 'grpo runs show %s --db %s')", cfg.Run.Name, err, cfg.Run.Name, cfg.Run.DB)
 	}
-	report, err := loadReport(ctx, store, cfg.Run.Name)
+	report, err := loadReport(ctx, opts.Store, cfg.Run.Name)
 	if err != nil {
 		return err
 	}
@@ -162,41 +152,39 @@ func (v *runView) event(e orchestrator.Event) {
 	}
 	v.mu.Lock()
 	defer v.mu.Unlock()
-	switch e.Type {
-	case orchestrator.EventStepStarted:
-		d := e.Data.(orchestrator.StepStarted)
+	switch {
+	case e.StepStarted != nil:
 		if v.tty {
-			v.bar = newProgress(v.w, d.Episodes+d.Validation, fmt.Sprintf("step %2d", e.Step))
+			v.bar = newProgress(v.w, e.StepStarted.Episodes+e.StepStarted.Validation, fmt.Sprintf("step %2d", e.Step))
 		}
-	case orchestrator.EventEpisodeFinished:
+	case e.EpisodeFinished != nil:
 		if v.bar != nil {
 			v.bar.Add(1)
 		}
-	case orchestrator.EventJobState:
+	case e.JobState != nil:
 		if v.bar != nil {
-			j := e.Data.(trainer.Job)
+			j := e.JobState
 			v.bar.Describe(fmt.Sprintf("step %2d job %s %3.0f%%", e.Step, j.State, 100*j.Progress))
 		}
-	case orchestrator.EventStepCommitted:
+	case e.StepCommitted != nil:
 		if v.bar != nil {
 			v.bar.Finish()
 			v.bar = nil
 		}
-		s := e.Data.(checkpoint.Step)
-		line := fmt.Sprintf("step %2d committed", s.Step)
+		s := e.StepCommitted
+		line := fmt.Sprintf("step %2d committed", e.Step)
 		if s.Train != nil {
 			line += fmt.Sprintf("  train %.3f", s.Train.RewardMean)
 		}
-		if s.Job == nil && s.Step > 0 {
+		if s.Job == nil && e.Step > 0 {
 			line += "  (no signal: no job)"
 		}
 		fmt.Fprintln(v.w, line)
-	case orchestrator.EventValidationDone:
-		ev := e.Data.(checkpoint.Evaluation)
+	case e.ValidationDone != nil:
+		ev := e.ValidationDone
 		fmt.Fprintf(v.w, "step %2d validation %.3f [%.3f, %.3f] deadlock %.2f\n", e.Step, ev.RewardMean, ev.RewardCI95[0], ev.RewardCI95[1], ev.DeadlockRate)
-	case orchestrator.EventBestChanged:
-		sel := e.Data.(checkpoint.Selection)
-		fmt.Fprintf(v.w, "best step is now %d (%.3f)\n", sel.Step, sel.Value)
+	case e.BestChanged != nil:
+		fmt.Fprintf(v.w, "best step is now %d (%.3f)\n", e.BestChanged.Step, e.BestChanged.Value)
 	}
 }
 
