@@ -13,7 +13,7 @@ import (
 )
 
 // EmbeddedModel is the served name of the reference backend's base policy.
-const EmbeddedModel = "refmodel"
+const EmbeddedModel = refmodel.BaseModelName
 
 // Embedded is the reference backend started in-process: its inference
 // server and its trainer each on a loopback port, as a real deployment
