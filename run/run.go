@@ -71,10 +71,11 @@ type Run struct {
 // The run is recorded in the store when it plays. It fails with
 // checkpoint.ErrRunExists when the store holds a run of that name.
 func Open(ctx context.Context, cfg config.Config, opts Options) (*Run, error) {
-	opts = opts.withDefaults()
-	if opts.Store == nil {
-		return nil, errors.New("run: no store")
+	opts, err := opts.check()
+	if err != nil {
+		return nil, err
 	}
+	cfg.Run.DB = opts.Store.Path()
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
@@ -99,9 +100,9 @@ func Open(ctx context.Context, cfg config.Config, opts Options) (*Run, error) {
 // step, with the config it was started with. A run whose every step is
 // committed needs no peers: playing it only records it succeeded.
 func Reopen(ctx context.Context, name string, opts Options) (*Run, error) {
-	opts = opts.withDefaults()
-	if opts.Store == nil {
-		return nil, errors.New("run: no store")
+	opts, err := opts.check()
+	if err != nil {
+		return nil, err
 	}
 	rec, err := opts.Store.GetRun(ctx, name)
 	if err != nil {
@@ -126,7 +127,11 @@ func Reopen(ctx context.Context, name string, opts Options) (*Run, error) {
 	return r, nil
 }
 
-func (o Options) withDefaults() Options {
+// check applies the defaults and refuses what cannot work.
+func (o Options) check() (Options, error) {
+	if o.Store == nil {
+		return o, errors.New("run: no store")
+	}
 	if o.Getenv == nil {
 		o.Getenv = os.Getenv
 	}
@@ -136,7 +141,10 @@ func (o Options) withDefaults() Options {
 	if o.Interrupted == "" {
 		o.Interrupted = checkpoint.StateCancelled
 	}
-	return o
+	if o.Interrupted != checkpoint.StateCancelled && o.Interrupted != checkpoint.StateRunning {
+		return o, fmt.Errorf("run: Interrupted %q: want %s or %s", o.Interrupted, checkpoint.StateCancelled, checkpoint.StateRunning)
+	}
+	return o, nil
 }
 
 func (r *Run) start(ctx context.Context) error {
