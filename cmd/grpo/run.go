@@ -34,75 +34,99 @@ steps are kept, the in-flight trainer job is reattached, and no step is
 trained twice or skipped.
 `
 
+// runCommand is 'grpo run': what its flags ask for.
+type runCommand struct {
+	config, db, resume, name, dataDir string
+	steps                             int
+	seed                              int64
+	quiet                             bool
+}
+
 func (m *Main) run(ctx context.Context, args []string) error {
+	var c runCommand
+	if err := c.parse(m, args); err != nil {
+		return err
+	}
+	return c.play(ctx, m)
+}
+
+func (c *runCommand) parse(m *Main, args []string) error {
 	fs := m.newFlags("run", runSynopsis)
-	cfgPath := fs.String("config", "", "run configuration YAML (DESIGN §10); default: every field at its default")
-	db := fs.String("db", "", "bbolt store (default: run.db from the config, grpo.db)")
-	resume := fs.String("resume", "", "continue run RUN from its last committed step, with its stored config")
-	name := fs.String("name", "", "run name (default: run.name, or generated)")
-	steps := fs.Int("steps", 0, "training steps (default: run.steps, 16)")
-	seed := fs.Int64("seed", 0, "seed (default: run.seed, 1)")
-	dataDir := fs.String("data-dir", "", "embedded backend's adapters and jobs (default: <db>.data next to the store)")
-	quiet := fs.Bool("quiet", false, "no progress output on stderr")
+	fs.StringVar(&c.config, "config", "", "run configuration YAML (DESIGN §10); default: every field at its default")
+	fs.StringVar(&c.db, "db", "", "bbolt store (default: run.db from the config, grpo.db)")
+	fs.StringVar(&c.resume, "resume", "", "continue run RUN from its last committed step, with its stored config")
+	fs.StringVar(&c.name, "name", "", "run name (default: run.name, or generated)")
+	fs.IntVar(&c.steps, "steps", 0, "training steps (default: run.steps, 16)")
+	fs.Int64Var(&c.seed, "seed", 0, "seed (default: run.seed, 1)")
+	fs.StringVar(&c.dataDir, "data-dir", "", "embedded backend's adapters and jobs (default: <db>.data next to the store)")
+	fs.BoolVar(&c.quiet, "quiet", false, "no progress output on stderr")
 	if err := parse(fs, args); err != nil {
 		return err
 	}
 	if fs.NArg() > 0 {
 		return usagef("unexpected argument %q", fs.Arg(0))
 	}
-
-	if *resume != "" && (*cfgPath != "" || *name != "" || *steps != 0 || *seed != 0) {
+	if c.resume != "" && (c.config != "" || c.name != "" || c.steps != 0 || c.seed != 0) {
 		return usagef("--resume uses the run's stored config: drop --config, --name, --steps and --seed")
 	}
-	logger := slog.New(slog.NewTextHandler(m.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	view := newRunView(m.Stderr, *quiet)
-	opts := run.Options{Getenv: m.Getenv, Logger: logger, Events: view.event, Interrupted: checkpoint.StateCancelled}
-	var r *run.Run
-	if *resume != "" {
-		path := *db
-		if path == "" {
-			path = config.Default().Run.DB
-		}
+	return nil
+}
+
+// open opens the run the flags name: a stored one with --resume, else a
+// new one from the config file and the flags that override it.
+func (c *runCommand) open(ctx context.Context, opts run.Options) (*run.Run, error) {
+	withStore := func(path string) run.Options {
 		opts.Store = checkpoint.New(path, checkpoint.Options{})
-		opts.DataDir = *dataDir
+		opts.DataDir = c.dataDir
 		if opts.DataDir == "" {
 			opts.DataDir = path + ".data"
 		}
-		var err error
-		if r, err = run.Reopen(ctx, *resume, opts); err != nil {
-			return err
+		return opts
+	}
+	if c.resume != "" {
+		path := c.db
+		if path == "" {
+			path = config.Default().Run.DB
 		}
+		return run.Reopen(ctx, c.resume, withStore(path))
+	}
+	var cfg config.Config
+	var err error
+	if c.config != "" {
+		cfg, err = config.Load(c.config)
 	} else {
-		var cfg config.Config
-		var err error
-		if *cfgPath != "" {
-			cfg, err = config.Load(*cfgPath)
-		} else {
-			cfg, err = config.Parse(nil)
-		}
-		if err != nil {
-			return err
-		}
-		if *name != "" {
-			cfg.Run.Name = *name
-		}
-		if *steps != 0 {
-			cfg.Run.Steps = *steps
-		}
-		if *seed != 0 {
-			cfg.Run.Seed = *seed
-		}
-		if *db != "" {
-			cfg.Run.DB = *db
-		}
-		opts.Store = checkpoint.New(cfg.Run.DB, checkpoint.Options{})
-		opts.DataDir = *dataDir
-		if opts.DataDir == "" {
-			opts.DataDir = cfg.Run.DB + ".data"
-		}
-		if r, err = run.Open(ctx, cfg, opts); err != nil {
-			return err
-		}
+		cfg, err = config.Parse(nil)
+	}
+	if err != nil {
+		return nil, err
+	}
+	if c.name != "" {
+		cfg.Run.Name = c.name
+	}
+	if c.steps != 0 {
+		cfg.Run.Steps = c.steps
+	}
+	if c.seed != 0 {
+		cfg.Run.Seed = c.seed
+	}
+	if c.db != "" {
+		cfg.Run.DB = c.db
+	}
+	return run.Open(ctx, cfg, withStore(cfg.Run.DB))
+}
+
+// play opens the run, plays it with its progress on stderr, and prints
+// its table read back from the store.
+func (c *runCommand) play(ctx context.Context, m *Main) error {
+	view := newRunView(m.Stderr, c.quiet)
+	r, err := c.open(ctx, run.Options{
+		Getenv:      m.Getenv,
+		Logger:      slog.New(slog.NewTextHandler(m.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})),
+		Events:      view.event,
+		Interrupted: checkpoint.StateCancelled,
+	})
+	if err != nil {
+		return err
 	}
 	defer r.Close()
 
@@ -113,7 +137,7 @@ func (m *Main) run(ctx context.Context, args []string) error {
 		fmt.Fprintf(m.Stderr, "run %s: %d steps, n=%d, %s reward, store %s\n", cfg.Run.Name, cfg.Run.Steps, cfg.Env.N, cfg.Reward.Function, cfg.Run.DB)
 	}
 	start := time.Now()
-	err := r.Play(ctx)
+	err = r.Play(ctx)
 	view.finish()
 	if err != nil {
 		if ctx.Err() != nil {
@@ -121,7 +145,7 @@ func (m *Main) run(ctx context.Context, args []string) error {
 		}
 		return fmt.Errorf("run %s: %w (see 'grpo runs show %s --db %s')", cfg.Run.Name, err, cfg.Run.Name, cfg.Run.DB)
 	}
-	report, err := loadReport(ctx, opts.Store, cfg.Run.Name)
+	report, err := loadReport(ctx, checkpoint.New(cfg.Run.DB, checkpoint.Options{}), cfg.Run.Name)
 	if err != nil {
 		return err
 	}
