@@ -7,11 +7,12 @@
 //
 // # A run's state
 //
-// The orchestrator is the one writer of a run's state in the store, and
-// endState is the one place it is decided: running while it plays;
+// The orchestrator is the one writer of a run's state in the store: Start
+// and Resume record it running, and endState decides how it ended:
 // succeeded once every step is committed (also when Resume finds them all
-// committed already); failed when a step fails; and, when the context ends,
-// cancelled if the context was cancelled with cause ErrCancelled (a user
+// committed already, e.g. after a kill between the last commit and
+// recording the end); failed when a step fails; and, when the context
+// ends, cancelled if it was cancelled with cause ErrCancelled (a user
 // asked), else Options.Interrupted (default cancelled; the daemon says
 // running, so that its next start resumes the run).
 //
@@ -145,13 +146,14 @@ func (o *Orchestrator) Resume(ctx context.Context, name string) error {
 	if last, ok, err := o.opts.Store.LastStep(ctx, name); err != nil {
 		return fmt.Errorf("resume run %s: %w", name, err)
 	} else if ok && last >= cfg.Run.Steps {
-		// Killed between its last commit and recording its end: it succeeded.
-		if run.State != checkpoint.StateSucceeded {
-			if err := o.opts.Store.SetRunState(ctx, name, checkpoint.StateSucceeded, ""); err != nil {
-				return fmt.Errorf("resume run %s: %w", name, err)
+		// E.g. killed between its last commit and recording its end.
+		err := fmt.Errorf("resume run %s: %w (%d of %d steps)", name, ErrRunFinished, last, cfg.Run.Steps)
+		if state, msg := o.endState(ctx, err); run.State != state {
+			if serr := o.opts.Store.SetRunState(ctx, name, state, msg); serr != nil {
+				return fmt.Errorf("resume run %s: %w", name, serr)
 			}
 		}
-		return fmt.Errorf("resume run %s: %w (%d of %d steps)", name, ErrRunFinished, last, cfg.Run.Steps)
+		return err
 	}
 	if err := o.opts.Store.SetRunState(ctx, name, checkpoint.StateRunning, ""); err != nil {
 		return fmt.Errorf("resume run %s: %w", name, err)
@@ -178,7 +180,7 @@ func (o *Orchestrator) play(ctx context.Context, cfg config.Config, resumed bool
 // and its error message (see the package documentation).
 func (o *Orchestrator) endState(ctx context.Context, err error) (state, msg string) {
 	switch {
-	case err == nil:
+	case err == nil, errors.Is(err, ErrRunFinished):
 		return checkpoint.StateSucceeded, ""
 	case ctx.Err() == nil:
 		return checkpoint.StateFailed, err.Error()
