@@ -19,7 +19,7 @@ const EmbeddedModel = refmodel.BaseModelName
 // server and its trainer each on a loopback port, as a real deployment
 // has them on two services.
 type Embedded struct {
-	Backend      *refmodel.Backend
+	backend      *refmodel.Backend
 	InferenceURL string // with /v1
 	TrainerURL   string
 
@@ -40,7 +40,7 @@ func StartEmbedded(ctx context.Context, dataDir string, seed int64, logger *slog
 	if err := b.Open(); err != nil {
 		return nil, fmt.Errorf("embedded reference backend: %w", err)
 	}
-	e := &Embedded{Backend: b}
+	e := &Embedded{backend: b}
 	ctx, e.cancel = context.WithCancel(context.WithoutCancel(ctx))
 	inf, err := e.serve(ctx, b.InferenceHandler())
 	if err != nil {
@@ -84,7 +84,7 @@ func (e *Embedded) Close() error {
 	e.once.Do(func() {
 		e.cancel()
 		e.wg.Wait()
-		if err := e.Backend.Close(); err != nil {
+		if err := e.backend.Close(); err != nil {
 			e.errs = append(e.errs, err)
 		}
 	})
