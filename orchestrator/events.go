@@ -24,12 +24,6 @@ const (
 	EventRunFinished     = "run_finished"     // RunFinished
 )
 
-// EventTypes lists every event type, in the order a step emits them.
-var EventTypes = []string{
-	EventRunStarted, EventStepStarted, EventEpisodeFinished, EventJobState, EventAdapterLoaded,
-	EventValidationDone, EventBestChanged, EventStepCommitted, EventRunFinished,
-}
-
 // Event is one thing that happened in a run. Exactly one payload field is
 // set: the one Type names (none for a type this version does not know).
 // Its JSON form is {"type", "run", "step", "time", "data": payload}; see
