@@ -38,7 +38,7 @@ func sampleEvents() []orchestrator.Event {
 	e = ev(orchestrator.EventValidationDone, 2)
 	e.ValidationDone = &orchestrator.ValidationDone{Step: 2, Episodes: 8, Errored: 1, RewardMean: 0.5, RewardStd: 0.1,
 		RewardCI95: [2]float64{0.4, 0.6}, DeadlockRate: 0.25, MealsMean: 4, InvalidRate: 0.05,
-		PerN: []orchestrator.ValidationAtN{{N: 5, Episodes: 7, RewardMean: 0.5, DeadlockRate: 0.25, MealsMean: 4}},
+		PerN:    []orchestrator.ValidationAtN{{N: 5, Episodes: 7, RewardMean: 0.5, DeadlockRate: 0.25, MealsMean: 4}},
 		Rewards: []float64{0.5, 0.25}}
 	out = append(out, e)
 	e = ev(orchestrator.EventBestChanged, 2)
