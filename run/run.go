@@ -46,9 +46,9 @@ type Options struct {
 	// OnCall, when set, observes every LLM call (action decoded, latency,
 	// error).
 	OnCall func(action string, d time.Duration, err error)
-	// Completer, when set, wraps the client of the inference endpoints
+	// WrapCompleter, when set, wraps the client of the inference endpoints
 	// (to count and time requests).
-	Completer func(rollout.Completer) rollout.Completer
+	WrapCompleter func(rollout.Completer) rollout.Completer
 	// Interrupted is the state a run is left in when Play's context ends
 	// for another cause than orchestrator.ErrCancelled:
 	// checkpoint.StateCancelled (the default) or checkpoint.StateRunning.
@@ -181,8 +181,8 @@ func (r *Run) Play(ctx context.Context) error {
 	switch {
 	case r.peers != nil:
 		opts.Completer, opts.Trainer, opts.Adapters = r.peers.completer, r.peers.trainer, r.peers.fleet
-		if r.opts.Completer != nil {
-			opts.Completer = r.opts.Completer(opts.Completer)
+		if r.opts.WrapCompleter != nil {
+			opts.Completer = r.opts.WrapCompleter(opts.Completer)
 		}
 	case !r.finished:
 		return fmt.Errorf("run %s: closed", r.Name())

@@ -80,9 +80,9 @@ func (s *Server) host(ctx context.Context, name string, open func(run.Options) (
 			s.metrics.event(e)
 			s.hub.publish(e)
 		},
-		OnCall:      s.metrics.onCall(name),
-		Completer:   func(c rollout.Completer) rollout.Completer { return s.metrics.completer(name, c) },
-		Interrupted: checkpoint.StateRunning,
+		OnCall:        s.metrics.onCall(name),
+		WrapCompleter: func(c rollout.Completer) rollout.Completer { return s.metrics.completer(name, c) },
+		Interrupted:   checkpoint.StateRunning,
 	})
 	if err != nil {
 		release()
