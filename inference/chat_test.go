@@ -14,10 +14,16 @@ import (
 
 	openai "github.com/sashabaranov/go-openai"
 
+	"github.com/grpo-dev/grpo/internal/httpx"
 	"github.com/grpo-dev/grpo/rollout"
 )
 
 const okCompletion = `{"id":"c","object":"chat.completion","created":1,"model":"m","choices":[{"index":0,"message":{"role":"assistant","content":null,"tool_calls":[{"id":"t1","type":"function","function":{"name":"think","arguments":"{}"}}]},"logprobs":{"content":[{"token":"token_id:5","logprob":-0.25,"bytes":[1],"top_logprobs":[]}]},"finish_reason":"tool_calls","stop_reason":null}],"usage":{"prompt_tokens":3,"completion_tokens":1,"total_tokens":4}}`
+
+// fastRetry retries within milliseconds.
+func fastRetry(retries int) *httpx.Policy {
+	return &httpx.Policy{Retries: retries, BaseDelay: time.Millisecond}
+}
 
 func chatReq() *rollout.Request {
 	return &rollout.Request{ChatCompletionRequest: openai.ChatCompletionRequest{Model: "m", Messages: []openai.ChatCompletionMessage{{Role: "user", Content: "hi"}}}}
@@ -68,7 +74,7 @@ func TestChatRetriesThenSucceeds(t *testing.T) {
 		status(200, `not json at all`),
 		status(502, `<html>bad gateway</html>`),
 		status(200, okCompletion))
-	c := NewChatClient(srv.URL+"/v1", ChatOptions{Backoff: time.Millisecond})
+	c := NewChatClient(srv.URL+"/v1", ChatOptions{Retry: fastRetry(3)})
 	if _, err := c.Complete(context.Background(), chatReq()); err != nil {
 		t.Fatal(err)
 	}
@@ -79,7 +85,7 @@ func TestChatRetriesThenSucceeds(t *testing.T) {
 
 func TestChatGarbageGivesClearError(t *testing.T) {
 	srv, n := scripted(t, status(200, `{"hello":"world"}`))
-	c := NewChatClient(srv.URL+"/v1", ChatOptions{Backoff: time.Millisecond, Retries: 1})
+	c := NewChatClient(srv.URL+"/v1", ChatOptions{Retry: fastRetry(1)})
 	_, err := c.Complete(context.Background(), chatReq())
 	var ge *GarbageError
 	if !errors.As(err, &ge) || !strings.Contains(err.Error(), `{\"hello\":\"world\"}`) || !strings.Contains(err.Error(), srv.URL) {
@@ -92,7 +98,7 @@ func TestChatGarbageGivesClearError(t *testing.T) {
 
 func TestChatBadRequestIsNotRetried(t *testing.T) {
 	srv, n := scripted(t, status(404, `{"error":{"message":"The model `+"`m`"+` does not exist.","type":"NotFoundError","param":null,"code":404}}`))
-	c := NewChatClient(srv.URL+"/v1", ChatOptions{Backoff: time.Millisecond})
+	c := NewChatClient(srv.URL+"/v1", ChatOptions{Retry: fastRetry(3)})
 	_, err := c.Complete(context.Background(), chatReq())
 	if err == nil || !strings.Contains(err.Error(), "does not exist") || n.Load() != 1 {
 		t.Fatalf("err = %v after %d requests, want the server's message after 1", err, n.Load())
@@ -103,7 +109,7 @@ func TestChatHangTimesOut(t *testing.T) {
 	release := make(chan struct{})
 	srv, n := scripted(t, func(w http.ResponseWriter) { <-release })
 	defer close(release)
-	c := NewChatClient(srv.URL+"/v1", ChatOptions{RequestTimeout: 20 * time.Millisecond, Retries: 1, Backoff: time.Millisecond})
+	c := NewChatClient(srv.URL+"/v1", ChatOptions{RequestTimeout: 20 * time.Millisecond, Retry: fastRetry(1)})
 	_, err := c.Complete(context.Background(), chatReq())
 	var te *TimeoutError
 	if !errors.As(err, &te) || !strings.Contains(err.Error(), "no answer within 20ms") {
@@ -118,7 +124,7 @@ func TestChatConnectionRefused(t *testing.T) {
 	srv := httptest.NewServer(http.NotFoundHandler())
 	url := srv.URL
 	srv.Close()
-	c := NewChatClient(url+"/v1", ChatOptions{Backoff: time.Millisecond, Retries: 2})
+	c := NewChatClient(url+"/v1", ChatOptions{Retry: fastRetry(2)})
 	_, err := c.Complete(context.Background(), chatReq())
 	if err == nil || !strings.Contains(err.Error(), "3 attempt(s)") || !strings.Contains(err.Error(), "connection refused") {
 		t.Fatalf("err = %v", err)

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"math"
 	"sync"
 	"time"
 
@@ -140,7 +139,7 @@ func (e *episode) observe(a *agent) {
 func (e *episode) take(a *agent, c *Completion) string {
 	a.msgs = append(a.msgs, c.Choice.Message)
 	a.enc = append(a.enc, mustJSON(c.Choice.Message))
-	a.items = append(a.items, c.Raw)
+	a.items = append(a.items, c.Forwarded())
 	a.calls = a.calls[:0]
 	for _, tc := range c.Choice.Message.ToolCalls {
 		a.calls = append(a.calls, tc.ID)
@@ -148,7 +147,10 @@ func (e *episode) take(a *agent, c *Completion) string {
 	e.metrics.LLMCalls++
 	e.metrics.PromptTokens += c.Usage.PromptTokens
 	e.metrics.OutputTokens += c.Usage.CompletionTokens
-	action, _ := Decide(c.Choice.Message)
+	if c.Choice.FinishReason == openai.FinishReasonLength {
+		e.metrics.Truncated++
+	}
+	action, _ := DecideChoice(&c.Choice)
 	return action
 }
 
@@ -191,6 +193,7 @@ func (r *Runner) Run(ctx context.Context, spec EpisodeSpec) Episode {
 
 	m := table.Metrics()
 	m.LLMCalls, m.PromptTokens, m.OutputTokens = e.metrics.LLMCalls, e.metrics.PromptTokens, e.metrics.OutputTokens
+	m.Truncated = e.metrics.Truncated
 	out.Metrics = m
 	out.Transcripts = make([]Transcript, len(e.agents))
 	for i, a := range e.agents {
@@ -289,11 +292,6 @@ func (r *Runner) complete(ctx context.Context, spec EpisodeSpec, a *agent, round
 	if req.ToolChoice == "" {
 		req.ToolChoice = "auto"
 	}
-	if req.Temperature == 0 {
-		// go-openai omits a zero temperature (the server would then use
-		// its default, 1); the smallest float is greedy for vLLM (< 1e-5).
-		req.Temperature = math.SmallestNonzeroFloat32
-	}
 	seed := int(RequestSeed(spec.SampleSeed, a.id, round) & 0x7fffffff)
 	req.Seed = &seed
 	if err := r.Limit.acquire(ctx); err != nil {
@@ -305,7 +303,7 @@ func (r *Runner) complete(ctx context.Context, spec EpisodeSpec, a *agent, round
 	if r.OnCall != nil {
 		action := ""
 		if err == nil {
-			action, _ = Decide(c.Choice.Message)
+			action, _ = DecideChoice(&c.Choice)
 		}
 		r.OnCall(action, time.Since(t0), err)
 	}

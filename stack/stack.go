@@ -17,6 +17,7 @@ import (
 
 	"github.com/grpo-dev/grpo/config"
 	"github.com/grpo-dev/grpo/inference"
+	"github.com/grpo-dev/grpo/internal/httpx"
 	"github.com/grpo-dev/grpo/refmodel"
 	"github.com/grpo-dev/grpo/trainer"
 )
@@ -55,12 +56,12 @@ func Start(ctx context.Context, cfg config.Config, opts Options) (*Stack, error)
 		opts.Getenv = os.Getenv
 	}
 	inf := cfg.Inference
+	// One connection pool for the run, sized to its concurrency.
+	hc := httpx.NewHTTPClient(inf.Concurrency)
+	retry := httpx.DefaultPolicy()
+	retry.Retries = inf.Retries
 	chatOpts := func(apiKey string) inference.ChatOptions {
-		retries := inf.Retries
-		if retries == 0 {
-			retries = -1 // ChatOptions: 0 is the default, -1 none
-		}
-		return inference.ChatOptions{APIKey: apiKey, RequestTimeout: time.Duration(inf.RequestTimeout), Retries: retries}
+		return inference.ChatOptions{APIKey: apiKey, HTTPClient: hc, RequestTimeout: time.Duration(inf.RequestTimeout), Retry: &retry}
 	}
 	s := &Stack{Fleet: &inference.Fleet{Inplace: inf.Adapters.Naming == "inplace"}}
 	var trainerURL string
@@ -82,7 +83,7 @@ func Start(ctx context.Context, cfg config.Config, opts Options) (*Stack, error)
 		}
 		s.Embedded = e
 		s.Completer = inference.NewPool(inference.NewChatClient(e.InferenceURL, chatOpts("")))
-		s.Fleet.Endpoints = []*inference.AdminClient{inference.NewAdminClient(e.InferenceURL, inference.AdminOptions{})}
+		s.Fleet.Endpoints = []*inference.AdminClient{inference.NewAdminClient(e.InferenceURL, inference.AdminOptions{HTTPClient: hc})}
 		trainerURL = e.TrainerURL
 	} else {
 		var clients []*inference.ChatClient
@@ -92,7 +93,7 @@ func Start(ctx context.Context, cfg config.Config, opts Options) (*Stack, error)
 				env = "OPENAI_API_KEY"
 			}
 			key := opts.Getenv(env)
-			admin := inference.NewAdminClient(ep.URL, inference.AdminOptions{APIKey: key})
+			admin := inference.NewAdminClient(ep.URL, inference.AdminOptions{APIKey: key, HTTPClient: hc})
 			if err := admin.Probe(ctx); err != nil {
 				return nil, fmt.Errorf("inference endpoint: %w", err)
 			}
