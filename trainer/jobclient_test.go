@@ -11,6 +11,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/grpo-dev/grpo/internal/httpx"
 )
 
 func TestJobID(t *testing.T) {
@@ -227,7 +229,7 @@ func TestJobClient_ConnectionRefused(t *testing.T) {
 	tr := &countingTransport{}
 	opts := fastOptions()
 	opts.HTTPClient = &http.Client{Transport: tr}
-	opts.Retries = 2
+	opts.Retry = &httpx.Policy{Retries: 2, BaseDelay: time.Millisecond}
 	c := NewJobClient("http://"+addr, opts)
 	_, err = c.Submit(context.Background(), testRequest("r/step-0001"))
 	if !errors.Is(err, syscall.ECONNREFUSED) {
@@ -256,35 +258,13 @@ func TestJobClient_Cancel(t *testing.T) {
 	}
 }
 
-func TestBackoff(t *testing.T) {
-	b := &backoff{cur: 10 * time.Millisecond, max: 50 * time.Millisecond}
-	var got []time.Duration
-	for range 5 {
-		got = append(got, b.next(nil))
-	}
-	want := []time.Duration{10, 20, 40, 50, 50}
-	for i := range want {
-		if got[i] != want[i]*time.Millisecond {
-			t.Fatalf("backoff=%v, want %v ms", got, want)
-		}
-	}
-
-	b = &backoff{cur: 10 * time.Millisecond, max: 3 * time.Second}
-	if got, want := b.next(&StatusError{StatusCode: 429, RetryAfter: 2 * time.Second}), 2*time.Second; got != want {
-		t.Fatalf("next(Retry-After 2s)=%v, want %v", got, want)
-	}
-	if got, want := b.next(&StatusError{StatusCode: 429, RetryAfter: time.Minute}), 3*time.Second; got != want {
-		t.Fatalf("next(Retry-After 1m)=%v, want cap %v", got, want)
-	}
-}
-
 func TestNewJobClient_Defaults(t *testing.T) {
 	c := NewJobClient("http://127.0.0.1:7000/", JobClientOptions{})
 	if c.baseURL != "http://127.0.0.1:7000" || c.pollInterval != 200*time.Millisecond ||
-		c.maxPollInterval != 5*time.Second || c.retries != DefaultRetries {
-		t.Fatalf("defaults: %+v", c)
+		c.maxPollInterval != 5*time.Second || c.http.Policy() != httpx.DefaultPolicy() || c.http.Timeout() != DefaultRequestTimeout {
+		t.Fatalf("defaults: %+v, policy %+v", c, c.http.Policy())
 	}
-	if c := NewJobClient("x", JobClientOptions{Retries: -1}); c.retries != 0 {
-		t.Fatalf("Retries -1 gave %d retries, want 0", c.retries)
+	if c := NewJobClient("x", JobClientOptions{Retry: &httpx.Policy{Retries: -1}}); c.http.Policy().Retries != 0 {
+		t.Fatalf("Retries -1 gave %d retries, want 0", c.http.Policy().Retries)
 	}
 }
