@@ -14,10 +14,19 @@ import (
 // Sampling holds the request parameters every call of an episode uses.
 type Sampling struct {
 	Temperature        float32        `json:"temperature"`
+	TopP               float32        `json:"top_p,omitempty"` // 0 sends 1, the servers' default
 	MaxTokens          int            `json:"max_tokens,omitempty"`
 	ToolChoice         string         `json:"tool_choice,omitempty"` // auto (default), required, none
 	TopLogprobs        int            `json:"top_logprobs,omitempty"`
 	ChatTemplateKwargs map[string]any `json:"chat_template_kwargs,omitempty"`
+}
+
+// EffectiveTopP is the top_p requests carry: TopP, or 1 when unset.
+func (s Sampling) EffectiveTopP() float32 {
+	if s.TopP <= 0 {
+		return 1
+	}
+	return s.TopP
 }
 
 // EpisodeSpec is everything that determines one episode.
@@ -284,6 +293,7 @@ func (r *Runner) complete(ctx context.Context, spec EpisodeSpec, a *agent, round
 		Tools:              toolDefs,
 		ToolChoice:         spec.Sampling.ToolChoice,
 		Temperature:        spec.Sampling.Temperature,
+		TopP:               spec.Sampling.EffectiveTopP(),
 		MaxTokens:          spec.Sampling.MaxTokens,
 		LogProbs:           true,
 		TopLogProbs:        spec.Sampling.TopLogprobs,
