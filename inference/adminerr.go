@@ -47,6 +47,8 @@ func (e *AdminError) Error() string {
 // Unwrap exposes the sentinel the answer was recognised as.
 func (e *AdminError) Unwrap() error { return e.Err }
 
+var _ error = (*AdminError)(nil)
+
 // adminError describes a non-success answer; classify, if not nil, picks
 // the sentinel it matches.
 func (a answer) adminError(classify func(status int, se httpx.ServerError) error) *AdminError {

@@ -302,3 +302,25 @@ func TestChatAutoToolChoiceNeedsServerFlags(t *testing.T) {
 		t.Fatalf("%d requests, want 1 (a 400 is not retried)", n.Load())
 	}
 }
+
+// FuzzDecodeCompletion: any answer body is a completion or a GarbageError,
+// never a panic; an accepted one has a JSON object as its raw choice.
+func FuzzDecodeCompletion(f *testing.F) {
+	f.Add(okCompletion)
+	f.Add(vllmCompletion)
+	f.Add(`{"choices":[1]}`)
+	f.Add(`{"choices":[{}],"prompt_token_ids":null}`)
+	f.Fuzz(func(t *testing.T, body string) {
+		c, err := decodeCompletion([]byte(body))
+		if err != nil {
+			var ge *GarbageError
+			if !errors.As(err, &ge) {
+				t.Fatalf("error %v is not a GarbageError", err)
+			}
+			return
+		}
+		if !json.Valid(c.Forwarded()) {
+			t.Fatalf("forwarded choice %s is not JSON (from %q)", c.Forwarded(), body)
+		}
+	})
+}

@@ -30,6 +30,8 @@ func (e *TrajectoryError) Error() string {
 
 func (e *TrajectoryError) Unwrap() error { return e.Err }
 
+var _ error = (*TrajectoryError)(nil)
+
 // trajectoryItem is an element of messages_and_choices: a message (it has a
 // role) or a sampled choice (it has a message and logprobs).
 type trajectoryItem struct {

@@ -24,6 +24,11 @@ type notFoundError struct{ *StatusError }
 
 func (e notFoundError) Unwrap() []error { return []error{e.StatusError, ErrJobNotFound} }
 
+var (
+	_ error = notFoundError{}
+	_ error = (*JobError)(nil)
+)
+
 // classify marks a 404 as ErrJobNotFound.
 func classify(err error) error {
 	var se *StatusError

@@ -74,6 +74,12 @@ func (e *GarbageError) Unwrap() error { return e.Err }
 // ErrTooLarge is wrapped by the GarbageError of an answer over the cap.
 var ErrTooLarge = errors.New("answer larger than the body cap")
 
+var (
+	_ error = (*StatusError)(nil)
+	_ error = (*TimeoutError)(nil)
+	_ error = (*GarbageError)(nil)
+)
+
 // IsTransient reports whether err is worth another attempt: 429; a 5xx
 // other than 501 Not Implemented; an attempt timeout; a refused, reset or
 // dropped connection or another network failure. A cancelled or expired
@@ -141,16 +147,21 @@ func ParseErrorBody(body []byte) ServerError {
 			return ServerError{Message: v.Message, Type: v.Type, OpenAI: true}
 		case json.Unmarshal(v.Detail, &s) == nil && s != "":
 			return ServerError{Message: s}
-		case json.Unmarshal(v.Detail, &items) == nil && len(items) > 0:
-			msgs := make([]string, 0, len(items))
+		case json.Unmarshal(v.Detail, &items) == nil:
+			var msgs []string
 			for _, it := range items {
+				if it.Msg == "" {
+					continue
+				}
 				m := it.Msg
 				if len(it.Loc) > 0 {
 					m = string(it.Loc) + ": " + m
 				}
 				msgs = append(msgs, m)
 			}
-			return ServerError{Message: strings.Join(msgs, "; ")}
+			if len(msgs) > 0 {
+				return ServerError{Message: strings.Join(msgs, "; ")}
+			}
 		}
 	}
 	if len(bytes.TrimSpace(body)) == 0 {

@@ -373,3 +373,20 @@ func TestIsTransient(t *testing.T) {
 		}
 	}
 }
+
+// FuzzParseErrorBody: any body gives a message, never a panic, and a
+// short one: error messages quote, they do not copy.
+func FuzzParseErrorBody(f *testing.F) {
+	for _, s := range []string{`{"error":{"message":"m","type":"t"}}`, `{"error":"e"}`, `{"detail":[{"msg":"x"}]}`, `{"detail":"d"}`, `plain`, ``} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, body string) {
+		se := ParseErrorBody([]byte(body))
+		if se.Message == "" {
+			t.Fatalf("no message for %q", body)
+		}
+		if !strings.HasPrefix(strings.TrimSpace(body), "{") && len(se.Message) > 4*160 {
+			t.Fatalf("message of %d bytes for a non-JSON body", len(se.Message))
+		}
+	})
+}
