@@ -114,20 +114,6 @@ func (c *JobClient) Submit(ctx context.Context, req JobRequest) (Job, error) {
 	return job, nil
 }
 
-// Get returns the job's current state, retrying transient failures.
-func (c *JobClient) Get(ctx context.Context, id string) (Job, error) {
-	var job Job
-	err := c.request(ctx, http.MethodGet, c.jobURL(id), nil, func(r *httpx.Response) error {
-		var err error
-		job, err = decodeJob(r, id)
-		return err
-	})
-	if err != nil {
-		return Job{}, fmt.Errorf("get trainer job %s: %w", id, err)
-	}
-	return job, nil
-}
-
 // get polls the job once.
 func (c *JobClient) get(ctx context.Context, id string) (Job, error) {
 	var job Job

@@ -76,12 +76,12 @@ func TestJobClient_Submit_EmptyID(t *testing.T) {
 func TestJobClient_Get_RawSlashInPath(t *testing.T) {
 	f, srv := newFakeTrainer(t, Job{State: StateRunning, Progress: 0.25})
 	c := NewJobClient(srv.URL, fastOptions())
-	job, err := c.Get(context.Background(), "dp5/step-0003")
+	job, err := c.get(context.Background(), "dp5/step-0003")
 	if err != nil {
 		t.Fatal(err)
 	}
 	if got, want := job, (Job{ID: "dp5/step-0003", State: StateRunning, Progress: 0.25}); got != want {
-		t.Fatalf("Get()=%+v, want %+v", got, want)
+		t.Fatalf("get()=%+v, want %+v", got, want)
 	}
 	reqs, _, _ := f.counts()
 	if got, want := reqs[0], "GET /v1/jobs/dp5/step-0003"; got != want {
@@ -92,9 +92,9 @@ func TestJobClient_Get_RawSlashInPath(t *testing.T) {
 func TestJobClient_Get_NotFound(t *testing.T) {
 	_, srv := newFakeTrainer(t)
 	c := NewJobClient(srv.URL, fastOptions())
-	_, err := c.Get(context.Background(), "r/step-0001")
+	_, err := c.get(context.Background(), "r/step-0001")
 	if !errors.Is(err, ErrJobNotFound) {
-		t.Fatalf("Get()=%v, want ErrJobNotFound", err)
+		t.Fatalf("get()=%v, want ErrJobNotFound", err)
 	}
 	if !strings.Contains(err.Error(), "no job r/step-0001") {
 		t.Fatalf("error %q does not carry the body message", err)
@@ -180,9 +180,9 @@ func TestJobClient_Garbage(t *testing.T) {
 			}))
 			defer srv.Close()
 			c := NewJobClient(srv.URL, fastOptions())
-			_, err := c.Get(context.Background(), "r/step-0001")
+			_, err := c.get(context.Background(), "r/step-0001")
 			if err == nil {
-				t.Fatal("Get() accepted garbage")
+				t.Fatal("get() accepted garbage")
 			}
 			for _, want := range []string{srv.URL + "/v1/jobs/r/step-0001", tt.want} {
 				if !strings.Contains(err.Error(), want) {
@@ -198,9 +198,9 @@ func TestJobClient_Garbage_LongBodyQuotedShort(t *testing.T) {
 		_, _ = w.Write([]byte("<!DOCTYPE html>" + strings.Repeat("x", 10000)))
 	}))
 	defer srv.Close()
-	_, err := NewJobClient(srv.URL, fastOptions()).Get(context.Background(), "r/step-0001")
+	_, err := NewJobClient(srv.URL, fastOptions()).get(context.Background(), "r/step-0001")
 	if err == nil {
-		t.Fatal("Get() accepted HTML")
+		t.Fatal("get() accepted HTML")
 	}
 	if len(err.Error()) > 400 {
 		t.Fatalf("error is %d bytes long, want a short prefix: %q", len(err.Error()), err)
