@@ -390,3 +390,36 @@ func FuzzParseErrorBody(f *testing.F) {
 		}
 	})
 }
+
+func TestPolicy_Validate(t *testing.T) {
+	if err := DefaultPolicy().Validate(); err != nil {
+		t.Fatal(err)
+	}
+	for _, tt := range []struct {
+		p    Policy
+		want string
+	}{
+		{Policy{Retries: -1}, "retries: is -1; need 0 or more"},
+		{Policy{Budget: -time.Second}, "budget: is -1s"},
+		{Policy{BaseDelay: -1}, "base_delay:"},
+		{Policy{MaxDelay: -1}, "max_delay:"},
+		{Policy{Jitter: 1.5}, "jitter: is 1.5; need 0 to 1"},
+	} {
+		if err := tt.p.Validate(); err == nil || !strings.HasPrefix(err.Error(), tt.want) {
+			t.Errorf("Validate(%+v)=%v, want %q...", tt.p, err, tt.want)
+		}
+	}
+}
+
+func TestNewHTTPClient_PoolFollowsConcurrency(t *testing.T) {
+	for _, tt := range []struct{ concurrency, perHost int }{{64, 64}, {1, 2}, {500, 500}} {
+		tr := NewHTTPClient(tt.concurrency).Transport.(*http.Transport)
+		if tr.MaxIdleConnsPerHost != tt.perHost || tr.MaxIdleConns < tt.perHost || tr.DisableKeepAlives {
+			t.Errorf("NewHTTPClient(%d): idle per host %d, idle %d, keep-alive off %v; want %d per host with keep-alive",
+				tt.concurrency, tr.MaxIdleConnsPerHost, tr.MaxIdleConns, tr.DisableKeepAlives, tt.perHost)
+		}
+	}
+	if DefaultHTTPClient() != DefaultHTTPClient() {
+		t.Fatal("DefaultHTTPClient() is not shared")
+	}
+}

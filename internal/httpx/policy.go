@@ -12,6 +12,7 @@
 package httpx
 
 import (
+	"fmt"
 	"math/rand/v2"
 	"time"
 )
@@ -54,6 +55,25 @@ type Policy struct {
 // each wait random, and no time budget.
 func DefaultPolicy() Policy {
 	return Policy{Retries: DefaultRetries, BaseDelay: DefaultBaseDelay, MaxDelay: DefaultMaxDelay, Jitter: DefaultJitter}
+}
+
+// Validate reports the first setting out of range, naming it as a config
+// file would (retries, budget, base_delay, max_delay, jitter), so a config
+// can delegate to it.
+func (p Policy) Validate() error {
+	switch {
+	case p.Retries < 0:
+		return fmt.Errorf("retries: is %d; need 0 or more (0 = none)", p.Retries)
+	case p.Budget < 0:
+		return fmt.Errorf("budget: is %s; need 0 (none) or more", p.Budget)
+	case p.BaseDelay < 0:
+		return fmt.Errorf("base_delay: is %s; need 0 (default %s) or more", p.BaseDelay, DefaultBaseDelay)
+	case p.MaxDelay < 0:
+		return fmt.Errorf("max_delay: is %s; need 0 (default %s) or more", p.MaxDelay, DefaultMaxDelay)
+	case !(p.Jitter >= 0 && p.Jitter <= 1):
+		return fmt.Errorf("jitter: is %v; need 0 to 1", p.Jitter)
+	}
+	return nil
 }
 
 // normalized fills zero delays with the defaults and clamps the rest.
