@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -421,5 +422,28 @@ func TestNewHTTPClient_PoolFollowsConcurrency(t *testing.T) {
 	}
 	if DefaultHTTPClient() != DefaultHTTPClient() {
 		t.Fatal("DefaultHTTPClient() is not shared")
+	}
+}
+
+// TestConnectionsReused: answers are read whole, so sequential requests
+// share one kept-alive connection.
+func TestConnectionsReused(t *testing.T) {
+	var conns atomic.Int64
+	srv := httptest.NewUnstartedServer(answer(200, `{"ok":true}`))
+	srv.Config.ConnState = func(_ net.Conn, s http.ConnState) {
+		if s == http.StateNew {
+			conns.Add(1)
+		}
+	}
+	srv.Start()
+	defer srv.Close()
+	c := New(Options{HTTPClient: NewHTTPClient(4)})
+	for range 20 {
+		if _, _, err := c.Do(context.Background(), &Request{Method: "POST", URL: srv.URL, Body: []byte(`{}`)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := conns.Load(); got != 1 {
+		t.Fatalf("%d connections for 20 sequential requests, want 1", got)
 	}
 }
