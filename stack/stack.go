@@ -83,7 +83,7 @@ func Start(ctx context.Context, cfg config.Config, opts Options) (*Stack, error)
 		}
 		s.Embedded = e
 		s.Completer = inference.NewPool(inference.NewChatClient(e.InferenceURL, chatOpts("")))
-		s.Fleet.Endpoints = []*inference.AdminClient{inference.NewAdminClient(e.InferenceURL, inference.AdminOptions{HTTPClient: hc})}
+		s.Fleet.Endpoints = []*inference.AdminClient{inference.NewAdminClient(e.InferenceURL, inference.AdminOptions{HTTPClient: hc, Retry: &retry})}
 		trainerURL = e.TrainerURL
 	} else {
 		var clients []*inference.ChatClient
@@ -93,7 +93,7 @@ func Start(ctx context.Context, cfg config.Config, opts Options) (*Stack, error)
 				env = "OPENAI_API_KEY"
 			}
 			key := opts.Getenv(env)
-			admin := inference.NewAdminClient(ep.URL, inference.AdminOptions{APIKey: key, HTTPClient: hc})
+			admin := inference.NewAdminClient(ep.URL, inference.AdminOptions{APIKey: key, HTTPClient: hc, Retry: &retry})
 			if err := admin.Probe(ctx); err != nil {
 				return nil, fmt.Errorf("inference endpoint: %w", err)
 			}
