@@ -9,6 +9,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/url"
 	"strconv"
 	"strings"
 	"syscall"
@@ -101,9 +102,14 @@ func IsTransient(err error) bool {
 	if errors.Is(err, context.DeadlineExceeded) {
 		return false // the caller's deadline: attempts' own are TimeoutErrors
 	}
+	// *url.Error is a net.Error whatever its cause: judge the cause, so
+	// that a bad URL or certificate is not retried.
+	var ue *url.Error
+	if errors.As(err, &ue) {
+		err = ue.Err
+	}
 	var ne net.Error
-	var oe *net.OpError
-	return errors.As(err, &ne) || errors.As(err, &oe) ||
+	return errors.As(err, &ne) ||
 		errors.Is(err, syscall.ECONNREFUSED) || errors.Is(err, syscall.ECONNRESET) ||
 		errors.Is(err, syscall.EPIPE) || errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF)
 }

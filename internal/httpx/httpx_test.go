@@ -4,12 +4,15 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -368,6 +371,9 @@ func TestIsTransient(t *testing.T) {
 		{context.Canceled, false},
 		{context.DeadlineExceeded, false},
 		{errors.New("other"), false},
+		{&url.Error{Op: "Get", URL: "ftp://x", Err: errors.New(`unsupported protocol scheme "ftp"`)}, false},
+		{&url.Error{Op: "Post", URL: "http://x", Err: &net.OpError{Op: "dial", Err: syscall.ECONNREFUSED}}, true},
+		{&url.Error{Op: "Post", URL: "http://x", Err: io.ErrUnexpectedEOF}, true},
 	} {
 		if got := IsTransient(tt.err); got != tt.want {
 			t.Errorf("IsTransient(%v)=%v, want %v", tt.err, got, tt.want)
