@@ -4,15 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
-	"net/http"
 	"os"
 	"path/filepath"
-	"strings"
 	"time"
 
 	"github.com/grpo-dev/grpo/config"
 	"github.com/grpo-dev/grpo/inference"
+	"github.com/grpo-dev/grpo/internal/httpx"
 	"github.com/grpo-dev/grpo/trainer"
 )
 
@@ -43,12 +41,16 @@ const healthTimeout = 10 * time.Second
 func startPeers(ctx context.Context, cfg config.Config, opts Options) (*peers, error) {
 	dataDir, getenv := opts.DataDir, opts.Getenv
 	inf := cfg.Inference
+	// One connection pool for the run, sized to its concurrency, and one
+	// retry policy for every client of it.
+	hc := httpx.NewHTTPClient(inf.Concurrency)
+	retry := httpx.DefaultPolicy()
+	retry.Retries = inf.Retries
 	chatOpts := func(apiKey string) inference.ChatOptions {
-		retries := inf.Retries
-		if retries == 0 {
-			retries = -1 // ChatOptions: 0 is the default, -1 none
-		}
-		return inference.ChatOptions{APIKey: apiKey, RequestTimeout: time.Duration(inf.RequestTimeout), Retries: retries}
+		return inference.ChatOptions{APIKey: apiKey, HTTPClient: hc, RequestTimeout: time.Duration(inf.RequestTimeout), Retry: &retry}
+	}
+	adminOpts := func(apiKey string) inference.AdminOptions {
+		return inference.AdminOptions{APIKey: apiKey, HTTPClient: hc, Retry: &retry}
 	}
 	p := &peers{fleet: &inference.Fleet{Inplace: inf.Adapters.Naming == "inplace"}}
 	var trainerURL string
@@ -70,7 +72,7 @@ func startPeers(ctx context.Context, cfg config.Config, opts Options) (*peers, e
 		}
 		p.embedded = e
 		p.completer = inference.NewPool(inference.NewChatClient(e.InferenceURL, chatOpts("")))
-		p.fleet.Endpoints = []*inference.AdminClient{inference.NewAdminClient(e.InferenceURL, inference.AdminOptions{})}
+		p.fleet.Endpoints = []*inference.AdminClient{inference.NewAdminClient(e.InferenceURL, adminOpts(""))}
 		trainerURL = e.TrainerURL
 	} else {
 		var clients []*inference.ChatClient
@@ -81,12 +83,12 @@ func startPeers(ctx context.Context, cfg config.Config, opts Options) (*peers, e
 			}
 			key := getenv(env)
 			clients = append(clients, inference.NewChatClient(ep.URL, chatOpts(key)))
-			p.fleet.Endpoints = append(p.fleet.Endpoints, inference.NewAdminClient(ep.URL, inference.AdminOptions{APIKey: key}))
+			p.fleet.Endpoints = append(p.fleet.Endpoints, inference.NewAdminClient(ep.URL, adminOpts(key)))
 		}
 		p.completer = inference.NewPool(clients...)
 		trainerURL = cfg.Trainer.URL
 	}
-	p.trainer = trainer.NewJobClient(trainerURL, trainer.JobClientOptions{PollInterval: 20 * time.Millisecond, MaxPollInterval: 2 * time.Second})
+	p.trainer = trainer.NewJobClient(trainerURL, trainer.JobClientOptions{HTTPClient: hc, Retry: &retry, PollInterval: 20 * time.Millisecond, MaxPollInterval: 2 * time.Second})
 	if err := p.check(ctx, trainerURL); err != nil {
 		p.close()
 		return nil, err
@@ -105,28 +107,10 @@ func (p *peers) check(ctx context.Context, trainerURL string) error {
 			return fmt.Errorf("inference endpoint: %w", err)
 		}
 	}
-	if err := checkTrainer(ctx, trainerURL); err != nil {
-		return fmt.Errorf("trainer %s: %w (trainer.url must point at the job API: POST /v1/jobs, GET /healthz)", trainerURL, err)
-	}
-	return nil
-}
-
-// checkTrainer sends GET {url}/healthz, which the job API answers with 200.
-func checkTrainer(ctx context.Context, url string) error {
-	ctx, cancel := context.WithTimeout(ctx, healthTimeout)
+	cctx, cancel := context.WithTimeout(ctx, healthTimeout)
 	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, strings.TrimRight(url, "/")+"/healthz", nil)
-	if err != nil {
-		return err
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return fmt.Errorf("GET /healthz: %w", err)
-	}
-	defer resp.Body.Close()
-	body, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
-	if resp.StatusCode != http.StatusOK {
-		return fmt.Errorf("GET /healthz answered %s: %s", resp.Status, strings.TrimSpace(string(body)))
+	if err := p.trainer.Health(cctx); err != nil {
+		return fmt.Errorf("trainer %s: %w (trainer.url must point at the job API: POST /v1/jobs, GET /healthz)", trainerURL, err)
 	}
 	return nil
 }

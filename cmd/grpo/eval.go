@@ -15,6 +15,7 @@ import (
 
 	"github.com/grpo-dev/grpo/grpo"
 	"github.com/grpo-dev/grpo/inference"
+	"github.com/grpo-dev/grpo/internal/httpx"
 	"github.com/grpo-dev/grpo/rollout"
 	"github.com/grpo-dev/grpo/run"
 )
@@ -227,7 +228,7 @@ func (m *Main) runEval(ctx context.Context, o evalOptions) error {
 	var results []evalResult
 	for _, t := range o.targets {
 		runner := &rollout.Runner{
-			Client: inference.NewChatClient(t.URL, inference.ChatOptions{APIKey: t.apiKey, RequestTimeout: o.timeout, Retries: retriesOption(o.retries)}),
+			Client: inference.NewChatClient(t.URL, inference.ChatOptions{APIKey: t.apiKey, RequestTimeout: o.timeout, Retry: retryPolicy(o.retries)}),
 			Limit:  limit,
 		}
 		for _, n := range o.ns {
@@ -267,11 +268,11 @@ func (m *Main) runEval(ctx context.Context, o evalOptions) error {
 	return nil
 }
 
-func retriesOption(r int) int {
-	if r == 0 {
-		return -1 // ChatOptions: 0 means the default, -1 none
-	}
-	return r
+// retryPolicy is the default policy with the --retries count (0: none).
+func retryPolicy(retries int) *httpx.Policy {
+	p := httpx.DefaultPolicy()
+	p.Retries = retries
+	return &p
 }
 
 // evalSpecs builds the episodes of one model at one n. Episode e plays the
