@@ -12,6 +12,7 @@ import (
 
 	"github.com/grpo-dev/grpo/evaluate"
 	"github.com/grpo-dev/grpo/inference"
+	"github.com/grpo-dev/grpo/internal/httpx"
 	"github.com/grpo-dev/grpo/rollout"
 	"github.com/grpo-dev/grpo/rollout/rollouttest"
 )
@@ -65,7 +66,7 @@ func TestRun_AllFailed(t *testing.T) {
 	srv := rollouttest.New(rollouttest.WorkedExample)
 	defer srv.Close()
 	srv.Fail = func(int64) int { return http.StatusBadRequest }
-	client := inference.NewChatClient(srv.BaseURL(), inference.ChatOptions{RequestTimeout: 10 * time.Second, Retries: -1})
+	client := inference.NewChatClient(srv.BaseURL(), inference.ChatOptions{RequestTimeout: 10 * time.Second, Retry: &httpx.Policy{}})
 	_, err := evaluate.Run(context.Background(), evaluate.Options{Client: client, Concurrency: 4}, set(5))
 	if !errors.Is(err, evaluate.ErrAllFailed) {
 		t.Fatalf("Run()=%v, want ErrAllFailed", err)

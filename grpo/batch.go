@@ -2,6 +2,7 @@ package grpo
 
 import (
 	"math"
+	"strconv"
 
 	"github.com/grpo-dev/grpo/rollout"
 	"github.com/grpo-dev/grpo/trainer"
@@ -55,7 +56,9 @@ func meanPopStd(xs []float64) (float64, float64) {
 
 // Trajectories turns scored groups into trainer trajectories: every
 // philosopher's conversation of a scored episode carries the episode's
-// reward and advantage; trajectories with advantage 0 are not sent.
+// reward and advantage, and the sampling settings its requests were sent
+// with; trajectories with advantage 0 are not sent. PolicyStep is left
+// unset: the caller that knows which adapter sampled an episode sets it.
 func Trajectories(groups []Group, outcomes []GroupOutcome) []trainer.Trajectory {
 	var out []trainer.Trajectory
 	tools := rollout.ToolsJSON()
@@ -70,6 +73,7 @@ func Trajectories(groups []Group, outcomes []GroupOutcome) []trainer.Trajectory 
 			if adv == 0 {
 				continue
 			}
+			sampling := SamplingOf(ep.Spec)
 			for _, tr := range ep.Transcripts {
 				out = append(out, trainer.Trajectory{
 					MessagesAndChoices: tr.MessagesAndChoices,
@@ -79,9 +83,31 @@ func Trajectories(groups []Group, outcomes []GroupOutcome) []trainer.Trajectory 
 					Group:              g.ID,
 					Episode:            ep.Spec.ID,
 					Agent:              tr.Agent,
+					Sampling:           sampling,
 				})
 			}
 		}
 	}
 	return out
+}
+
+// SamplingOf is what an episode's requests were sampled with, as the
+// trainer is told (DESIGN §5): the served model name and the parameters
+// the agent sent. Float32 settings are carried at the precision they were
+// sent with (0.7 stays 0.7, not 0.699999988).
+func SamplingOf(spec rollout.EpisodeSpec) *trainer.Sampling {
+	return &trainer.Sampling{
+		Model:              spec.Model,
+		Temperature:        wire32(spec.Sampling.Temperature),
+		TopP:               wire32(spec.Sampling.EffectiveTopP()),
+		MaxTokens:          spec.Sampling.MaxTokens,
+		ChatTemplateKwargs: spec.Sampling.ChatTemplateKwargs,
+	}
+}
+
+// wire32 is the float64 whose shortest decimal form is the float32's, as
+// encoding/json writes a float32 into a request.
+func wire32(f float32) float64 {
+	v, _ := strconv.ParseFloat(strconv.FormatFloat(float64(f), 'g', -1, 32), 64)
+	return v
 }

@@ -3,6 +3,7 @@ package grpo
 import (
 	"encoding/json"
 	"math"
+	"strings"
 	"testing"
 
 	"github.com/grpo-dev/grpo/rollout"
@@ -52,5 +53,42 @@ func TestScoreAndTrajectories(t *testing.T) {
 	}
 	if len(trs[0].Tools) == 0 {
 		t.Fatal("trajectory without tools")
+	}
+}
+
+func TestTrajectoriesCarrySampling(t *testing.T) {
+	a, b := ep("a", 1, false), ep("b", 0, false)
+	for _, e := range []*rollout.Episode{&a, &b} {
+		e.Spec.Model = "o3-baseline-step-0001"
+		e.Spec.Sampling = rollout.Sampling{Temperature: 0.7, MaxTokens: 512, ChatTemplateKwargs: map[string]any{"enable_thinking": false}}
+	}
+	groups := []Group{{ID: "g1", Episodes: []rollout.Episode{a, b}}}
+	trs := Trajectories(groups, []GroupOutcome{Score(groups[0], DefaultAdvantageOptions())})
+	if len(trs) != 4 {
+		t.Fatalf("%d trajectories, want 4", len(trs))
+	}
+	got, err := json.Marshal(trs[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := `"sampling":{"model":"o3-baseline-step-0001","temperature":0.7,"top_p":1,"max_tokens":512,"chat_template_kwargs":{"enable_thinking":false}}}`
+	if !strings.HasSuffix(string(got), want) {
+		t.Fatalf("trajectory JSON %s\nwant it to end with %s (and no policy_step)", got, want)
+	}
+}
+
+func TestSamplingOf(t *testing.T) {
+	for _, tt := range []struct {
+		in         rollout.Sampling
+		temp, topP float64
+	}{
+		{rollout.Sampling{}, 0, 1}, // greedy is 0, not omitted; top_p unset is 1
+		{rollout.Sampling{Temperature: 1, TopP: 0.95}, 1, 0.95},
+		{rollout.Sampling{Temperature: 0.3, TopP: 0.9}, 0.3, 0.9},
+	} {
+		s := SamplingOf(rollout.EpisodeSpec{Model: "m", Sampling: tt.in})
+		if s.Model != "m" || s.Temperature != tt.temp || s.TopP != tt.topP {
+			t.Errorf("SamplingOf(%+v)=%+v, want temperature %v top_p %v", tt.in, s, tt.temp, tt.topP)
+		}
 	}
 }

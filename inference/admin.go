@@ -1,32 +1,35 @@
 package inference
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
-	"io"
 	"net/http"
 	"strings"
 	"time"
+
+	"github.com/grpo-dev/grpo/internal/httpx"
 )
 
 // AdminOptions configure an AdminClient. Zero values take the defaults.
 type AdminOptions struct {
 	APIKey         string        // sent as a bearer token; never logged
-	HTTPClient     *http.Client  // default http.DefaultClient
-	RequestTimeout time.Duration // per request; default 60s (loading an adapter takes seconds)
+	HTTPClient     *http.Client  // default httpx.DefaultHTTPClient()
+	RequestTimeout time.Duration // per attempt; default DefaultRequestTimeout (loading an adapter takes seconds)
+	// Retry is the retry policy of every request but Health (httpx.Policy:
+	// Retries extra attempts after the first, 0 none); nil takes
+	// httpx.DefaultPolicy().
+	Retry *httpx.Policy
 }
 
 // AdminClient manages one OpenAI-compatible endpoint beyond chat: LoRA
 // adapters (vLLM's runtime API), the model list, health and load. It is
 // safe for concurrent use.
 type AdminClient struct {
-	base    string // includes the API prefix, e.g. http://127.0.0.1:8000/v1
-	root    string // the server root, for /health and /metrics
-	apiKey  string
-	hc      *http.Client
-	timeout time.Duration
+	base string // includes the API prefix, e.g. http://127.0.0.1:8000/v1
+	root string // the server root, for /health and /metrics
+	http *httpx.Client
 }
 
 // NewAdminClient returns a client for baseURL, which includes the API
@@ -34,20 +37,18 @@ type AdminClient struct {
 // from the server root, baseURL without a trailing /v1. It does no I/O.
 func NewAdminClient(baseURL string, opts AdminOptions) *AdminClient {
 	base := strings.TrimRight(baseURL, "/")
-	c := &AdminClient{
-		base:    base,
-		root:    strings.TrimSuffix(base, "/v1"),
-		apiKey:  opts.APIKey,
-		hc:      opts.HTTPClient,
-		timeout: opts.RequestTimeout,
+	if opts.RequestTimeout <= 0 {
+		opts.RequestTimeout = DefaultRequestTimeout
 	}
-	if c.hc == nil {
-		c.hc = http.DefaultClient
+	retry := httpx.DefaultPolicy()
+	if opts.Retry != nil {
+		retry = *opts.Retry
 	}
-	if c.timeout <= 0 {
-		c.timeout = 60 * time.Second
+	return &AdminClient{
+		base: base,
+		root: strings.TrimSuffix(base, "/v1"),
+		http: httpx.New(httpx.Options{HTTPClient: opts.HTTPClient, Retry: retry, Timeout: opts.RequestTimeout, BearerToken: opts.APIKey}),
 	}
-	return c
 }
 
 // URL is the endpoint's base URL, with its API prefix.
@@ -104,10 +105,11 @@ func (c *AdminClient) models(ctx context.Context) ([]Model, error) {
 	return *list.Data, nil
 }
 
-// Health checks GET /health on the server root: vLLM answers 200 while its
-// engine is alive.
+// Health checks GET /health on the server root once, without retries: it
+// reports the endpoint as it is now. vLLM answers 200 while its engine is
+// alive.
 func (c *AdminClient) Health(ctx context.Context) error {
-	a, err := c.do(ctx, http.MethodGet, c.root+"/health", nil)
+	a, err := c.send(ctx, &httpx.Request{Method: http.MethodGet, URL: c.root + "/health"}, false)
 	if err == nil && (a.status < 200 || a.status > 299) {
 		err = a.adminError(nil)
 	}
@@ -123,52 +125,42 @@ type answer struct {
 	status      int
 	contentType string
 	body        []byte
+	server      httpx.ServerError // what an error body said
 }
 
-// maxAnswer bounds how much of an answer is read.
-const maxAnswer = 8 << 20
-
-// do sends one request; body, if not nil, is sent as JSON. Only transport
-// failures are errors: callers judge the status.
+// do sends one request with retries; body, if not nil, is sent as JSON.
+// Only transport failures are errors: callers judge the status.
 func (c *AdminClient) do(ctx context.Context, method, url string, body any) (answer, error) {
-	ctx, cancel := context.WithTimeout(ctx, c.timeout)
-	defer cancel()
-	var rd io.Reader
+	req := &httpx.Request{Method: method, URL: url}
 	if body != nil {
 		data, err := json.Marshal(body)
 		if err != nil {
 			return answer{}, err
 		}
-		rd = bytes.NewReader(data)
+		req.Body = data
 	}
-	req, err := http.NewRequestWithContext(ctx, method, url, rd)
-	if err != nil {
-		return answer{}, err
-	}
-	if body != nil {
-		req.Header.Set("Content-Type", "application/json")
-	}
-	if c.apiKey != "" {
-		req.Header.Set("Authorization", "Bearer "+c.apiKey)
-	}
-	return c.send(req)
+	return c.send(ctx, req, true)
 }
 
-func (c *AdminClient) send(req *http.Request) (answer, error) {
-	resp, err := c.hc.Do(req)
-	if err != nil {
+// send makes the request, with the client's retries when retry is set,
+// and turns a non-2xx status into an answer.
+func (c *AdminClient) send(ctx context.Context, req *httpx.Request, retry bool) (answer, error) {
+	var resp *httpx.Response
+	var err error
+	if retry {
+		resp, _, err = c.http.Do(ctx, req)
+	} else {
+		resp, err = c.http.Send(ctx, req)
+	}
+	var se *httpx.StatusError
+	switch {
+	case errors.As(err, &se):
+		return answer{
+			method: se.Method, url: se.URL, status: se.StatusCode, contentType: se.ContentType, body: se.Body,
+			server: httpx.ServerError{Message: se.Message, Type: se.Type, OpenAI: se.OpenAI},
+		}, nil
+	case err != nil:
 		return answer{}, err
 	}
-	defer resp.Body.Close()
-	data, err := io.ReadAll(io.LimitReader(resp.Body, maxAnswer))
-	if err != nil {
-		return answer{}, fmt.Errorf("%s %s: read answer: %w", req.Method, req.URL, err)
-	}
-	return answer{
-		method:      req.Method,
-		url:         req.URL.String(),
-		status:      resp.StatusCode,
-		contentType: resp.Header.Get("Content-Type"),
-		body:        data,
-	}, nil
+	return answer{method: resp.Method, url: resp.URL, status: resp.StatusCode, contentType: resp.Header.Get("Content-Type"), body: resp.Body}, nil
 }

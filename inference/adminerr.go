@@ -2,12 +2,12 @@ package inference
 
 import (
 	"bytes"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
 	"strings"
 
+	"github.com/grpo-dev/grpo/internal/httpx"
 	"github.com/grpo-dev/grpo/internal/quote"
 )
 
@@ -47,54 +47,16 @@ func (e *AdminError) Error() string {
 // Unwrap exposes the sentinel the answer was recognised as.
 func (e *AdminError) Unwrap() error { return e.Err }
 
-// serverError is what a server said in an error body.
-type serverError struct {
-	typ, message string
-	vllm         bool // the body is vLLM's (or OpenAI's) error object
-}
-
-// parseServerError reads vLLM's error body, nested ({"error":{...}}, as
-// ErrorBody) or flat ({"object":"error","message":...}, older vLLM), or a
-// FastAPI {"detail":...}.
-func parseServerError(body []byte) (serverError, bool) {
-	var nested ErrorBody
-	if json.Unmarshal(body, &nested) == nil && nested.Error.Message != "" {
-		return serverError{typ: nested.Error.Type, message: nested.Error.Message, vllm: true}, true
-	}
-	var flat struct {
-		Message string `json:"message"`
-		Type    string `json:"type"`
-		Detail  any    `json:"detail"`
-	}
-	if json.Unmarshal(body, &flat) != nil {
-		return serverError{}, false
-	}
-	if flat.Message != "" {
-		return serverError{typ: flat.Type, message: flat.Message, vllm: true}, true
-	}
-	if s, ok := flat.Detail.(string); ok && s != "" {
-		return serverError{message: s}, true
-	}
-	return serverError{}, false
-}
+var _ error = (*AdminError)(nil)
 
 // adminError describes a non-success answer; classify, if not nil, picks
 // the sentinel it matches.
-func (a answer) adminError(classify func(status int, se serverError) error) *AdminError {
-	e := &AdminError{Method: a.method, URL: a.url, StatusCode: a.status}
-	se, ok := parseServerError(a.body)
-	switch {
-	case ok:
-		e.Type, e.Message = se.typ, se.message
-	case len(bytes.TrimSpace(a.body)) == 0:
-		e.Message = "empty body"
-	default:
-		e.Message = quote.Body(a.body)
-	}
+func (a answer) adminError(classify func(status int, se httpx.ServerError) error) *AdminError {
+	e := &AdminError{Method: a.method, URL: a.url, StatusCode: a.status, Type: a.server.Type, Message: a.server.Message}
 	if classify != nil {
-		e.Err = classify(a.status, se)
+		e.Err = classify(a.status, a.server)
 	}
-	if a.status == http.StatusNotFound && !se.vllm && strings.Contains(a.url, "_lora_adapter") {
+	if a.status == http.StatusNotFound && !a.server.OpenAI && strings.Contains(a.url, "_lora_adapter") {
 		// The route itself is missing, not the adapter.
 		e.Message += " (no runtime LoRA API here: start vLLM with --enable-lora and VLLM_ALLOW_RUNTIME_LORA_UPDATING=True)"
 	}
@@ -103,8 +65,8 @@ func (a answer) adminError(classify func(status int, se serverError) error) *Adm
 
 // classifyLoad recognises vLLM's "The lora adapter 'x' has already been
 // loaded" answer.
-func classifyLoad(status int, se serverError) error {
-	if status == http.StatusBadRequest && se.vllm && strings.Contains(strings.ToLower(se.message), "already") {
+func classifyLoad(status int, se httpx.ServerError) error {
+	if status == http.StatusBadRequest && se.OpenAI && strings.Contains(strings.ToLower(se.Message), "already") {
 		return ErrAdapterExists
 	}
 	return nil
@@ -113,12 +75,12 @@ func classifyLoad(status int, se serverError) error {
 // classifyUnload recognises vLLM's "The lora adapter 'x' cannot be found"
 // answer: 404 NotFoundError in current vLLM, 400 in older ones. A 404 that
 // is not vLLM's error body is a missing route, not a missing adapter.
-func classifyUnload(status int, se serverError) error {
-	if !se.vllm {
+func classifyUnload(status int, se httpx.ServerError) error {
+	if !se.OpenAI {
 		return nil
 	}
-	msg := strings.ToLower(se.message)
-	if status == http.StatusNotFound || se.typ == "NotFoundError" ||
+	msg := strings.ToLower(se.Message)
+	if status == http.StatusNotFound || se.Type == "NotFoundError" ||
 		(status == http.StatusBadRequest && (strings.Contains(msg, "cannot be found") || strings.Contains(msg, "not found"))) {
 		return ErrAdapterNotFound
 	}

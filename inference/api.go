@@ -1,7 +1,12 @@
-// Package inference talks to OpenAI-compatible inference servers beyond chat
-// completions: LoRA adapter loading (vLLM's runtime API), model listing,
-// health and back-pressure metrics. This file holds the wire types; the
-// reference backend serves the same ones.
+// Package inference talks to OpenAI-compatible inference servers (vLLM,
+// the embedded reference backend, any OpenAI-compatible API): chat
+// completions that keep each sampled choice as the server returned it
+// (ChatClient, spread over replicas by Pool), LoRA adapter loading through
+// vLLM's runtime API and model listing (AdminClient, across replicas by
+// Fleet), health and back-pressure metrics. Every request goes through
+// internal/httpx, so ChatOptions.Retry and AdminOptions.Retry mean the
+// same thing. This file holds the admin wire types; the reference backend
+// serves the same ones.
 package inference
 
 // LoadAdapterRequest is the body of POST /v1/load_lora_adapter.

@@ -14,10 +14,16 @@ import (
 
 	openai "github.com/sashabaranov/go-openai"
 
+	"github.com/grpo-dev/grpo/internal/httpx"
 	"github.com/grpo-dev/grpo/rollout"
 )
 
 const okCompletion = `{"id":"c","object":"chat.completion","created":1,"model":"m","choices":[{"index":0,"message":{"role":"assistant","content":null,"tool_calls":[{"id":"t1","type":"function","function":{"name":"think","arguments":"{}"}}]},"logprobs":{"content":[{"token":"token_id:5","logprob":-0.25,"bytes":[1],"top_logprobs":[]}]},"finish_reason":"tool_calls","stop_reason":null}],"usage":{"prompt_tokens":3,"completion_tokens":1,"total_tokens":4}}`
+
+// fastRetry retries within milliseconds.
+func fastRetry(retries int) *httpx.Policy {
+	return &httpx.Policy{Retries: retries, BaseDelay: time.Millisecond}
+}
 
 func chatReq() *rollout.Request {
 	return &rollout.Request{ChatCompletionRequest: openai.ChatCompletionRequest{Model: "m", Messages: []openai.ChatCompletionMessage{{Role: "user", Content: "hi"}}}}
@@ -68,7 +74,7 @@ func TestChatRetriesThenSucceeds(t *testing.T) {
 		status(200, `not json at all`),
 		status(502, `<html>bad gateway</html>`),
 		status(200, okCompletion))
-	c := NewChatClient(srv.URL+"/v1", ChatOptions{Backoff: time.Millisecond})
+	c := NewChatClient(srv.URL+"/v1", ChatOptions{Retry: fastRetry(3)})
 	if _, err := c.Complete(context.Background(), chatReq()); err != nil {
 		t.Fatal(err)
 	}
@@ -79,7 +85,7 @@ func TestChatRetriesThenSucceeds(t *testing.T) {
 
 func TestChatGarbageGivesClearError(t *testing.T) {
 	srv, n := scripted(t, status(200, `{"hello":"world"}`))
-	c := NewChatClient(srv.URL+"/v1", ChatOptions{Backoff: time.Millisecond, Retries: 1})
+	c := NewChatClient(srv.URL+"/v1", ChatOptions{Retry: fastRetry(1)})
 	_, err := c.Complete(context.Background(), chatReq())
 	var ge *GarbageError
 	if !errors.As(err, &ge) || !strings.Contains(err.Error(), `{\"hello\":\"world\"}`) || !strings.Contains(err.Error(), srv.URL) {
@@ -92,7 +98,7 @@ func TestChatGarbageGivesClearError(t *testing.T) {
 
 func TestChatBadRequestIsNotRetried(t *testing.T) {
 	srv, n := scripted(t, status(404, `{"error":{"message":"The model `+"`m`"+` does not exist.","type":"NotFoundError","param":null,"code":404}}`))
-	c := NewChatClient(srv.URL+"/v1", ChatOptions{Backoff: time.Millisecond})
+	c := NewChatClient(srv.URL+"/v1", ChatOptions{Retry: fastRetry(3)})
 	_, err := c.Complete(context.Background(), chatReq())
 	if err == nil || !strings.Contains(err.Error(), "does not exist") || n.Load() != 1 {
 		t.Fatalf("err = %v after %d requests, want the server's message after 1", err, n.Load())
@@ -103,7 +109,7 @@ func TestChatHangTimesOut(t *testing.T) {
 	release := make(chan struct{})
 	srv, n := scripted(t, func(w http.ResponseWriter) { <-release })
 	defer close(release)
-	c := NewChatClient(srv.URL+"/v1", ChatOptions{RequestTimeout: 20 * time.Millisecond, Retries: 1, Backoff: time.Millisecond})
+	c := NewChatClient(srv.URL+"/v1", ChatOptions{RequestTimeout: 20 * time.Millisecond, Retry: fastRetry(1)})
 	_, err := c.Complete(context.Background(), chatReq())
 	var te *TimeoutError
 	if !errors.As(err, &te) || !strings.Contains(err.Error(), "no answer within 20ms") {
@@ -118,7 +124,7 @@ func TestChatConnectionRefused(t *testing.T) {
 	srv := httptest.NewServer(http.NotFoundHandler())
 	url := srv.URL
 	srv.Close()
-	c := NewChatClient(url+"/v1", ChatOptions{Backoff: time.Millisecond, Retries: 2})
+	c := NewChatClient(url+"/v1", ChatOptions{Retry: fastRetry(2)})
 	_, err := c.Complete(context.Background(), chatReq())
 	if err == nil || !strings.Contains(err.Error(), "3 attempt(s)") || !strings.Contains(err.Error(), "connection refused") {
 		t.Fatalf("err = %v", err)
@@ -188,4 +194,133 @@ func TestChatSendsPreEncodedMessages(t *testing.T) {
 	if len(got.Messages) != 2 {
 		t.Fatalf("%d messages sent, want 2", len(got.Messages))
 	}
+}
+
+// echoServer records each request body and answers answer.
+func echoServer(t *testing.T, answer string) (*httptest.Server, *[]map[string]json.RawMessage) {
+	var bodies []map[string]json.RawMessage
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var got map[string]json.RawMessage
+		if err := json.NewDecoder(r.Body).Decode(&got); err != nil {
+			t.Error(err)
+		}
+		bodies = append(bodies, got)
+		w.Write([]byte(answer))
+	}))
+	t.Cleanup(srv.Close)
+	return srv, &bodies
+}
+
+func TestChatRequestFields(t *testing.T) {
+	srv, bodies := echoServer(t, okCompletion)
+	seed := 7
+	req := chatReq()
+	// go-openai's client refuses these names with max_tokens or logprobs.
+	req.Model = "o3-baseline-step-0001"
+	req.Temperature = 0
+	req.MaxTokens = 64
+	req.LogProbs = true
+	req.Seed = &seed
+	req.ChatTemplateKwargs = map[string]any{"enable_thinking": false}
+	if _, err := NewChatClient(srv.URL+"/v1", ChatOptions{}).Complete(context.Background(), req); err != nil {
+		t.Fatal(err)
+	}
+	got := (*bodies)[0]
+	for k, want := range map[string]string{
+		"model": `"o3-baseline-step-0001"`, "temperature": `0`, "max_tokens": `64`, "logprobs": `true`,
+		"return_token_ids": `true`, "seed": `7`, "chat_template_kwargs": `{"enable_thinking":false}`,
+		"messages": `[{"role":"user","content":"hi"}]`,
+	} {
+		if string(got[k]) != want {
+			t.Errorf("body %s = %s, want %s", k, got[k], want)
+		}
+	}
+	if _, ok := got["max_completion_tokens"]; ok {
+		t.Error("max_completion_tokens sent without the option")
+	}
+
+	// The option sends the limit under the newer name, and OmitTokenIDs
+	// leaves return_token_ids out.
+	c := NewChatClient(srv.URL+"/v1", ChatOptions{MaxCompletionTokens: true, OmitTokenIDs: true})
+	if _, err := c.Complete(context.Background(), req); err != nil {
+		t.Fatal(err)
+	}
+	got = (*bodies)[1]
+	if string(got["max_completion_tokens"]) != "64" || got["max_tokens"] != nil || got["return_token_ids"] != nil {
+		t.Fatalf("body with options: max_completion_tokens %s max_tokens %s return_token_ids %s",
+			got["max_completion_tokens"], got["max_tokens"], got["return_token_ids"])
+	}
+}
+
+// vllmCompletion is shaped as vLLM's answer with return_token_ids, a
+// reasoning parser and a turn cut at the token limit.
+const vllmCompletion = `{"id":"c","object":"chat.completion","created":1,"model":"m",` +
+	`"choices":[{"index":0,"message":{"role":"assistant","content":"<tool_call>{\"name\": \"ea","reasoning":"r1","reasoning_content":"r2","tool_calls":[]},` +
+	`"logprobs":{"content":[{"token":"token_id:9","logprob":-0.5}]},"finish_reason":"length","stop_reason":null,"token_ids":[9,10]}],` +
+	`"usage":{"prompt_tokens":3,"completion_tokens":2,"total_tokens":5},"prompt_logprobs":null,"prompt_token_ids":[1,2,3],"kv_transfer_params":null}`
+
+func TestChatKeepsTokenIDsAndReasoning(t *testing.T) {
+	srv, _ := scripted(t, status(200, vllmCompletion))
+	got, err := NewChatClient(srv.URL+"/v1", ChatOptions{}).Complete(context.Background(), chatReq())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(got.PromptTokenIDs) != "[1,2,3]" {
+		t.Fatalf("prompt token ids = %s", got.PromptTokenIDs)
+	}
+	fw := got.Forwarded()
+	var choice map[string]json.RawMessage
+	if err := json.Unmarshal(fw, &choice); err != nil {
+		t.Fatalf("forwarded choice %s: %v", fw, err)
+	}
+	if string(choice["token_ids"]) != "[9,10]" || string(choice["prompt_token_ids"]) != "[1,2,3]" || string(choice["finish_reason"]) != `"length"` {
+		t.Fatalf("forwarded choice %s", fw)
+	}
+	if !strings.HasPrefix(string(fw), string(got.Raw[:len(got.Raw)-1])) {
+		t.Fatalf("forwarded choice %s does not start with the raw choice's bytes", fw)
+	}
+	var msg struct{ Reasoning, ReasoningContent string }
+	json.Unmarshal(choice["message"], &struct {
+		R  *string `json:"reasoning"`
+		RC *string `json:"reasoning_content"`
+	}{&msg.Reasoning, &msg.ReasoningContent})
+	if msg.Reasoning != "r1" || msg.ReasoningContent != "r2" {
+		t.Fatalf("reasoning fields lost: %+v in %s", msg, fw)
+	}
+	if action, reason := rollout.DecideChoice(&got.Choice); action != rollout.Invalid || !strings.Contains(reason, "length") {
+		t.Fatalf("DecideChoice = %q %q, want invalid for a truncated turn", action, reason)
+	}
+}
+
+func TestChatAutoToolChoiceNeedsServerFlags(t *testing.T) {
+	srv, n := scripted(t, status(400, `{"error":{"message":"\"auto\" tool choice requires --enable-auto-tool-choice and --tool-call-parser to be set","type":"BadRequestError","param":null,"code":400}}`))
+	_, err := NewChatClient(srv.URL+"/v1", ChatOptions{Retry: fastRetry(3)}).Complete(context.Background(), chatReq())
+	if !errors.Is(err, ErrAutoToolChoice) || !strings.Contains(err.Error(), "--enable-auto-tool-choice --tool-call-parser hermes") {
+		t.Fatalf("err = %v, want ErrAutoToolChoice naming the flags", err)
+	}
+	if n.Load() != 1 {
+		t.Fatalf("%d requests, want 1 (a 400 is not retried)", n.Load())
+	}
+}
+
+// FuzzDecodeCompletion: any answer body is a completion or a GarbageError,
+// never a panic; an accepted one has a JSON object as its raw choice.
+func FuzzDecodeCompletion(f *testing.F) {
+	f.Add(okCompletion)
+	f.Add(vllmCompletion)
+	f.Add(`{"choices":[1]}`)
+	f.Add(`{"choices":[{}],"prompt_token_ids":null}`)
+	f.Fuzz(func(t *testing.T, body string) {
+		c, err := decodeCompletion([]byte(body))
+		if err != nil {
+			var ge *GarbageError
+			if !errors.As(err, &ge) {
+				t.Fatalf("error %v is not a GarbageError", err)
+			}
+			return
+		}
+		if !json.Valid(c.Forwarded()) {
+			t.Fatalf("forwarded choice %s is not JSON (from %q)", c.Forwarded(), body)
+		}
+	})
 }

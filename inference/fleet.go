@@ -44,7 +44,8 @@ func (f *Fleet) UnloadEverywhere(ctx context.Context, name string) error {
 
 // Healthy checks every endpoint's health. The result has one entry per
 // endpoint, in order: nil where the endpoint is healthy, else an error
-// naming it.
+// naming it. Nothing calls it yet: the fleet work (draining an endpoint
+// that fails and readmitting it) will.
 func (f *Fleet) Healthy(ctx context.Context) []error {
 	return f.each(ctx, func(ctx context.Context, c *AdminClient) error {
 		if err := c.Health(ctx); err != nil {

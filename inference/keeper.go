@@ -24,9 +24,6 @@ func (k *AdapterKeeper) Untrack(names ...string) {
 	k.loaded = slices.DeleteFunc(k.loaded, func(s string) bool { return slices.Contains(names, s) })
 }
 
-// Loaded returns the tracked adapters, oldest first.
-func (k *AdapterKeeper) Loaded() []string { return slices.Clone(k.loaded) }
-
 // Prune returns the adapters to unload, oldest first: every tracked one
 // except best and the Keep most recently loaded. It changes nothing; call
 // Untrack with the names once they are unloaded.

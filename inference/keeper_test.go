@@ -29,11 +29,11 @@ func TestAdapterKeeper_Prune(t *testing.T) {
 			for _, name := range tt.tracked {
 				k.Track(name)
 			}
-			before := k.Loaded()
+			before := slices.Clone(k.loaded)
 			if got := k.Prune(tt.best); !slices.Equal(got, tt.want) {
 				t.Fatalf("Prune(%q)=%v, want %v", tt.best, got, tt.want)
 			}
-			if got := k.Loaded(); !slices.Equal(got, before) {
+			if got := slices.Clone(k.loaded); !slices.Equal(got, before) {
 				t.Fatalf("Prune changed the tracked set: %v, was %v", got, before)
 			}
 		})
@@ -46,8 +46,8 @@ func TestAdapterKeeper_Untrack(t *testing.T) {
 		k.Track(name)
 	}
 	k.Untrack(k.Prune("s1")...)
-	if got, want := k.Loaded(), []string{"s1", "s3"}; !slices.Equal(got, want) {
-		t.Fatalf("Loaded()=%v, want %v", got, want)
+	if got, want := slices.Clone(k.loaded), []string{"s1", "s3"}; !slices.Equal(got, want) {
+		t.Fatalf("loaded=%v, want %v", got, want)
 	}
 	k.Track("s4")
 	if got, want := k.Prune("s4"), []string{"s1", "s3"}; !slices.Equal(got, want) {

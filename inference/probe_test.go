@@ -6,16 +6,18 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+
+	"github.com/grpo-dev/grpo/internal/httpx"
 )
 
 func TestProbe_OpenAICompatible(t *testing.T) {
 	_, srv := newFakeVLLM(t)
-	if err := Probe(context.Background(), srv.URL+"/v1"); err != nil {
+	if err := probe(srv.URL + "/v1"); err != nil {
 		t.Fatal(err)
 	}
 	// An empty list is still an OpenAI model list.
 	empty := staticServer(t, http.StatusOK, "application/json", `{"object":"list","data":[]}`)
-	if err := Probe(context.Background(), empty.URL+"/v1"); err != nil {
+	if err := probe(empty.URL + "/v1"); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -56,7 +58,7 @@ func TestProbe_NotOpenAI(t *testing.T) {
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			srv := staticServer(t, tt.code, tt.contentType, tt.body)
-			err := Probe(context.Background(), srv.URL+tt.suffix)
+			err := probe(srv.URL + tt.suffix)
 			if err == nil {
 				t.Fatal("Probe() accepted a server that is not OpenAI-compatible")
 			}
@@ -79,8 +81,13 @@ func TestProbe_ConnectionRefused(t *testing.T) {
 	}
 	url := "http://" + ln.Addr().String() + "/v1"
 	ln.Close()
-	err = Probe(context.Background(), url)
+	err = probe(url)
 	if err == nil || !strings.Contains(err.Error(), url) {
 		t.Fatalf("Probe()=%v, want an error naming %s", err, url)
 	}
+}
+
+// probe probes baseURL with a client that does not retry.
+func probe(baseURL string) error {
+	return NewAdminClient(baseURL, AdminOptions{Retry: &httpx.Policy{}}).Probe(context.Background())
 }

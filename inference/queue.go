@@ -10,6 +10,7 @@ import (
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
 
+	"github.com/grpo-dev/grpo/internal/httpx"
 	"github.com/grpo-dev/grpo/internal/quote"
 )
 
@@ -30,18 +31,13 @@ type QueueStats struct {
 }
 
 // Load reads the endpoint's queue from GET /metrics on the server root.
+// Nothing calls it yet: the fleet work (adapting each endpoint's
+// concurrency to its queue) will.
 func (c *AdminClient) Load(ctx context.Context) (QueueStats, error) {
-	ctx, cancel := context.WithTimeout(ctx, c.timeout)
-	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, c.root+"/metrics", nil)
-	if err != nil {
-		return QueueStats{}, fmt.Errorf("read load: %w", err)
-	}
-	req.Header.Set("Accept", "text/plain;version=0.0.4")
-	if c.apiKey != "" {
-		req.Header.Set("Authorization", "Bearer "+c.apiKey)
-	}
-	a, err := c.send(req)
+	a, err := c.send(ctx, &httpx.Request{
+		Method: http.MethodGet, URL: c.root + "/metrics",
+		Header: http.Header{"Accept": {"text/plain;version=0.0.4"}},
+	}, true)
 	if err == nil && a.status != http.StatusOK {
 		err = a.adminError(nil)
 	}

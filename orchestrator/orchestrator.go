@@ -4,6 +4,44 @@
 // validates on held-out seeds, commits the step to the store, and selects
 // the best step. A run resumes from its last committed step after a crash,
 // never training a committed step twice and never skipping one.
+//
+// # A run's state
+//
+// The orchestrator is the one writer of a run's state in the store: Start
+// and Resume record it running, and endState decides how it ended:
+// succeeded once every step is committed (also when Resume finds them all
+// committed already, e.g. after a kill between the last commit and
+// recording the end); failed when a step fails; and, when the context
+// ends, cancelled if it was cancelled with cause ErrCancelled (a user
+// asked), else Options.Interrupted (default cancelled; the daemon says
+// running, so that its next start resumes the run).
+//
+// # Events
+//
+// Options.Events receives an Event for everything that happens, in order.
+// Each type has its own payload, carried in the Event field named like
+// the payload type. The JSON form, streamed by the daemon on /ws and read
+// by the dashboard, `grpo watch` and outside tools, is one object per
+// event (docs/EVENTS.md lists every field):
+//
+//	{"type": "job_state", "run": "dp5-shaped-1", "step": 3,
+//	 "time": "2026-01-02T15:04:05.123Z", "data": {...}}
+//
+// with data, by type:
+//
+//	run_started       RunStarted       {steps, resumed, from}
+//	step_started      StepStarted      {n, episodes, validation, reattach}
+//	episode_finished  EpisodeFinished  {split, id, n, reward, errored, deadlocked, meals, invalid, calls, seconds}
+//	job_state         JobState         {id, state, progress, metrics?: {loss, kl, grad_norm, clip_fraction}, adapter?: {name, path}, error?}
+//	adapter_loaded    AdapterLoaded    {name, path}
+//	validation_done   ValidationDone   {step, episodes, errored, reward_mean, reward_std, reward_ci95, deadlock_rate, meals_mean, invalid_rate, per_n, rewards}
+//	best_changed      BestChanged      {policy, step, value, scored, last_step, last_value, adapter}
+//	step_committed    StepCommitted    {step, n, train, adapter, job, seconds?, committed}
+//	run_finished      RunFinished      {state, error?}
+//
+// Decoding with json.Unmarshal into an Event fills the payload field the
+// type names; a type unknown to the reader keeps its envelope and no
+// payload.
 package orchestrator
 
 import (
@@ -45,6 +83,10 @@ type Options struct {
 	// OnCall, when set, observes every LLM call (for metrics).
 	OnCall func(action string, d time.Duration, err error)
 	Logger *slog.Logger
+	// Interrupted is the state recorded for a run whose context ends for
+	// another cause than ErrCancelled: checkpoint.StateCancelled (the
+	// default) or checkpoint.StateRunning, to be resumed later.
+	Interrupted string
 }
 
 // Orchestrator runs training runs.
@@ -58,12 +100,21 @@ func New(opts Options) *Orchestrator {
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
+	if opts.Interrupted == "" {
+		opts.Interrupted = checkpoint.StateCancelled
+	}
 	return &Orchestrator{opts: opts, now: time.Now}
 }
 
-// ErrRunFinished is returned when resuming a run that has already played
-// all its steps.
-var ErrRunFinished = errors.New("run already finished all its steps")
+var (
+	// ErrRunFinished is returned when resuming a run that has already
+	// played all its steps.
+	ErrRunFinished = errors.New("run already finished all its steps")
+	// ErrCancelled, as the cause of a run's context (context.WithCancelCause),
+	// says that a user cancelled the run: it is recorded cancelled whatever
+	// Options.Interrupted says.
+	ErrCancelled = errors.New("run cancelled")
+)
 
 // Start records a new run (cfg.Run.Name must be set and new) and plays it.
 func (o *Orchestrator) Start(ctx context.Context, cfg config.Config) error {
@@ -95,7 +146,14 @@ func (o *Orchestrator) Resume(ctx context.Context, name string) error {
 	if last, ok, err := o.opts.Store.LastStep(ctx, name); err != nil {
 		return fmt.Errorf("resume run %s: %w", name, err)
 	} else if ok && last >= cfg.Run.Steps {
-		return fmt.Errorf("resume run %s: %w (%d of %d, state %s)", name, ErrRunFinished, last, cfg.Run.Steps, run.State)
+		// E.g. killed between its last commit and recording its end.
+		err := fmt.Errorf("resume run %s: %w (%d of %d steps)", name, ErrRunFinished, last, cfg.Run.Steps)
+		if state, msg := o.endState(ctx, err); run.State != state {
+			if serr := o.opts.Store.SetRunState(ctx, name, state, msg); serr != nil {
+				return fmt.Errorf("resume run %s: %w", name, serr)
+			}
+		}
+		return err
 	}
 	if err := o.opts.Store.SetRunState(ctx, name, checkpoint.StateRunning, ""); err != nil {
 		return fmt.Errorf("resume run %s: %w", name, err)
@@ -107,22 +165,32 @@ func (o *Orchestrator) Resume(ctx context.Context, name string) error {
 func (o *Orchestrator) play(ctx context.Context, cfg config.Config, resumed bool) error {
 	r := &run{o: o, cfg: cfg, name: cfg.Run.Name, keeper: inference.AdapterKeeper{Keep: cfg.Inference.Adapters.Keep}}
 	err := r.loop(ctx, resumed)
-	state, msg := checkpoint.StateSucceeded, ""
-	switch {
-	case err == nil:
-	case ctx.Err() != nil:
-		state, msg = checkpoint.StateCancelled, "interrupted: "+err.Error()
-	default:
-		state, msg = checkpoint.StateFailed, err.Error()
-	}
+	state, msg := o.endState(ctx, err)
 	// The run's context may be cancelled: record the end regardless.
 	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 	defer cancel()
 	if serr := o.opts.Store.SetRunState(sctx, r.name, state, msg); serr != nil && err == nil {
 		err = serr
 	}
-	r.emit(r.last, EventRunFinished, RunFinished{State: state, Error: msg})
+	r.emit(Event{Type: EventRunFinished, Step: r.last, RunFinished: &RunFinished{State: state, Error: msg}})
 	return err
+}
+
+// endState decides the state a run that stopped with err is recorded in,
+// and its error message (see the package documentation).
+func (o *Orchestrator) endState(ctx context.Context, err error) (state, msg string) {
+	switch {
+	case err == nil, errors.Is(err, ErrRunFinished):
+		return checkpoint.StateSucceeded, ""
+	case ctx.Err() == nil:
+		return checkpoint.StateFailed, err.Error()
+	case errors.Is(context.Cause(ctx), ErrCancelled):
+		return checkpoint.StateCancelled, "interrupted: " + err.Error()
+	case o.opts.Interrupted == checkpoint.StateRunning:
+		return checkpoint.StateRunning, ""
+	default:
+		return o.opts.Interrupted, "interrupted: " + err.Error()
+	}
 }
 
 // run is one run's state while it plays.
@@ -138,9 +206,11 @@ type run struct {
 	limiter  *rollout.Limiter
 }
 
-func (r *run) emit(step int, typ string, data any) {
+// emit sends e, stamped with the run's name and the time, to the observer.
+func (r *run) emit(e Event) {
 	if r.o.opts.Events != nil {
-		r.o.opts.Events(Event{Type: typ, Run: r.name, Step: step, Time: r.o.now(), Data: data})
+		e.Run, e.Time = r.name, r.o.now()
+		r.o.opts.Events(e)
 	}
 }
 
@@ -171,7 +241,7 @@ func (r *run) loop(ctx context.Context, resumed bool) error {
 	if ok {
 		from = last + 1
 	}
-	r.emit(from, EventRunStarted, RunStarted{Steps: r.cfg.Run.Steps, Resumed: resumed, From: from})
+	r.emit(Event{Type: EventRunStarted, Step: from, RunStarted: &RunStarted{Steps: r.cfg.Run.Steps, Resumed: resumed, From: from}})
 	if ok {
 		if err := r.restore(ctx); err != nil {
 			return err
@@ -217,14 +287,14 @@ func (r *run) restore(ctx context.Context) error {
 		if err := r.o.opts.Adapters.LoadEverywhere(ctx, r.servedName(r.adapter.Name), r.adapter.Path); err != nil {
 			return fmt.Errorf("reload adapter %s: %w", r.adapter.Name, err)
 		}
-		r.emit(adapterStep, EventAdapterLoaded, *r.adapter)
+		r.emit(Event{Type: EventAdapterLoaded, Step: adapterStep, AdapterLoaded: &AdapterLoaded{Adapter{Name: r.adapter.Name, Path: r.adapter.Path}}})
 	}
 	return nil
 }
 
 // baseStep validates the base model and commits it as step 0.
 func (r *run) baseStep(ctx context.Context) error {
-	r.emit(0, EventStepStarted, StepStarted{N: r.cfg.TableSize(0, 0), Validation: r.validationEpisodes()})
+	r.emit(Event{Type: EventStepStarted, Step: 0, StepStarted: &StepStarted{N: r.cfg.TableSize(0, 0), Validation: r.validationEpisodes()}})
 	t0 := time.Now()
 	ev, err := r.validate(ctx, 0)
 	if err != nil {
@@ -253,9 +323,9 @@ func (r *run) step(ctx context.Context, s int) error {
 			return fmt.Errorf("decode in-flight job %s: %w", inf.JobID, err)
 		}
 		step.N, step.Train = inf.N, inf.Train
-		r.emit(s, EventStepStarted, StepStarted{N: inf.N, Validation: r.validationEpisodesAt(s), Reattach: true})
+		r.emit(Event{Type: EventStepStarted, Step: s, StepStarted: &StepStarted{N: inf.N, Validation: r.validationEpisodesAt(s), Reattach: true}})
 	} else {
-		r.emit(s, EventStepStarted, StepStarted{N: n, Episodes: r.cfg.GRPO.Groups * r.cfg.GRPO.EpisodesPerGroup, Validation: r.validationEpisodesAt(s)})
+		r.emit(Event{Type: EventStepStarted, Step: s, StepStarted: &StepStarted{N: n, Episodes: r.cfg.GRPO.Groups * r.cfg.GRPO.EpisodesPerGroup, Validation: r.validationEpisodesAt(s)}})
 		t0 := time.Now()
 		batch, err := r.sample(ctx, s, n)
 		if err != nil {
@@ -319,7 +389,7 @@ func (r *run) commit(ctx context.Context, step checkpoint.Step, ev *checkpoint.E
 		return fmt.Errorf("commit step %d: %w", step.Step, err)
 	}
 	r.last = step.Step
-	r.emit(step.Step, EventStepCommitted, step)
+	r.emit(Event{Type: EventStepCommitted, Step: step.Step, StepCommitted: stepCommitted(step)})
 	if ev != nil {
 		r.notePromotion(*ev)
 	}
@@ -332,7 +402,7 @@ func (r *run) commit(ctx context.Context, step checkpoint.Step, ev *checkpoint.E
 		return nil // nothing selectable yet (e.g. best-train before step 2)
 	}
 	if r.best == nil || r.best.Step != sel.Step || r.best.Value != sel.Value {
-		r.emit(step.Step, EventBestChanged, sel)
+		r.emit(Event{Type: EventBestChanged, Step: step.Step, BestChanged: bestChanged(sel)})
 	}
 	r.best = &sel
 	return r.pruneAdapters(ctx)

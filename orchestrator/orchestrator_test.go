@@ -16,6 +16,7 @@ import (
 	"github.com/grpo-dev/grpo/checkpoint"
 	"github.com/grpo-dev/grpo/config"
 	"github.com/grpo-dev/grpo/inference"
+	"github.com/grpo-dev/grpo/internal/httpx"
 	"github.com/grpo-dev/grpo/orchestrator"
 	"github.com/grpo-dev/grpo/refmodel"
 	"github.com/grpo-dev/grpo/rollout"
@@ -54,7 +55,7 @@ func newEnv(t *testing.T, dataDir, db string) *env {
 	return &env{
 		stop:     stop,
 		store:    checkpoint.New(db, checkpoint.Options{}),
-		chat:     inference.NewChatClient(inf.URL+"/v1", inference.ChatOptions{Backoff: time.Millisecond}),
+		chat:     inference.NewChatClient(inf.URL+"/v1", inference.ChatOptions{Retry: &httpx.Policy{Retries: 3, BaseDelay: time.Millisecond}}),
 		fleet:    &inference.Fleet{Endpoints: []*inference.AdminClient{inference.NewAdminClient(inf.URL+"/v1", inference.AdminOptions{})}},
 		trainer:  trainer.NewJobClient(tr.URL, trainer.JobClientOptions{PollInterval: 5 * time.Millisecond, MaxPollInterval: 50 * time.Millisecond}),
 		backend:  b,

@@ -164,11 +164,11 @@ func (r *run) play(ctx context.Context, s int, split string, specs []rollout.Epi
 }
 
 func (r *run) episodeFinished(s int, split string, ep rollout.Episode) {
-	r.emit(s, EventEpisodeFinished, EpisodeFinished{
+	r.emit(Event{Type: EventEpisodeFinished, Step: s, EpisodeFinished: &EpisodeFinished{
 		Split: split, ID: ep.Spec.ID, N: ep.Spec.Env.N, Reward: ep.Reward, Errored: ep.Errored,
 		Deadlock: ep.Metrics.Deadlocked, Meals: ep.Metrics.TotalMeals, Invalid: ep.Metrics.Invalid,
 		Calls: ep.Metrics.LLMCalls, Seconds: ep.Seconds,
-	})
+	}})
 }
 
 func (r *run) jobRequest(s int, trajs []trainer.Trajectory) *trainer.JobRequest {
@@ -198,9 +198,9 @@ func (r *run) train(ctx context.Context, s int, req trainer.JobRequest) (*checkp
 	if err != nil {
 		return nil, trainer.Adapter{}, fmt.Errorf("submit trainer job %s: %w", req.ID, err)
 	}
-	r.emit(s, EventJobState, job)
+	r.emit(Event{Type: EventJobState, Step: s, JobState: jobState(job)})
 	job, err = r.o.opts.Trainer.Wait(ctx, req.ID, time.Duration(r.cfg.Trainer.JobTimeout), func(j trainer.Job) {
-		r.emit(s, EventJobState, j)
+		r.emit(Event{Type: EventJobState, Step: s, JobState: jobState(j)})
 	})
 	if err != nil {
 		return nil, trainer.Adapter{}, fmt.Errorf("trainer job %s: %w", req.ID, err)
@@ -224,7 +224,7 @@ func (r *run) load(ctx context.Context, s int, a trainer.Adapter) error {
 	}
 	r.adapter = &a
 	r.keeper.Track(name)
-	r.emit(s, EventAdapterLoaded, a)
+	r.emit(Event{Type: EventAdapterLoaded, Step: s, AdapterLoaded: &AdapterLoaded{Adapter{Name: a.Name, Path: a.Path}}})
 	return nil
 }
 
@@ -288,6 +288,6 @@ func (r *run) validate(ctx context.Context, s int) (*checkpoint.Evaluation, erro
 		return nil, err
 	}
 	ev := res.Evaluation(s)
-	r.emit(s, EventValidationDone, ev)
+	r.emit(Event{Type: EventValidationDone, Step: s, ValidationDone: validationDone(ev)})
 	return &ev, nil
 }

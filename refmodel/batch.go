@@ -30,12 +30,15 @@ func (e *TrajectoryError) Error() string {
 
 func (e *TrajectoryError) Unwrap() error { return e.Err }
 
+var _ error = (*TrajectoryError)(nil)
+
 // trajectoryItem is an element of messages_and_choices: a message (it has a
 // role) or a sampled choice (it has a message and logprobs).
 type trajectoryItem struct {
 	Role     *string         `json:"role"`
 	Content  json.RawMessage `json:"content"`
 	Message  json.RawMessage `json:"message"`
+	TokenIDs []int           `json:"token_ids"`
 	Logprobs *struct {
 		Content []struct {
 			Token   string   `json:"token"`
@@ -153,6 +156,9 @@ func choiceOutput(it *trajectoryItem) (int, float64, error) {
 	id, err := strconv.Atoi(num)
 	if !ok || err != nil {
 		return 0, 0, fmt.Errorf("logprobs token %q is not of the form token_id:<n>", tok)
+	}
+	if it.TokenIDs != nil && (len(it.TokenIDs) != 1 || it.TokenIDs[0] != id) {
+		return 0, 0, fmt.Errorf("token_ids %v do not match the logprobs token %q", it.TokenIDs, tok)
 	}
 	a := OutputOfToken(id)
 	if a < 0 {

@@ -93,6 +93,9 @@ func TestSamplesOfMalformed(t *testing.T) {
 		{"tool not offered", func(tr *trainer.Trajectory) {
 			tr.Tools = raw(`[{"type":"function","function":{"name":"think"}}]`)
 		}, "trajectory 1, messages_and_choices[2]: output pick_up_left is not among the trajectory's tools"},
+		{"token ids disagree", func(tr *trainer.Trajectory) {
+			tr.MessagesAndChoices[2] = raw(`{"index":0,"message":{"role":"assistant"},"token_ids":[1001],"logprobs":{"content":[{"token":"token_id:1000","logprob":-1}]}}`)
+		}, `trajectory 1, messages_and_choices[2]: token_ids [1001] do not match the logprobs token "token_id:1000"`},
 		{"advantage not finite", func(tr *trainer.Trajectory) { tr.Advantage = math.Inf(1) },
 			"trajectory 1: advantage is not a finite number"},
 	} {

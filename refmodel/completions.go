@@ -36,6 +36,7 @@ type chatRequest struct {
 	N                   *int            `json:"n"`
 	Stream              bool            `json:"stream"`
 	ChatTemplateKwargs  json.RawMessage `json:"chat_template_kwargs"`
+	ReturnTokenIDs      bool            `json:"return_token_ids"`
 }
 
 // Response types, shaped as vLLM's.
@@ -47,6 +48,9 @@ type (
 		Model   string       `json:"model"`
 		Choices []chatChoice `json:"choices"`
 		Usage   chatUsage    `json:"usage"`
+		// PromptTokenIDs, like each choice's TokenIDs, is sent only when
+		// the request sets return_token_ids, as vLLM does.
+		PromptTokenIDs []int `json:"prompt_token_ids,omitempty"`
 	}
 	chatChoice struct {
 		Index        int              `json:"index"`
@@ -54,6 +58,7 @@ type (
 		Logprobs     *choiceLogprobs  `json:"logprobs"`
 		FinishReason string           `json:"finish_reason"`
 		StopReason   *string          `json:"stop_reason"`
+		TokenIDs     []int            `json:"token_ids,omitempty"`
 	}
 	assistantMessage struct {
 		Role      string     `json:"role"`
@@ -116,6 +121,7 @@ type completion struct {
 	temperature float64
 	seed        *int64
 	logprobs    bool
+	tokenIDs    bool
 	top         int
 }
 
@@ -180,6 +186,10 @@ func (b *Backend) handleChatCompletions(w http.ResponseWriter, r *http.Request) 
 			TopLogprobs: topLogprobs(&logp, c.top),
 		}}}
 	}
+	if c.tokenIDs {
+		ch.TokenIDs = []int{TokenID(a)}
+		resp.PromptTokenIDs = promptTokenIDs(body)
+	}
 	b.metrics.promptTokens.Add(float64(prompt))
 	b.metrics.genTokens.Inc()
 	writeJSON(w, http.StatusOK, &resp)
@@ -188,7 +198,7 @@ func (b *Backend) handleChatCompletions(w http.ResponseWriter, r *http.Request) 
 // prepare validates a request and reduces it to what the policy needs. On
 // failure it returns the HTTP status and the error.
 func (b *Backend) prepare(req *chatRequest) (*completion, int, *requestError) {
-	c := &completion{temperature: 1, seed: req.Seed, logprobs: req.Logprobs}
+	c := &completion{temperature: 1, seed: req.Seed, logprobs: req.Logprobs, tokenIDs: req.ReturnTokenIDs}
 	name := req.Model
 	if name == "" {
 		name = BaseModelName
@@ -344,6 +354,24 @@ func topLogprobs(logp *[NumOutputs]float64, k int) []topLogprob {
 		out = append(out, topLogprob{Token: tokenStrings[best], Logprob: logp[best], Bytes: tokenBytes[best]})
 	}
 	return out
+}
+
+// promptTokenIDs stands in for a tokenizer the policy does not need: the
+// request body cut into 4-byte pieces (the rule usage.prompt_tokens
+// counts by, so there are as many ids as prompt tokens), each piece's id
+// its FNV-1a hash modulo tokenBase, below the output tokens' ids. The same
+// body always gives the same ids.
+func promptTokenIDs(body []byte) []int {
+	n := max(1, len(body)/4)
+	ids := make([]int, n)
+	for i := range ids {
+		h := uint32(2166136261)
+		for _, c := range body[min(4*i, len(body)):min(4*i+4, len(body))] {
+			h = (h ^ uint32(c)) * 16777619
+		}
+		ids[i] = int(h % tokenBase)
+	}
+	return ids
 }
 
 // uniform returns the sampling draw in [0, 1): a pure function of the

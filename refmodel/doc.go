@@ -21,11 +21,15 @@
 // allows. With a request seed the sampled output is a pure function of the
 // weights, the messages, the temperature and the seed. Usage counts
 // completion_tokens = 1 and estimates prompt_tokens as the request body's
-// bytes / 4.
+// bytes / 4. With "return_token_ids": true each choice carries token_ids
+// (its one output token) and the answer prompt_token_ids: one stand-in id
+// per 4 bytes of the request body (promptTokenIDs), as many as
+// prompt_tokens.
 //
 // # Trainer
 //
-// A job turns each sampled choice into a Sample (SamplesOf) and runs
+// A job turns each sampled choice into a Sample (SamplesOf; a choice whose
+// token_ids disagree with its logprobs token fails the job) and runs
 // PPO-clip (Train): each epoch is DefaultSteps full-batch gradient steps.
 // Jobs run one at a time; their records and adapters live under
 // Options.DataDir.

@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -162,6 +163,54 @@ func TestResponseShape(t *testing.T) {
 	}
 	if got, want := string(c.Logprobs.Content[0]["bytes"]), "[112,105,99,107,95,117,112,95,114,105,103,104,116]"; got != want {
 		t.Fatalf("bytes %s, want %s (pick_up_right)", got, want)
+	}
+}
+
+// TestTokenIDs: with return_token_ids, vLLM's fields — the choice's
+// token_ids, the answer's prompt_token_ids (one per prompt token) — and
+// without it, neither.
+func TestTokenIDs(t *testing.T) {
+	_, srv := mustServe(t, 1)
+	var v struct {
+		Choices []struct {
+			TokenIDs []int `json:"token_ids"`
+			Logprobs struct {
+				Content []struct{ Token string } `json:"content"`
+			} `json:"logprobs"`
+		} `json:"choices"`
+		Usage struct {
+			PromptTokens int `json:"prompt_tokens"`
+		} `json:"usage"`
+		PromptTokenIDs []int `json:"prompt_token_ids"`
+	}
+	body := chatBody(BaseModelName, stateWaitingRight, map[string]any{"return_token_ids": true, "seed": 3})
+	code, raw := do(t, http.MethodPost, srv.URL+"/v1/chat/completions", body)
+	if code != http.StatusOK {
+		t.Fatalf("status %d: %s", code, raw)
+	}
+	if err := json.Unmarshal(raw, &v); err != nil {
+		t.Fatal(err)
+	}
+	c := v.Choices[0]
+	if len(c.TokenIDs) != 1 || "token_id:"+strconv.Itoa(c.TokenIDs[0]) != c.Logprobs.Content[0].Token {
+		t.Fatalf("token_ids %v for logprobs token %q", c.TokenIDs, c.Logprobs.Content[0].Token)
+	}
+	if len(v.PromptTokenIDs) != v.Usage.PromptTokens || slices.ContainsFunc(v.PromptTokenIDs, func(id int) bool { return id < 0 || id >= tokenBase }) {
+		t.Fatalf("%d prompt token ids for %d prompt tokens, want as many, each below %d", len(v.PromptTokenIDs), v.Usage.PromptTokens, tokenBase)
+	}
+	_, again := do(t, http.MethodPost, srv.URL+"/v1/chat/completions", body)
+	var w struct {
+		PromptTokenIDs []int `json:"prompt_token_ids"`
+	}
+	json.Unmarshal(again, &w)
+	if !slices.Equal(w.PromptTokenIDs, v.PromptTokenIDs) {
+		t.Fatal("the same prompt gave different prompt token ids")
+	}
+
+	delete(body, "return_token_ids")
+	_, raw = do(t, http.MethodPost, srv.URL+"/v1/chat/completions", body)
+	if strings.Contains(string(raw), "token_ids") {
+		t.Fatalf("token ids without return_token_ids: %s", raw)
 	}
 }
 

@@ -25,12 +25,54 @@ type Request struct {
 	EncodedMessages []json.RawMessage
 }
 
+// Request is what a Completer sends: go-openai's request type, of which a
+// client sends model, messages, tools, tool_choice, temperature (always,
+// so 0 is greedy), top_p, n, stop, max_tokens, max_completion_tokens,
+// presence and frequency penalties, logprobs, top_logprobs, seed, user,
+// chat_template_kwargs, parallel_tool_calls, response_format and
+// reasoning_effort; streaming is refused. Clients for vLLM also ask for
+// the token ids (return_token_ids).
+
 // Completion is one sampled choice: parsed, and exactly as the server
-// returned it (with its logprobs), for the trainer.
+// returned it (with its logprobs and, from vLLM, token_ids), for the
+// trainer. PromptTokenIDs is the answer's top-level prompt_token_ids (a
+// JSON array), nil when the server sent none.
 type Completion struct {
-	Choice openai.ChatCompletionChoice
-	Raw    json.RawMessage
-	Usage  openai.Usage
+	Choice         openai.ChatCompletionChoice
+	Raw            json.RawMessage
+	Usage          openai.Usage
+	PromptTokenIDs json.RawMessage
+}
+
+// Forwarded is the sampled turn as a trainer receives it (DESIGN §5): the
+// choice object exactly as returned plus one added key, prompt_token_ids,
+// copied from the answer's top level. Without prompt ids it is Raw itself.
+// The key is appended inside the object's closing brace, so the choice's
+// own bytes are not re-encoded.
+func (c *Completion) Forwarded() json.RawMessage {
+	raw := bytes.TrimRight(c.Raw, " \t\r\n")
+	if len(c.PromptTokenIDs) == 0 || len(raw) < 2 || raw[len(raw)-1] != '}' {
+		return c.Raw
+	}
+	body := bytes.TrimRight(raw[:len(raw)-1], " \t\r\n")
+	out := make([]byte, 0, len(raw)+len(c.PromptTokenIDs)+22)
+	out = append(out, body...)
+	if body[len(body)-1] != '{' {
+		out = append(out, ',')
+	}
+	out = append(out, `"prompt_token_ids":`...)
+	out = append(out, c.PromptTokenIDs...)
+	return append(out, '}')
+}
+
+// DecideChoice is Decide for a sampled choice: a turn the server cut at
+// the token limit (finish_reason "length") is invalid whatever it holds,
+// since a truncated tool call cannot be trusted.
+func DecideChoice(ch *openai.ChatCompletionChoice) (action, reason string) {
+	if ch.FinishReason == openai.FinishReasonLength {
+		return Invalid, "truncated at the token limit (finish_reason length)"
+	}
+	return Decide(ch.Message)
 }
 
 // Decide turns a sampled assistant message into an action: a tool name, or

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"math"
 	"sync"
 	"time"
 
@@ -15,10 +14,19 @@ import (
 // Sampling holds the request parameters every call of an episode uses.
 type Sampling struct {
 	Temperature        float32        `json:"temperature"`
+	TopP               float32        `json:"top_p,omitempty"` // 0 sends 1, the servers' default
 	MaxTokens          int            `json:"max_tokens,omitempty"`
 	ToolChoice         string         `json:"tool_choice,omitempty"` // auto (default), required, none
 	TopLogprobs        int            `json:"top_logprobs,omitempty"`
 	ChatTemplateKwargs map[string]any `json:"chat_template_kwargs,omitempty"`
+}
+
+// EffectiveTopP is the top_p requests carry: TopP, or 1 when unset.
+func (s Sampling) EffectiveTopP() float32 {
+	if s.TopP <= 0 {
+		return 1
+	}
+	return s.TopP
 }
 
 // EpisodeSpec is everything that determines one episode.
@@ -140,7 +148,7 @@ func (e *episode) observe(a *agent) {
 func (e *episode) take(a *agent, c *Completion) string {
 	a.msgs = append(a.msgs, c.Choice.Message)
 	a.enc = append(a.enc, mustJSON(c.Choice.Message))
-	a.items = append(a.items, c.Raw)
+	a.items = append(a.items, c.Forwarded())
 	a.calls = a.calls[:0]
 	for _, tc := range c.Choice.Message.ToolCalls {
 		a.calls = append(a.calls, tc.ID)
@@ -148,7 +156,10 @@ func (e *episode) take(a *agent, c *Completion) string {
 	e.metrics.LLMCalls++
 	e.metrics.PromptTokens += c.Usage.PromptTokens
 	e.metrics.OutputTokens += c.Usage.CompletionTokens
-	action, _ := Decide(c.Choice.Message)
+	if c.Choice.FinishReason == openai.FinishReasonLength {
+		e.metrics.Truncated++
+	}
+	action, _ := DecideChoice(&c.Choice)
 	return action
 }
 
@@ -191,6 +202,7 @@ func (r *Runner) Run(ctx context.Context, spec EpisodeSpec) Episode {
 
 	m := table.Metrics()
 	m.LLMCalls, m.PromptTokens, m.OutputTokens = e.metrics.LLMCalls, e.metrics.PromptTokens, e.metrics.OutputTokens
+	m.Truncated = e.metrics.Truncated
 	out.Metrics = m
 	out.Transcripts = make([]Transcript, len(e.agents))
 	for i, a := range e.agents {
@@ -281,6 +293,7 @@ func (r *Runner) complete(ctx context.Context, spec EpisodeSpec, a *agent, round
 		Tools:              toolDefs,
 		ToolChoice:         spec.Sampling.ToolChoice,
 		Temperature:        spec.Sampling.Temperature,
+		TopP:               spec.Sampling.EffectiveTopP(),
 		MaxTokens:          spec.Sampling.MaxTokens,
 		LogProbs:           true,
 		TopLogProbs:        spec.Sampling.TopLogprobs,
@@ -288,11 +301,6 @@ func (r *Runner) complete(ctx context.Context, spec EpisodeSpec, a *agent, round
 	}}
 	if req.ToolChoice == "" {
 		req.ToolChoice = "auto"
-	}
-	if req.Temperature == 0 {
-		// go-openai omits a zero temperature (the server would then use
-		// its default, 1); the smallest float is greedy for vLLM (< 1e-5).
-		req.Temperature = math.SmallestNonzeroFloat32
 	}
 	seed := int(RequestSeed(spec.SampleSeed, a.id, round) & 0x7fffffff)
 	req.Seed = &seed
@@ -305,7 +313,7 @@ func (r *Runner) complete(ctx context.Context, spec EpisodeSpec, a *agent, round
 	if r.OnCall != nil {
 		action := ""
 		if err == nil {
-			action, _ = Decide(c.Choice.Message)
+			action, _ = DecideChoice(&c.Choice)
 		}
 		r.OnCall(action, time.Since(t0), err)
 	}

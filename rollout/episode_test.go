@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/grpo-dev/grpo/inference"
+	"github.com/grpo-dev/grpo/internal/httpx"
 	"github.com/grpo-dev/grpo/rollout"
 	"github.com/grpo-dev/grpo/rollout/rollouttest"
 )
@@ -87,7 +88,7 @@ func TestEpisodeFailingServerIsErroredNotScored(t *testing.T) {
 	srv := rollouttest.New(func(rollout.State) string { return rollout.Think })
 	srv.Fail = func(int64) int { return http.StatusInternalServerError }
 	defer srv.Close()
-	r := &rollout.Runner{Client: inference.NewChatClient(srv.BaseURL(), inference.ChatOptions{Retries: 2, Backoff: time.Millisecond})}
+	r := &rollout.Runner{Client: inference.NewChatClient(srv.BaseURL(), inference.ChatOptions{Retry: &httpx.Policy{Retries: 2, BaseDelay: time.Millisecond}})}
 	ep := r.Run(context.Background(), spec(5, rollout.Simultaneous))
 	if !ep.Errored || ep.Reward != 0 || ep.Metrics.Errors != 1 {
 		t.Fatalf("errored=%v reward=%v errors=%d", ep.Errored, ep.Reward, ep.Metrics.Errors)
@@ -106,7 +107,7 @@ func TestEpisodeRetriesTransientFailures(t *testing.T) {
 		return 0
 	}
 	defer srv.Close()
-	r := &rollout.Runner{Client: inference.NewChatClient(srv.BaseURL(), inference.ChatOptions{Backoff: time.Millisecond})}
+	r := &rollout.Runner{Client: inference.NewChatClient(srv.BaseURL(), inference.ChatOptions{Retry: &httpx.Policy{Retries: 3, BaseDelay: time.Millisecond}})}
 	ep := r.Run(context.Background(), spec(5, rollout.Simultaneous))
 	if ep.Errored || math.Abs(ep.Reward-1.3275) > 1e-9 {
 		t.Fatalf("errored=%v (%s) reward=%v", ep.Errored, ep.Error, ep.Reward)

@@ -82,8 +82,9 @@ type Metrics struct {
 	Actions       map[string]int `json:"actions"` // valid tool calls by tool
 	Failed        int            `json:"failed_actions"`
 	Invalid       int            `json:"invalid_outputs"`
-	Starved       int            `json:"starved"` // philosophers with 0 meals
-	Jain          float64        `json:"jain"`    // Jain's fairness of meals; 0 when nobody ate
+	Truncated     int            `json:"truncated_outputs,omitempty"` // turns cut at the token limit; also counted in Invalid
+	Starved       int            `json:"starved"`                     // philosophers with 0 meals
+	Jain          float64        `json:"jain"`                        // Jain's fairness of meals; 0 when nobody ate
 	LLMCalls      int            `json:"llm_calls"`
 	PromptTokens  int            `json:"prompt_tokens"`
 	OutputTokens  int            `json:"completion_tokens"`

@@ -13,7 +13,7 @@ import (
 
 	"github.com/grpo-dev/grpo/checkpoint"
 	"github.com/grpo-dev/grpo/config"
-	"github.com/grpo-dev/grpo/stack"
+	"github.com/grpo-dev/grpo/run"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 )
 
@@ -91,15 +91,16 @@ func (s *Server) handleCreate(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, fmt.Sprintf("config key %s chooses a file path; the daemon owns its store and data directories: remove it", key))
 		return
 	}
-	cfg, err := config.Parse(body, config.WithEmbedded(stack.ConfigDefaults()))
+	cfg, err := config.Parse(body, config.WithEmbedded(run.ConfigDefaults()))
 	if err != nil {
 		writeError(w, http.StatusBadRequest, err.Error())
 		return
 	}
 	cfg.Run.DB = s.opts.Store.Path()
 	if cfg.Run.Name == "" {
-		prefix := fmt.Sprintf("dp%d-%s", cfg.Env.N, cfg.Reward.Function)
-		if cfg.Run.Name, err = s.uniqueName(r.Context(), prefix); err != nil {
+		hosted := s.hostedRuns()
+		taken := func(name string) bool { return hosted[name] }
+		if cfg.Run.Name, err = run.Name(r.Context(), s.opts.Store, cfg, taken); err != nil {
 			writeError(w, http.StatusInternalServerError, err.Error())
 			return
 		}
@@ -114,7 +115,7 @@ func (s *Server) handleCreate(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusConflict, fmt.Sprintf("run %s already exists in the store", cfg.Run.Name))
 		return
 	}
-	if _, err := s.launch(r.Context(), cfg, false); err != nil {
+	if _, err := s.launch(r.Context(), cfg); err != nil {
 		switch {
 		case errors.Is(err, checkpoint.ErrRunExists):
 			writeError(w, http.StatusConflict, err.Error())
@@ -127,22 +128,6 @@ func (s *Server) handleCreate(w http.ResponseWriter, r *http.Request) {
 	}
 	w.Header().Set("Location", "/api/v1/runs/"+cfg.Run.Name)
 	s.writeRun(w, r, http.StatusCreated, cfg.Run.Name)
-}
-
-// uniqueName is the store's next free prefix-N that no hosted run holds.
-func (s *Server) uniqueName(ctx context.Context, prefix string) (string, error) {
-	hosted := s.hostedRuns()
-	for {
-		name, err := s.opts.Store.UniqueRunName(ctx, prefix)
-		if err != nil {
-			return "", err
-		}
-		if !hosted[name] {
-			return name, nil
-		}
-		// A hosted run may not have written its record yet: skip its name.
-		prefix = name
-	}
 }
 
 func (s *Server) handleList(w http.ResponseWriter, r *http.Request) {

@@ -68,7 +68,8 @@ func (h *hub) drop(c *client, reason string) {
 func (h *hub) publish(e orchestrator.Event) {
 	b, err := json.Marshal(e)
 	if err != nil {
-		// Event data are plain structs; this would be a programming error.
+		// Payloads are plain structs (orchestrator/events.go); this would be a
+		// programming error: send the envelope alone.
 		b, _ = json.Marshal(orchestrator.Event{Type: e.Type, Run: e.Run, Step: e.Step, Time: e.Time})
 	}
 	h.mu.Lock()

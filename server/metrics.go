@@ -4,10 +4,8 @@ import (
 	"context"
 	"time"
 
-	"github.com/grpo-dev/grpo/checkpoint"
 	"github.com/grpo-dev/grpo/orchestrator"
 	"github.com/grpo-dev/grpo/rollout"
-	"github.com/grpo-dev/grpo/trainer"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promauto"
 )
@@ -112,38 +110,39 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 
 // event updates the metrics from one orchestrator event.
 func (m *metrics) event(e orchestrator.Event) {
-	switch d := e.Data.(type) {
-	case orchestrator.EpisodeFinished:
+	switch {
+	case e.EpisodeFinished != nil:
+		d := e.EpisodeFinished
 		m.episodes.WithLabelValues(e.Run, d.Split).Inc()
 		m.episodeDuration.WithLabelValues(e.Run, d.Split).Observe(d.Seconds)
 		if d.Deadlock {
 			m.deadlocks.WithLabelValues(e.Run, d.Split).Inc()
 		}
-	case trainer.Job:
-		if trainer.Terminal(d.State) {
-			m.jobs.WithLabelValues(e.Run, d.State).Inc()
+	case e.JobState != nil:
+		if e.JobState.Terminal() {
+			m.jobs.WithLabelValues(e.Run, e.JobState.State).Inc()
 		}
-	case trainer.Adapter:
+	case e.AdapterLoaded != nil:
 		m.adapterLoads.WithLabelValues(e.Run).Inc()
-	case checkpoint.Evaluation:
-		m.rewardMean.WithLabelValues(e.Run, splitValidation).Set(d.RewardMean)
-		m.rewardStd.WithLabelValues(e.Run, splitValidation).Set(d.RewardStd)
-	case checkpoint.Selection:
-		m.bestStep.WithLabelValues(e.Run).Set(float64(d.Step))
-		m.bestReward.WithLabelValues(e.Run).Set(d.Value)
-	case checkpoint.Step:
-		m.step.WithLabelValues(e.Run).Set(float64(d.Step))
-		if t := d.Train; t != nil {
+	case e.ValidationDone != nil:
+		m.rewardMean.WithLabelValues(e.Run, splitValidation).Set(e.ValidationDone.RewardMean)
+		m.rewardStd.WithLabelValues(e.Run, splitValidation).Set(e.ValidationDone.RewardStd)
+	case e.BestChanged != nil:
+		m.bestStep.WithLabelValues(e.Run).Set(float64(e.BestChanged.Step))
+		m.bestReward.WithLabelValues(e.Run).Set(e.BestChanged.Value)
+	case e.StepCommitted != nil:
+		m.step.WithLabelValues(e.Run).Set(float64(e.Step))
+		if t := e.StepCommitted.Train; t != nil {
 			m.rewardMean.WithLabelValues(e.Run, splitTrain).Set(t.RewardMean)
 			m.rewardStd.WithLabelValues(e.Run, splitTrain).Set(t.RewardStd)
 			m.zeroVariance.WithLabelValues(e.Run).Add(float64(t.ZeroVarianceGroups))
 		}
-		if j := d.Job; j != nil && !j.Finished.IsZero() && !j.Submitted.IsZero() {
+		if j := e.StepCommitted.Job; j != nil && !j.Finished.IsZero() && !j.Submitted.IsZero() {
 			m.jobDuration.WithLabelValues(e.Run).Observe(j.Finished.Sub(j.Submitted).Seconds())
 		}
-	case orchestrator.RunStarted:
+	case e.RunStarted != nil:
 		// Bind the run's children so that its series exist from the start.
-		m.step.WithLabelValues(e.Run).Set(float64(max(d.From-1, 0)))
+		m.step.WithLabelValues(e.Run).Set(float64(max(e.RunStarted.From-1, 0)))
 		m.invalidOutputs.WithLabelValues(e.Run)
 		m.inflight.WithLabelValues(e.Run)
 	}

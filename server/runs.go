@@ -6,13 +6,12 @@ import (
 	"fmt"
 	"path/filepath"
 	"sync"
-	"sync/atomic"
-	"time"
 
 	"github.com/grpo-dev/grpo/checkpoint"
 	"github.com/grpo-dev/grpo/config"
 	"github.com/grpo-dev/grpo/orchestrator"
-	"github.com/grpo-dev/grpo/stack"
+	"github.com/grpo-dev/grpo/rollout"
+	"github.com/grpo-dev/grpo/run"
 )
 
 // Errors of hosting runs, turned into HTTP codes by the API.
@@ -26,20 +25,30 @@ var (
 // hosted is a run playing in this process.
 type hosted struct {
 	name     string
-	cancel   context.CancelFunc
+	cancel   context.CancelCauseFunc
 	done     chan struct{} // closed when the run's goroutine has finished
-	byUser   atomic.Bool   // cancelled through the API, not by shutdown
 	started  chan struct{} // closed at the run's first event
 	startOne sync.Once
 	err      error // the run's outcome, set before done is closed
 }
 
-// launch starts (or, with resume, continues) the run cfg names in its own
-// goroutine and returns once the run's record exists in the store (its
-// first event), or with the error that ended it before that.
-func (s *Server) launch(ctx context.Context, cfg config.Config, resume bool) (*hosted, error) {
-	name := cfg.Run.Name
-	runCtx, cancel := context.WithCancel(s.ctx)
+// launch opens a new run of cfg (named) and plays it in its own goroutine.
+func (s *Server) launch(ctx context.Context, cfg config.Config) (*hosted, error) {
+	return s.host(ctx, cfg.Run.Name, func(opts run.Options) (*run.Run, error) { return run.Open(ctx, cfg, opts) })
+}
+
+// resume reopens stored run name and plays it in its own goroutine.
+func (s *Server) resume(ctx context.Context, name string) error {
+	_, err := s.host(ctx, name, func(opts run.Options) (*run.Run, error) { return run.Reopen(ctx, name, opts) })
+	return err
+}
+
+// host registers run name, opens it and plays it in its own goroutine. It
+// returns once the run's record exists in the store (its first event), or
+// with the error that ended it before that. A run interrupted by the
+// daemon's shutdown is left running, so that the next start resumes it.
+func (s *Server) host(ctx context.Context, name string, open func(run.Options) (*run.Run, error)) (*hosted, error) {
+	runCtx, cancel := context.WithCancelCause(s.ctx)
 	h := &hosted{name: name, cancel: cancel, done: make(chan struct{}), started: make(chan struct{})}
 	s.mu.Lock()
 	switch {
@@ -55,43 +64,46 @@ func (s *Server) launch(ctx context.Context, cfg config.Config, resume bool) (*h
 	s.mu.Unlock()
 
 	release := func() {
-		cancel()
+		cancel(nil)
 		s.mu.Lock()
 		delete(s.runs, name)
 		s.mu.Unlock()
 		s.wg.Done()
 	}
-	st, err := stack.Start(ctx, cfg, stack.Options{DataDir: filepath.Join(s.opts.DataDir, name), Getenv: s.opts.Getenv, Logger: s.logger})
-	if err != nil {
-		release()
-		return nil, fmt.Errorf("run %s: %w", name, err)
-	}
-	o := orchestrator.New(orchestrator.Options{
-		Store:     s.opts.Store,
-		Completer: s.metrics.completer(name, st.Completer),
-		Trainer:   st.Trainer,
-		Adapters:  st.Fleet,
+	r, err := open(run.Options{
+		Store:   s.opts.Store,
+		DataDir: filepath.Join(s.opts.DataDir, name),
+		Getenv:  s.opts.Getenv,
+		Logger:  s.logger.With("run", name),
 		Events: func(e orchestrator.Event) {
 			h.startOne.Do(func() { close(h.started) })
 			s.metrics.event(e)
 			s.hub.publish(e)
 		},
-		OnCall: s.metrics.onCall(name),
-		Logger: s.logger.With("run", name),
+		OnCall:        s.metrics.onCall(name),
+		WrapCompleter: func(c rollout.Completer) rollout.Completer { return s.metrics.completer(name, c) },
+		Interrupted:   checkpoint.StateRunning,
 	})
+	if err != nil {
+		release()
+		return nil, err
+	}
 	go func() {
 		defer release()
 		defer close(h.done)
-		var err error
-		if resume {
-			err = o.Resume(runCtx, name)
-		} else {
-			err = o.Start(runCtx, cfg)
-		}
-		if cerr := st.Close(); cerr != nil {
+		err := r.Play(runCtx)
+		if cerr := r.Close(); cerr != nil {
 			s.logger.Warn("close run peers", "run", name, "err", cerr)
 		}
-		h.err = s.settle(name, runCtx, h, err)
+		switch {
+		case err == nil:
+			s.logger.Info("run finished", "run", name)
+		case runCtx.Err() != nil && !errors.Is(context.Cause(runCtx), orchestrator.ErrCancelled):
+			s.logger.Info("run interrupted by shutdown; it resumes on the next start", "run", name)
+		default:
+			s.logger.Warn("run ended", "run", name, "err", err)
+		}
+		h.err = err
 	}()
 	select {
 	case <-h.started:
@@ -102,33 +114,6 @@ func (s *Server) launch(ctx context.Context, cfg config.Config, resume bool) (*h
 		}
 		return nil, h.err
 	}
-}
-
-// settle records how a run's goroutine ended where the orchestrator could
-// not: a run interrupted by shutdown goes back to running so that the next
-// daemon resumes it, and a run that had already played every step is
-// marked succeeded.
-func (s *Server) settle(name string, runCtx context.Context, h *hosted, err error) error {
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	switch {
-	case err == nil:
-		s.logger.Info("run finished", "run", name)
-	case errors.Is(err, orchestrator.ErrRunFinished):
-		if serr := s.opts.Store.SetRunState(ctx, name, checkpoint.StateSucceeded, ""); serr != nil {
-			return errors.Join(err, serr)
-		}
-		return nil
-	case runCtx.Err() != nil && !h.byUser.Load():
-		s.logger.Info("run interrupted by shutdown; it resumes on the next start", "run", name)
-		if serr := s.opts.Store.SetRunState(ctx, name, checkpoint.StateRunning, ""); serr != nil {
-			s.logger.Error("mark interrupted run resumable", "run", name, "err", serr)
-			return errors.Join(err, serr)
-		}
-	default:
-		s.logger.Warn("run ended", "run", name, "err", err)
-	}
-	return err
 }
 
 // resumeAll continues every run the store holds as running.
@@ -154,19 +139,6 @@ func (s *Server) resumeAll(ctx context.Context) error {
 	return nil
 }
 
-func (s *Server) resume(ctx context.Context, name string) error {
-	run, err := s.opts.Store.GetRun(ctx, name)
-	if err != nil {
-		return err
-	}
-	cfg, err := config.FromJSON(run.Config)
-	if err != nil {
-		return fmt.Errorf("stored config of run %s: %w", name, err)
-	}
-	_, err = s.launch(ctx, cfg, true)
-	return err
-}
-
 // cancelRun cancels a hosted run and waits until it has recorded its end.
 func (s *Server) cancelRun(ctx context.Context, name string) error {
 	s.mu.Lock()
@@ -175,8 +147,7 @@ func (s *Server) cancelRun(ctx context.Context, name string) error {
 	if h == nil {
 		return ErrNotHosted
 	}
-	h.byUser.Store(true)
-	h.cancel()
+	h.cancel(orchestrator.ErrCancelled)
 	select {
 	case <-h.done:
 		return nil

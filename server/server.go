@@ -6,9 +6,8 @@
 // # Shutdown and resume
 //
 // Close cancels every run and waits for it. A run interrupted by Close is
-// recorded as running again (the orchestrator records it cancelled), so
-// that the next daemon on the same store resumes it from its last committed
-// step. A run cancelled through the API stays cancelled. A daemon killed
+// left running (run.Options.Interrupted), so that the next daemon on the
+// same store resumes it from its last committed step. A run cancelled through the API stays cancelled. A daemon killed
 // without Close leaves its runs running, and the next one resumes them too.
 package server
 

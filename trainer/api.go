@@ -43,8 +43,14 @@ type Hyperparameters struct {
 
 // Trajectory is one philosopher's conversation. MessagesAndChoices holds
 // OpenAI messages (objects with "role") and, for each sampled assistant turn,
-// the full OpenAI choice object (with "message", "finish_reason" and
-// "logprobs") exactly as the inference server returned it.
+// the full OpenAI choice object (with "message", "finish_reason",
+// "logprobs" and, from vLLM, "token_ids") exactly as the inference server
+// returned it, plus one added key, "prompt_token_ids", copied from the
+// answer's top level when the server sent it.
+//
+// Sampling says how its turns were sampled; PolicyStep, when set, is the
+// step of the adapter that sampled them (an asynchronous pipeline samples
+// with an older policy than the one being trained).
 type Trajectory struct {
 	MessagesAndChoices []json.RawMessage `json:"messages_and_choices"`
 	Tools              json.RawMessage   `json:"tools,omitempty"`
@@ -53,6 +59,19 @@ type Trajectory struct {
 	Group              string            `json:"group"`
 	Episode            string            `json:"episode"`
 	Agent              int               `json:"agent"`
+	Sampling           *Sampling         `json:"sampling,omitempty"`
+	PolicyStep         *int              `json:"policy_step,omitempty"`
+}
+
+// Sampling is the settings a trajectory's turns were sampled with (DESIGN
+// §5): the served model name (the base model or an adapter) and the
+// request parameters as sent.
+type Sampling struct {
+	Model              string         `json:"model"`
+	Temperature        float64        `json:"temperature"`
+	TopP               float64        `json:"top_p"`
+	MaxTokens          int            `json:"max_tokens,omitempty"`
+	ChatTemplateKwargs map[string]any `json:"chat_template_kwargs,omitempty"`
 }
 
 // JobRequest is the body of POST /v1/jobs. ID is the idempotency key.

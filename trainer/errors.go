@@ -3,7 +3,6 @@ package trainer
 import (
 	"errors"
 	"fmt"
-	"time"
 )
 
 // Sentinel errors of the job API client.
@@ -45,26 +44,4 @@ func (e *JobError) Is(target error) bool {
 		return e.State == StateCancelled
 	}
 	return false
-}
-
-// StatusError is a non-2xx answer of the trainer.
-type StatusError struct {
-	Method     string
-	URL        string
-	StatusCode int
-	Message    string        // the body's error message, or a quoted prefix of the body
-	RetryAfter time.Duration // the Retry-After header, if the server sent one in seconds
-}
-
-// Error implements error.
-func (e *StatusError) Error() string {
-	return fmt.Sprintf("%s %s: %d %s: %s", e.Method, e.URL, e.StatusCode, statusText(e.StatusCode), e.Message)
-}
-
-// Unwrap lets errors.Is(err, ErrJobNotFound) see a 404.
-func (e *StatusError) Unwrap() error {
-	if e.StatusCode == 404 {
-		return ErrJobNotFound
-	}
-	return nil
 }

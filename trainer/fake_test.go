@@ -7,6 +7,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/grpo-dev/grpo/internal/httpx"
 )
 
 // fakeTrainer is an httptest peer serving the job API. Each GET of a job
@@ -117,7 +119,7 @@ func fastOptions() JobClientOptions {
 		PollInterval:    time.Millisecond,
 		MaxPollInterval: 4 * time.Millisecond,
 		RequestTimeout:  5 * time.Second,
-		Retries:         3,
+		Retry:           &httpx.Policy{Retries: 3, BaseDelay: time.Millisecond, MaxDelay: 4 * time.Millisecond},
 	}
 }
 

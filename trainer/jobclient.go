@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/grpo-dev/grpo/internal/httpx"
 	"github.com/grpo-dev/grpo/internal/quote"
 )
 
@@ -18,26 +19,26 @@ const (
 	DefaultPollInterval    = 200 * time.Millisecond
 	DefaultMaxPollInterval = 5 * time.Second
 	DefaultRequestTimeout  = 30 * time.Second
-	DefaultRetries         = 5
 	DefaultMaxPollErrors   = 10
 )
 
 // JobClientOptions configure a JobClient. Zero values take the defaults.
 type JobClientOptions struct {
-	HTTPClient *http.Client
+	HTTPClient *http.Client // default httpx.DefaultHTTPClient()
 
-	// PollInterval is the first wait between polls and between retries;
-	// waits double up to MaxPollInterval.
+	// PollInterval is Wait's first wait between polls; waits double up to
+	// MaxPollInterval, and start again from PollInterval when the job moves.
 	PollInterval    time.Duration
 	MaxPollInterval time.Duration
 
 	// RequestTimeout bounds each HTTP attempt.
 	RequestTimeout time.Duration
 
-	// Retries is how many times a request that failed transiently
-	// (connection refused or reset, 429, 5xx) is sent again; negative
-	// disables retries.
-	Retries int
+	// Retry is the retry policy of Submit, Get and Cancel (httpx.Policy:
+	// Retries extra attempts after the first, 0 none) for transient
+	// failures (connection refused or reset, 429, 5xx); nil takes
+	// httpx.DefaultPolicy().
+	Retry *httpx.Policy
 
 	// MaxPollErrors is how many consecutive transient poll failures Wait
 	// tolerates before giving up: a restarting trainer is not a failed job.
@@ -48,11 +49,10 @@ type JobClientOptions struct {
 // concurrent use.
 type JobClient struct {
 	baseURL         string
-	httpClient      *http.Client
+	http            *httpx.Client
 	pollInterval    time.Duration
 	maxPollInterval time.Duration
 	requestTimeout  time.Duration
-	retries         int
 	maxPollErrors   int
 }
 
@@ -61,15 +61,10 @@ type JobClient struct {
 func NewJobClient(baseURL string, opts JobClientOptions) *JobClient {
 	c := &JobClient{
 		baseURL:         strings.TrimRight(baseURL, "/"),
-		httpClient:      opts.HTTPClient,
 		pollInterval:    opts.PollInterval,
 		maxPollInterval: opts.MaxPollInterval,
 		requestTimeout:  opts.RequestTimeout,
-		retries:         opts.Retries,
 		maxPollErrors:   opts.MaxPollErrors,
-	}
-	if c.httpClient == nil {
-		c.httpClient = http.DefaultClient
 	}
 	if c.pollInterval <= 0 {
 		c.pollInterval = DefaultPollInterval
@@ -81,16 +76,20 @@ func NewJobClient(baseURL string, opts JobClientOptions) *JobClient {
 	if c.requestTimeout <= 0 {
 		c.requestTimeout = DefaultRequestTimeout
 	}
-	switch {
-	case c.retries == 0:
-		c.retries = DefaultRetries
-	case c.retries < 0:
-		c.retries = 0
-	}
 	if c.maxPollErrors <= 0 {
 		c.maxPollErrors = DefaultMaxPollErrors
 	}
+	retry := httpx.DefaultPolicy()
+	if opts.Retry != nil {
+		retry = *opts.Retry
+	}
+	c.http = httpx.New(httpx.Options{HTTPClient: opts.HTTPClient, Retry: retry, Timeout: c.requestTimeout, MaxBody: maxBody})
 	return c
+}
+
+// pollBackoff paces Wait's polls.
+func (c *JobClient) pollBackoff() *httpx.Backoff {
+	return httpx.Policy{BaseDelay: c.pollInterval, MaxDelay: c.maxPollInterval}.Backoff()
 }
 
 // Submit creates the job req.ID, or returns the existing job of that id: the
@@ -103,14 +102,10 @@ func (c *JobClient) Submit(ctx context.Context, req JobRequest) (Job, error) {
 	if err != nil {
 		return Job{}, fmt.Errorf("submit trainer job %s: %w", req.ID, err)
 	}
-	u := c.baseURL + "/v1/jobs"
 	var job Job
-	err = c.retry(ctx, func(ctx context.Context) error {
-		a, err := c.roundTrip(ctx, http.MethodPost, u, body)
-		if err != nil {
-			return err
-		}
-		job, err = decodeJob(http.MethodPost, a, req.ID)
+	err = c.request(ctx, http.MethodPost, c.baseURL+"/v1/jobs", body, func(r *httpx.Response) error {
+		var err error
+		job, err = decodeJob(r, req.ID)
 		return err
 	})
 	if err != nil {
@@ -119,36 +114,20 @@ func (c *JobClient) Submit(ctx context.Context, req JobRequest) (Job, error) {
 	return job, nil
 }
 
-// Get returns the job's current state, retrying transient failures.
-func (c *JobClient) Get(ctx context.Context, id string) (Job, error) {
-	var job Job
-	err := c.retry(ctx, func(ctx context.Context) error {
-		var err error
-		job, err = c.get(ctx, id)
-		return err
-	})
-	if err != nil {
-		return Job{}, fmt.Errorf("get trainer job %s: %w", id, err)
-	}
-	return job, nil
-}
-
 // get polls the job once.
 func (c *JobClient) get(ctx context.Context, id string) (Job, error) {
-	a, err := c.roundTrip(ctx, http.MethodGet, c.jobURL(id), nil)
-	if err != nil {
-		return Job{}, err
-	}
-	return decodeJob(http.MethodGet, a, id)
+	var job Job
+	err := c.once(ctx, http.MethodGet, c.jobURL(id), func(r *httpx.Response) error {
+		var err error
+		job, err = decodeJob(r, id)
+		return err
+	})
+	return job, err
 }
 
 // Cancel asks the trainer to cancel the job, retrying transient failures.
 func (c *JobClient) Cancel(ctx context.Context, id string) error {
-	err := c.retry(ctx, func(ctx context.Context) error {
-		_, err := c.roundTrip(ctx, http.MethodDelete, c.jobURL(id), nil)
-		return err
-	})
-	if err != nil {
+	if err := c.request(ctx, http.MethodDelete, c.jobURL(id), nil, nil); err != nil {
 		return fmt.Errorf("cancel trainer job %s: %w", id, err)
 	}
 	return nil
@@ -166,21 +145,22 @@ func (c *JobClient) jobURL(id string) string {
 
 // decodeJob parses a job answer and checks it is one: JSON of the right
 // shape, the expected id, a known state.
-func decodeJob(method string, a answer, wantID string) (Job, error) {
+func decodeJob(a *httpx.Response, wantID string) (Job, error) {
+	method, ct := a.Method, a.Header.Get("Content-Type")
 	var job Job
-	if err := json.Unmarshal(a.body, &job); err != nil {
+	if err := json.Unmarshal(a.Body, &job); err != nil {
 		return Job{}, fmt.Errorf("%s %s: answer is not a trainer job (%s, %v): %s",
-			method, a.url, contentType(a.contentType), err, quote.Body(a.body))
+			method, a.URL, contentType(ct), err, quote.Body(a.Body))
 	}
 	switch {
 	case job.ID == "" && job.State == "":
 		return Job{}, fmt.Errorf("%s %s: answer has no job id or state (%s): %s",
-			method, a.url, contentType(a.contentType), quote.Body(a.body))
+			method, a.URL, contentType(ct), quote.Body(a.Body))
 	case job.ID != "" && job.ID != wantID:
-		return Job{}, fmt.Errorf("%s %s: answer is job %q, want %q", method, a.url, job.ID, wantID)
+		return Job{}, fmt.Errorf("%s %s: answer is job %q, want %q", method, a.URL, job.ID, wantID)
 	case !knownState(job.State):
 		return Job{}, fmt.Errorf("%s %s: job %s has unknown state %q, want one of queued, running, succeeded, failed, cancelled",
-			method, a.url, wantID, job.State)
+			method, a.URL, wantID, job.State)
 	}
 	job.ID = wantID
 	return job, nil
@@ -195,4 +175,13 @@ func contentType(ct string) string {
 		return "no content type"
 	}
 	return ct
+}
+
+// Health sends one GET /healthz, which the job API answers with 200. A run
+// calls it before it spends anything on rollouts.
+func (c *JobClient) Health(ctx context.Context) error {
+	if err := c.once(ctx, http.MethodGet, c.baseURL+"/healthz", nil); err != nil {
+		return fmt.Errorf("GET /healthz: %w", err)
+	}
+	return nil
 }

@@ -11,6 +11,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/grpo-dev/grpo/internal/httpx"
 )
 
 func TestJobID(t *testing.T) {
@@ -74,12 +76,12 @@ func TestJobClient_Submit_EmptyID(t *testing.T) {
 func TestJobClient_Get_RawSlashInPath(t *testing.T) {
 	f, srv := newFakeTrainer(t, Job{State: StateRunning, Progress: 0.25})
 	c := NewJobClient(srv.URL, fastOptions())
-	job, err := c.Get(context.Background(), "dp5/step-0003")
+	job, err := c.get(context.Background(), "dp5/step-0003")
 	if err != nil {
 		t.Fatal(err)
 	}
 	if got, want := job, (Job{ID: "dp5/step-0003", State: StateRunning, Progress: 0.25}); got != want {
-		t.Fatalf("Get()=%+v, want %+v", got, want)
+		t.Fatalf("get()=%+v, want %+v", got, want)
 	}
 	reqs, _, _ := f.counts()
 	if got, want := reqs[0], "GET /v1/jobs/dp5/step-0003"; got != want {
@@ -90,9 +92,9 @@ func TestJobClient_Get_RawSlashInPath(t *testing.T) {
 func TestJobClient_Get_NotFound(t *testing.T) {
 	_, srv := newFakeTrainer(t)
 	c := NewJobClient(srv.URL, fastOptions())
-	_, err := c.Get(context.Background(), "r/step-0001")
+	_, err := c.get(context.Background(), "r/step-0001")
 	if !errors.Is(err, ErrJobNotFound) {
-		t.Fatalf("Get()=%v, want ErrJobNotFound", err)
+		t.Fatalf("get()=%v, want ErrJobNotFound", err)
 	}
 	if !strings.Contains(err.Error(), "no job r/step-0001") {
 		t.Fatalf("error %q does not carry the body message", err)
@@ -178,9 +180,9 @@ func TestJobClient_Garbage(t *testing.T) {
 			}))
 			defer srv.Close()
 			c := NewJobClient(srv.URL, fastOptions())
-			_, err := c.Get(context.Background(), "r/step-0001")
+			_, err := c.get(context.Background(), "r/step-0001")
 			if err == nil {
-				t.Fatal("Get() accepted garbage")
+				t.Fatal("get() accepted garbage")
 			}
 			for _, want := range []string{srv.URL + "/v1/jobs/r/step-0001", tt.want} {
 				if !strings.Contains(err.Error(), want) {
@@ -196,9 +198,9 @@ func TestJobClient_Garbage_LongBodyQuotedShort(t *testing.T) {
 		_, _ = w.Write([]byte("<!DOCTYPE html>" + strings.Repeat("x", 10000)))
 	}))
 	defer srv.Close()
-	_, err := NewJobClient(srv.URL, fastOptions()).Get(context.Background(), "r/step-0001")
+	_, err := NewJobClient(srv.URL, fastOptions()).get(context.Background(), "r/step-0001")
 	if err == nil {
-		t.Fatal("Get() accepted HTML")
+		t.Fatal("get() accepted HTML")
 	}
 	if len(err.Error()) > 400 {
 		t.Fatalf("error is %d bytes long, want a short prefix: %q", len(err.Error()), err)
@@ -227,7 +229,7 @@ func TestJobClient_ConnectionRefused(t *testing.T) {
 	tr := &countingTransport{}
 	opts := fastOptions()
 	opts.HTTPClient = &http.Client{Transport: tr}
-	opts.Retries = 2
+	opts.Retry = &httpx.Policy{Retries: 2, BaseDelay: time.Millisecond}
 	c := NewJobClient("http://"+addr, opts)
 	_, err = c.Submit(context.Background(), testRequest("r/step-0001"))
 	if !errors.Is(err, syscall.ECONNREFUSED) {
@@ -256,35 +258,13 @@ func TestJobClient_Cancel(t *testing.T) {
 	}
 }
 
-func TestBackoff(t *testing.T) {
-	b := &backoff{cur: 10 * time.Millisecond, max: 50 * time.Millisecond}
-	var got []time.Duration
-	for range 5 {
-		got = append(got, b.next(nil))
-	}
-	want := []time.Duration{10, 20, 40, 50, 50}
-	for i := range want {
-		if got[i] != want[i]*time.Millisecond {
-			t.Fatalf("backoff=%v, want %v ms", got, want)
-		}
-	}
-
-	b = &backoff{cur: 10 * time.Millisecond, max: 3 * time.Second}
-	if got, want := b.next(&StatusError{StatusCode: 429, RetryAfter: 2 * time.Second}), 2*time.Second; got != want {
-		t.Fatalf("next(Retry-After 2s)=%v, want %v", got, want)
-	}
-	if got, want := b.next(&StatusError{StatusCode: 429, RetryAfter: time.Minute}), 3*time.Second; got != want {
-		t.Fatalf("next(Retry-After 1m)=%v, want cap %v", got, want)
-	}
-}
-
 func TestNewJobClient_Defaults(t *testing.T) {
 	c := NewJobClient("http://127.0.0.1:7000/", JobClientOptions{})
 	if c.baseURL != "http://127.0.0.1:7000" || c.pollInterval != 200*time.Millisecond ||
-		c.maxPollInterval != 5*time.Second || c.retries != DefaultRetries {
-		t.Fatalf("defaults: %+v", c)
+		c.maxPollInterval != 5*time.Second || c.http.Policy() != httpx.DefaultPolicy() || c.http.Timeout() != DefaultRequestTimeout {
+		t.Fatalf("defaults: %+v, policy %+v", c, c.http.Policy())
 	}
-	if c := NewJobClient("x", JobClientOptions{Retries: -1}); c.retries != 0 {
-		t.Fatalf("Retries -1 gave %d retries, want 0", c.retries)
+	if c := NewJobClient("x", JobClientOptions{Retry: &httpx.Policy{Retries: -1}}); c.http.Policy().Retries != 0 {
+		t.Fatalf("Retries -1 gave %d retries, want 0", c.http.Policy().Retries)
 	}
 }

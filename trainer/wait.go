@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"time"
+
+	"github.com/grpo-dev/grpo/internal/httpx"
 )
 
 // Wait polls the job until it reaches a terminal state and returns its last
@@ -27,7 +29,7 @@ func (c *JobClient) Wait(ctx context.Context, id string, timeout time.Duration, 
 		last   Job
 		seen   bool
 		errs   int
-		b      = c.newBackoff()
+		b      = c.pollBackoff()
 		result = func(err error) (Job, error) {
 			if ctx.Err() != nil {
 				return last, ctx.Err()
@@ -45,7 +47,7 @@ func (c *JobClient) Wait(ctx context.Context, id string, timeout time.Duration, 
 			errs = 0
 			if !seen || job.State != last.State || job.Progress != last.Progress {
 				// A moving job is worth watching closely again.
-				b.reset(c.pollInterval)
+				b.Reset()
 				if onUpdate != nil {
 					onUpdate(job)
 				}
@@ -59,7 +61,7 @@ func (c *JobClient) Wait(ctx context.Context, id string, timeout time.Duration, 
 			}
 		case waitCtx.Err() != nil:
 			return result(nil)
-		case !transient(err):
+		case !httpx.IsTransient(err):
 			return result(fmt.Errorf("wait for trainer job %s: %w", id, err))
 		default:
 			errs++
@@ -67,7 +69,7 @@ func (c *JobClient) Wait(ctx context.Context, id string, timeout time.Duration, 
 				return result(fmt.Errorf("wait for trainer job %s: %d polls failed in a row: %w", id, errs, err))
 			}
 		}
-		if err := sleep(waitCtx, b.next(err)); err != nil {
+		if err := httpx.Sleep(waitCtx, b.Next(retryAfter(err))); err != nil {
 			return result(nil)
 		}
 	}

@@ -16,8 +16,9 @@ import (
 
 	"github.com/grpo-dev/grpo/evaluate"
 	"github.com/grpo-dev/grpo/inference"
+	"github.com/grpo-dev/grpo/internal/httpx"
 	"github.com/grpo-dev/grpo/rollout"
-	"github.com/grpo-dev/grpo/stack"
+	"github.com/grpo-dev/grpo/run"
 )
 
 const evalSynopsis = `Usage: grpo eval [flags]
@@ -171,12 +172,12 @@ func (c *EvalCommand) Run(ctx context.Context) error {
 			return err
 		}
 		defer os.RemoveAll(dir)
-		e, err := stack.StartEmbedded(ctx, dir, o.seed, nil)
+		e, err := run.StartEmbedded(ctx, dir, o.seed, nil)
 		if err != nil {
 			return err
 		}
 		defer e.Close()
-		o.targets = []target{{Name: stack.EmbeddedModel, URL: e.InferenceURL}}
+		o.targets = []target{{Name: run.EmbeddedModel, URL: e.InferenceURL}}
 	}
 	o.targets = slices.Clone(o.targets)
 	for i := range o.targets {
@@ -250,7 +251,7 @@ func (m *Main) runEval(ctx context.Context, o evalOptions) error {
 	var results []evalResult
 	for _, t := range o.targets {
 		opts := evaluate.Options{
-			Client:      inference.NewChatClient(t.URL, inference.ChatOptions{APIKey: t.apiKey, RequestTimeout: o.timeout, Retries: retriesOption(o.retries)}),
+			Client:      inference.NewChatClient(t.URL, inference.ChatOptions{APIKey: t.apiKey, RequestTimeout: o.timeout, Retry: retryPolicy(o.retries)}),
 			Limit:       limit,
 			Concurrency: o.concurrency,
 			OnEpisode: func(ep rollout.Episode) {
@@ -291,11 +292,11 @@ func (m *Main) runEval(ctx context.Context, o evalOptions) error {
 	return nil
 }
 
-func retriesOption(r int) int {
-	if r == 0 {
-		return -1 // ChatOptions: 0 means the default, -1 none
-	}
-	return r
+// retryPolicy is the default policy with the --retries count (0: none).
+func retryPolicy(retries int) *httpx.Policy {
+	p := httpx.DefaultPolicy()
+	p.Retries = retries
+	return &p
 }
 
 // evalSet is the episodes of one model at one n. Episode e plays the

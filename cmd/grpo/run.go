@@ -12,8 +12,7 @@ import (
 	"github.com/grpo-dev/grpo/checkpoint"
 	"github.com/grpo-dev/grpo/config"
 	"github.com/grpo-dev/grpo/orchestrator"
-	"github.com/grpo-dev/grpo/stack"
-	"github.com/grpo-dev/grpo/trainer"
+	"github.com/grpo-dev/grpo/run"
 )
 
 const runSynopsis = `Usage: grpo run [--config FILE] [--db PATH] [--resume RUN] [flags]
@@ -35,95 +34,110 @@ steps are kept, the in-flight trainer job is reattached, and no step is
 trained twice or skipped.
 `
 
+// runCommand is 'grpo run': what its flags ask for.
+type runCommand struct {
+	config, db, resume, name, dataDir string
+	steps                             int
+	seed                              int64
+	quiet                             bool
+}
+
 func (m *Main) run(ctx context.Context, args []string) error {
+	var c runCommand
+	if err := c.parse(m, args); err != nil {
+		return err
+	}
+	return c.play(ctx, m)
+}
+
+func (c *runCommand) parse(m *Main, args []string) error {
 	fs := m.newFlags("run", runSynopsis)
-	cfgPath := fs.String("config", "", "run configuration YAML (DESIGN §10); default: every field at its default")
-	db := fs.String("db", "", "bbolt store (default: run.db from the config, grpo.db)")
-	resume := fs.String("resume", "", "continue run RUN from its last committed step, with its stored config")
-	name := fs.String("name", "", "run name (default: run.name, or generated)")
-	steps := fs.Int("steps", 0, "training steps (default: run.steps, 16)")
-	seed := fs.Int64("seed", 0, "seed (default: run.seed, 1)")
-	dataDir := fs.String("data-dir", "", "embedded backend's adapters and jobs (default: <db>.data next to the store)")
-	quiet := fs.Bool("quiet", false, "no progress output on stderr")
+	fs.StringVar(&c.config, "config", "", "run configuration YAML (DESIGN §10); default: every field at its default")
+	fs.StringVar(&c.db, "db", "", "bbolt store (default: run.db from the config, grpo.db)")
+	fs.StringVar(&c.resume, "resume", "", "continue run RUN from its last committed step, with its stored config")
+	fs.StringVar(&c.name, "name", "", "run name (default: run.name, or generated)")
+	fs.IntVar(&c.steps, "steps", 0, "training steps (default: run.steps, 16)")
+	fs.Int64Var(&c.seed, "seed", 0, "seed (default: run.seed, 1)")
+	fs.StringVar(&c.dataDir, "data-dir", "", "embedded backend's adapters and jobs (default: <db>.data next to the store)")
+	fs.BoolVar(&c.quiet, "quiet", false, "no progress output on stderr")
 	if err := parse(fs, args); err != nil {
 		return err
 	}
 	if fs.NArg() > 0 {
 		return usagef("unexpected argument %q", fs.Arg(0))
 	}
+	if c.resume != "" && (c.config != "" || c.name != "" || c.steps != 0 || c.seed != 0) {
+		return usagef("--resume uses the run's stored config: drop --config, --name, --steps and --seed")
+	}
+	return nil
+}
 
-	var cfg config.Config
-	var err error
-	if *resume != "" {
-		if *cfgPath != "" || *name != "" || *steps != 0 || *seed != 0 {
-			return usagef("--resume uses the run's stored config: drop --config, --name, --steps and --seed")
+// open opens the run the flags name: a stored one with --resume, else a
+// new one from the config file and the flags that override it.
+func (c *runCommand) open(ctx context.Context, opts run.Options) (*run.Run, error) {
+	withStore := func(path string) run.Options {
+		opts.Store = checkpoint.New(path, checkpoint.Options{})
+		opts.DataDir = c.dataDir
+		if opts.DataDir == "" {
+			opts.DataDir = path + ".data"
 		}
-		path := *db
+		return opts
+	}
+	if c.resume != "" {
+		path := c.db
 		if path == "" {
 			path = config.Default().Run.DB
 		}
-		run, err := checkpoint.New(path, checkpoint.Options{}).GetRun(ctx, *resume)
-		if err != nil {
-			return err
-		}
-		if cfg, err = config.FromJSON(run.Config); err != nil {
-			return fmt.Errorf("stored config of run %s: %w", *resume, err)
-		}
+		return run.Reopen(ctx, c.resume, withStore(path))
+	}
+	var cfg config.Config
+	var err error
+	if c.config != "" {
+		cfg, err = config.Load(c.config, config.WithEmbedded(run.ConfigDefaults()))
 	} else {
-		if *cfgPath != "" {
-			cfg, err = config.Load(*cfgPath, config.WithEmbedded(stack.ConfigDefaults()))
-		} else {
-			cfg, err = config.Parse(nil, config.WithEmbedded(stack.ConfigDefaults()))
-		}
-		if err != nil {
-			return err
-		}
-		if *name != "" {
-			cfg.Run.Name = *name
-		}
-		if *steps != 0 {
-			cfg.Run.Steps = *steps
-		}
-		if *seed != 0 {
-			cfg.Run.Seed = *seed
-		}
+		cfg, err = config.Parse(nil, config.WithEmbedded(run.ConfigDefaults()))
 	}
-	if *db != "" {
-		cfg.Run.DB = *db
+	if err != nil {
+		return nil, err
 	}
-	if err := cfg.Validate(); err != nil {
-		return err
+	if c.name != "" {
+		cfg.Run.Name = c.name
 	}
-	store := checkpoint.New(cfg.Run.DB, checkpoint.Options{})
-	if *resume == "" && cfg.Run.Name == "" {
-		prefix := fmt.Sprintf("dp%d-%s", cfg.Env.N, cfg.Reward.Function)
-		if cfg.Run.Name, err = store.UniqueRunName(ctx, prefix); err != nil {
-			return err
-		}
+	if c.steps != 0 {
+		cfg.Run.Steps = c.steps
 	}
+	if c.seed != 0 {
+		cfg.Run.Seed = c.seed
+	}
+	if c.db != "" {
+		cfg.Run.DB = c.db
+	}
+	return run.Open(ctx, cfg, withStore(cfg.Run.DB))
+}
 
-	logger := slog.New(slog.NewTextHandler(m.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	if *dataDir == "" {
-		*dataDir = cfg.Run.DB + ".data"
-	}
-	st, err := stack.Start(ctx, cfg, stack.Options{DataDir: *dataDir, Getenv: m.Getenv, Logger: logger})
+// play opens the run, plays it with its progress on stderr, and prints
+// its table read back from the store.
+func (c *runCommand) play(ctx context.Context, m *Main) error {
+	view := newRunView(m.Stderr, c.quiet)
+	r, err := c.open(ctx, run.Options{
+		Getenv:      m.Getenv,
+		Logger:      slog.New(slog.NewTextHandler(m.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})),
+		Events:      view.event,
+		Interrupted: checkpoint.StateCancelled,
+	})
 	if err != nil {
 		return err
 	}
-	defer st.Close()
+	defer r.Close()
 
-	view := newRunView(m.Stderr, *quiet)
-	o := orchestrator.New(orchestrator.Options{
-		Store: store, Completer: st.Completer, Trainer: st.Trainer, Adapters: st.Fleet,
-		Events: view.event, Logger: logger,
-	})
-	fmt.Fprintf(m.Stderr, "run %s: %d steps, n=%d, %s reward, store %s\n", cfg.Run.Name, cfg.Run.Steps, cfg.Env.N, cfg.Reward.Function, cfg.Run.DB)
-	start := time.Now()
-	if *resume != "" {
-		err = o.Resume(ctx, *resume)
+	cfg := r.Config()
+	if r.Finished() {
+		fmt.Fprintf(m.Stderr, "run %s already finished all its %d steps; store %s\n", cfg.Run.Name, cfg.Run.Steps, cfg.Run.DB)
 	} else {
-		err = o.Start(ctx, cfg)
+		fmt.Fprintf(m.Stderr, "run %s: %d steps, n=%d, %s reward, store %s\n", cfg.Run.Name, cfg.Run.Steps, cfg.Env.N, cfg.Reward.Function, cfg.Run.DB)
 	}
+	start := time.Now()
+	err = r.Play(ctx)
 	view.finish()
 	if err != nil {
 		if ctx.Err() != nil {
@@ -131,7 +145,7 @@ func (m *Main) run(ctx context.Context, args []string) error {
 		}
 		return fmt.Errorf("run %s: %w (see 'grpo runs show %s --db %s')", cfg.Run.Name, err, cfg.Run.Name, cfg.Run.DB)
 	}
-	report, err := loadReport(ctx, store, cfg.Run.Name)
+	report, err := loadReport(ctx, checkpoint.New(cfg.Run.DB, checkpoint.Options{}), cfg.Run.Name)
 	if err != nil {
 		return err
 	}
@@ -162,41 +176,39 @@ func (v *runView) event(e orchestrator.Event) {
 	}
 	v.mu.Lock()
 	defer v.mu.Unlock()
-	switch e.Type {
-	case orchestrator.EventStepStarted:
-		d := e.Data.(orchestrator.StepStarted)
+	switch {
+	case e.StepStarted != nil:
 		if v.tty {
-			v.bar = newProgress(v.w, d.Episodes+d.Validation, fmt.Sprintf("step %2d", e.Step))
+			v.bar = newProgress(v.w, e.StepStarted.Episodes+e.StepStarted.Validation, fmt.Sprintf("step %2d", e.Step))
 		}
-	case orchestrator.EventEpisodeFinished:
+	case e.EpisodeFinished != nil:
 		if v.bar != nil {
 			v.bar.Add(1)
 		}
-	case orchestrator.EventJobState:
+	case e.JobState != nil:
 		if v.bar != nil {
-			j := e.Data.(trainer.Job)
+			j := e.JobState
 			v.bar.Describe(fmt.Sprintf("step %2d job %s %3.0f%%", e.Step, j.State, 100*j.Progress))
 		}
-	case orchestrator.EventStepCommitted:
+	case e.StepCommitted != nil:
 		if v.bar != nil {
 			v.bar.Finish()
 			v.bar = nil
 		}
-		s := e.Data.(checkpoint.Step)
-		line := fmt.Sprintf("step %2d committed", s.Step)
+		s := e.StepCommitted
+		line := fmt.Sprintf("step %2d committed", e.Step)
 		if s.Train != nil {
 			line += fmt.Sprintf("  train %.3f", s.Train.RewardMean)
 		}
-		if s.Job == nil && s.Step > 0 {
+		if s.Job == nil && e.Step > 0 {
 			line += "  (no signal: no job)"
 		}
 		fmt.Fprintln(v.w, line)
-	case orchestrator.EventValidationDone:
-		ev := e.Data.(checkpoint.Evaluation)
+	case e.ValidationDone != nil:
+		ev := e.ValidationDone
 		fmt.Fprintf(v.w, "step %2d validation %.3f [%.3f, %.3f] deadlock %.2f\n", e.Step, ev.RewardMean, ev.RewardCI95[0], ev.RewardCI95[1], ev.DeadlockRate)
-	case orchestrator.EventBestChanged:
-		sel := e.Data.(checkpoint.Selection)
-		fmt.Fprintf(v.w, "best step is now %d (%.3f)\n", sel.Step, sel.Value)
+	case e.BestChanged != nil:
+		fmt.Fprintf(v.w, "best step is now %d (%.3f)\n", e.BestChanged.Step, e.BestChanged.Value)
 	}
 }
 

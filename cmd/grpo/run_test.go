@@ -96,6 +96,11 @@ func TestRunThenReadBack(t *testing.T) {
 	if topStep > 0 && (best.Adapter == nil || best.Adapter.Name != show.Steps[topStep].Adapter.Name) {
 		t.Fatalf("best adapter %+v, step adapter %+v", best.Adapter, show.Steps[topStep].Adapter)
 	}
+	// Resuming a finished run does nothing, says so, and succeeds.
+	code, out, errs = cli(t, "run", "--resume", "small", "--db", db)
+	if code != 0 || !strings.Contains(errs, "already finished") || !strings.Contains(out, "<- best") {
+		t.Fatalf("run --resume of a finished run: exit %d\n%s\n%s", code, out, errs)
+	}
 	if code, _, errs := cli(t, "runs", "show", "nope", "--db", db); code != 1 || !strings.Contains(errs, "nope") {
 		t.Fatalf("unknown run: %d %s", code, errs)
 	}

@@ -67,17 +67,14 @@ func (m *Main) watch(ctx context.Context, args []string) error {
 			}
 			return fmt.Errorf("read events from %s: %w", u, err)
 		}
-		var e struct {
-			orchestrator.Event
-			Data json.RawMessage `json:"data"`
-		}
+		var e orchestrator.Event
 		if err := json.Unmarshal(b, &e); err != nil {
 			return fmt.Errorf("decode event: %w", err)
 		}
 		if *asJSON {
 			fmt.Fprintln(m.Stdout, string(b))
 		} else {
-			fmt.Fprintln(m.Stdout, eventLine(e.Event, e.Data))
+			fmt.Fprintln(m.Stdout, eventLine(e))
 		}
 		if run != "" && e.Type == orchestrator.EventRunFinished {
 			return nil
@@ -86,36 +83,36 @@ func (m *Main) watch(ctx context.Context, args []string) error {
 }
 
 // eventLine formats one event for a terminal.
-func eventLine(e orchestrator.Event, data json.RawMessage) string {
-	var d map[string]any
-	json.Unmarshal(data, &d)
-	num := func(k string) float64 { f, _ := d[k].(float64); return f }
-	str := func(k string) string { s, _ := d[k].(string); return s }
+func eventLine(e orchestrator.Event) string {
 	head := fmt.Sprintf("%s %-12s step %2d %-17s", e.Time.Local().Format("15:04:05.000"), e.Run, e.Step, e.Type)
 	var tail string
-	switch e.Type {
-	case orchestrator.EventRunStarted:
-		tail = fmt.Sprintf("steps %d from %d resumed %v", int(num("steps")), int(num("from")), d["resumed"])
-	case orchestrator.EventStepStarted:
-		tail = fmt.Sprintf("n=%d train episodes %d validation %d", int(num("n")), int(num("episodes")), int(num("validation")))
-	case orchestrator.EventEpisodeFinished:
-		tail = fmt.Sprintf("%s %s reward %.3f meals %d deadlocked %v invalid %d", str("split"), str("id"), num("reward"), int(num("meals")), d["deadlocked"], int(num("invalid")))
-	case orchestrator.EventJobState:
-		tail = fmt.Sprintf("job %s %s %.0f%%", str("id"), str("state"), 100*num("progress"))
-	case orchestrator.EventAdapterLoaded:
-		tail = fmt.Sprintf("adapter %s", str("name"))
-	case orchestrator.EventValidationDone:
-		tail = fmt.Sprintf("reward %.3f deadlock rate %.2f meals %.2f", num("reward_mean"), num("deadlock_rate"), num("meals_mean"))
-	case orchestrator.EventBestChanged:
-		tail = fmt.Sprintf("best step %d (%.3f)", int(num("step")), num("value"))
-	case orchestrator.EventStepCommitted:
-		if t, ok := d["train"].(map[string]any); ok {
-			f, _ := t["reward_mean"].(float64)
-			tail = fmt.Sprintf("train reward %.3f", f)
+	switch {
+	case e.RunStarted != nil:
+		d := e.RunStarted
+		tail = fmt.Sprintf("steps %d from %d resumed %v", d.Steps, d.From, d.Resumed)
+	case e.StepStarted != nil:
+		d := e.StepStarted
+		tail = fmt.Sprintf("n=%d train episodes %d validation %d", d.N, d.Episodes, d.Validation)
+	case e.EpisodeFinished != nil:
+		d := e.EpisodeFinished
+		tail = fmt.Sprintf("%s %s reward %.3f meals %d deadlocked %v invalid %d", d.Split, d.ID, d.Reward, d.Meals, d.Deadlock, d.Invalid)
+	case e.JobState != nil:
+		d := e.JobState
+		tail = fmt.Sprintf("job %s %s %.0f%%", d.ID, d.State, 100*d.Progress)
+	case e.AdapterLoaded != nil:
+		tail = fmt.Sprintf("adapter %s", e.AdapterLoaded.Name)
+	case e.ValidationDone != nil:
+		d := e.ValidationDone
+		tail = fmt.Sprintf("reward %.3f deadlock rate %.2f meals %.2f", d.RewardMean, d.DeadlockRate, d.MealsMean)
+	case e.BestChanged != nil:
+		tail = fmt.Sprintf("best step %d (%.3f)", e.BestChanged.Step, e.BestChanged.Value)
+	case e.StepCommitted != nil:
+		if t := e.StepCommitted.Train; t != nil {
+			tail = fmt.Sprintf("train reward %.3f", t.RewardMean)
 		}
-	case orchestrator.EventRunFinished:
-		tail = str("state")
-		if msg := str("error"); msg != "" {
+	case e.RunFinished != nil:
+		tail = e.RunFinished.State
+		if msg := e.RunFinished.Error; msg != "" {
 			tail += ": " + msg
 		}
 	}

@@ -165,6 +165,8 @@ function chart(svg, series, opts) {
   }
 }
 
+// onEvent handles one run event: {type, run, step, time, data}, the form
+// docs/EVENTS.md documents.
 function onEvent(ev) {
   if (ev.type === "run_started" || ev.type === "run_finished") loadRuns().catch(console.error);
   if (ev.run !== state.selected) return;
@@ -186,7 +188,8 @@ function onEvent(ev) {
       $("#progress").textContent = "step " + ev.step + ": " + state.episodes + " episodes played (last " + ev.data.split + " reward " + fmt(ev.data.reward) + ")";
       break;
     case "run_finished":
-      $("#progress").textContent = "run " + ev.data.state;
+      // running: the daemon stopped; its next start resumes the run.
+      $("#progress").textContent = ev.data.state === "running" ? "run interrupted: it resumes when the daemon restarts" : "run " + ev.data.state;
       scheduleRefresh();
       break;
     default:

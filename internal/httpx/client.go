@@ -1,0 +1,244 @@
+package httpx
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"sync"
+	"time"
+)
+
+// DefaultMaxBody is the largest answer a Client reads unless told
+// otherwise: chat completions with logprobs of long answers run to
+// megabytes; anything far beyond is a misrouted URL or a runaway model.
+const DefaultMaxBody = 16 << 20
+
+// DefaultPoolSize is the idle connections kept per host by the shared
+// default HTTP client.
+const DefaultPoolSize = 256
+
+// NewHTTPClient returns an HTTP client with keep-alive whose connection
+// pool keeps concurrency idle connections per host (at least 2), so that a
+// run with that many requests in flight reuses its connections instead of
+// opening new ones. Clients of one run share one: build it once from
+// inference.concurrency and pass it to every client.
+func NewHTTPClient(concurrency int) *http.Client {
+	tr := http.DefaultTransport.(*http.Transport).Clone()
+	tr.MaxIdleConnsPerHost = max(concurrency, 2)
+	tr.MaxIdleConns = max(tr.MaxIdleConns, tr.MaxIdleConnsPerHost)
+	tr.DisableKeepAlives = false
+	return &http.Client{Transport: tr}
+}
+
+// DefaultHTTPClient is the client used when Options leave HTTPClient nil:
+// one per process, pooling DefaultPoolSize connections per host.
+var DefaultHTTPClient = sync.OnceValue(func() *http.Client { return NewHTTPClient(DefaultPoolSize) })
+
+// Options configure a Client. Retry is used as given (its zero value
+// sends each request once); the other zero values take the defaults.
+type Options struct {
+	HTTPClient  *http.Client  // default DefaultHTTPClient()
+	Retry       Policy        // see Policy; DefaultPolicy() is a good start
+	Timeout     time.Duration // per attempt, reading the answer included; 0: none beyond the context
+	MaxBody     int64         // largest answer read; default DefaultMaxBody
+	BearerToken string        // sent as "Authorization: Bearer ..."; never logged
+}
+
+// Client sends requests with retries. It is safe for concurrent use.
+type Client struct {
+	hc      *http.Client
+	policy  Policy
+	timeout time.Duration
+	maxBody int64
+	auth    string
+
+	sleep func(context.Context, time.Duration) error
+	now   func() time.Time
+}
+
+// New returns a Client. It does no I/O.
+func New(opts Options) *Client {
+	c := &Client{
+		hc:      opts.HTTPClient,
+		policy:  opts.Retry.normalized(),
+		timeout: max(opts.Timeout, 0),
+		maxBody: opts.MaxBody,
+		sleep:   Sleep,
+		now:     time.Now,
+	}
+	if c.hc == nil {
+		c.hc = DefaultHTTPClient()
+	}
+	if c.maxBody <= 0 {
+		c.maxBody = DefaultMaxBody
+	}
+	if opts.BearerToken != "" {
+		c.auth = "Bearer " + opts.BearerToken
+	}
+	return c
+}
+
+// Policy is the client's retry policy, normalised.
+func (c *Client) Policy() Policy { return c.policy }
+
+// Timeout is the per-attempt timeout, 0 for none.
+func (c *Client) Timeout() time.Duration { return c.timeout }
+
+// Request is one request to send.
+type Request struct {
+	Method string
+	URL    string
+	Body   []byte      // sent as application/json when not nil
+	Header http.Header // added to the request; may override Accept
+
+	// Accept, if set, judges a 2xx answer: an error rejects it, and Do
+	// returns that error as it is. RetryGarbage makes a rejected answer,
+	// or one larger than the body cap, a transient failure: servers behind
+	// a flaky proxy sometimes answer 200 with a truncated body.
+	Accept       func(*Response) error
+	RetryGarbage bool
+}
+
+// Response is an answer read whole.
+type Response struct {
+	Method     string
+	URL        string
+	StatusCode int
+	Header     http.Header
+	Body       []byte
+}
+
+// Do sends req until an attempt succeeds, fails permanently, the policy
+// gives up or ctx ends. It returns the accepted answer and the number of
+// attempts made. A non-2xx answer is a *StatusError; a per-attempt timeout
+// a *TimeoutError; an answer over the cap a *GarbageError wrapping
+// ErrTooLarge. When the policy gives up, the error is the last attempt's;
+// when ctx ends during a wait, it wraps ctx.Err() and names the last.
+func (c *Client) Do(ctx context.Context, req *Request) (*Response, int, error) {
+	p := c.policy
+	var deadline time.Time
+	if p.Budget > 0 {
+		deadline = c.now().Add(p.Budget)
+	}
+	b := p.Backoff()
+	for attempt := 1; ; attempt++ {
+		timeout := c.timeout
+		if !deadline.IsZero() {
+			if rem := deadline.Sub(c.now()); timeout == 0 || rem < timeout {
+				timeout = max(rem, time.Millisecond)
+			}
+		}
+		resp, rejected, err := c.send(ctx, req, timeout)
+		if err == nil {
+			return resp, attempt, nil
+		}
+		if ctx.Err() != nil || attempt > p.Retries || !(IsTransient(err) || rejected && req.RetryGarbage) {
+			return nil, attempt, err
+		}
+		var retryAfter time.Duration
+		var se *StatusError
+		if errors.As(err, &se) {
+			retryAfter = se.RetryAfter
+		}
+		d := b.Next(retryAfter)
+		if !deadline.IsZero() && c.now().Add(d).After(deadline) {
+			return nil, attempt, err
+		}
+		if werr := c.sleep(ctx, d); werr != nil {
+			return nil, attempt, fmt.Errorf("%w; last error: %v", werr, err)
+		}
+	}
+}
+
+// Send makes one attempt, with the client's timeout, body cap and error
+// parsing but no retry: for callers that pace their own attempts, such as
+// a poll loop (with IsTransient and a Backoff).
+func (c *Client) Send(ctx context.Context, req *Request) (*Response, error) {
+	resp, _, err := c.send(ctx, req, c.timeout)
+	return resp, err
+}
+
+// send makes one attempt; rejected reports a 2xx answer that Accept
+// rejected or that was over the cap.
+func (c *Client) send(ctx context.Context, r *Request, timeout time.Duration) (resp *Response, rejected bool, err error) {
+	actx := ctx
+	if timeout > 0 {
+		var cancel context.CancelFunc
+		actx, cancel = context.WithTimeout(ctx, timeout)
+		defer cancel()
+	}
+	var body io.Reader
+	if r.Body != nil {
+		body = bytes.NewReader(r.Body)
+	}
+	hreq, err := http.NewRequestWithContext(actx, r.Method, r.URL, body)
+	if err != nil {
+		return nil, false, err
+	}
+	if r.Body != nil {
+		hreq.Header.Set("Content-Type", "application/json")
+	}
+	hreq.Header.Set("Accept", "application/json")
+	if c.auth != "" {
+		hreq.Header.Set("Authorization", c.auth)
+	}
+	for k, v := range r.Header {
+		hreq.Header[k] = v
+	}
+	hresp, err := c.hc.Do(hreq)
+	if err != nil {
+		return nil, false, attemptError(ctx, actx, timeout, err)
+	}
+	defer hresp.Body.Close()
+	data, err := io.ReadAll(io.LimitReader(hresp.Body, c.maxBody+1))
+	if err != nil {
+		return nil, false, attemptError(ctx, actx, timeout, fmt.Errorf("%s %s: read answer: %w", r.Method, r.URL, err))
+	}
+	over := int64(len(data)) > c.maxBody
+	if over {
+		data = data[:c.maxBody]
+	}
+	resp = &Response{Method: r.Method, URL: r.URL, StatusCode: hresp.StatusCode, Header: hresp.Header, Body: data}
+	if hresp.StatusCode < 200 || hresp.StatusCode > 299 {
+		se := ParseErrorBody(data)
+		return nil, false, &StatusError{
+			Method: r.Method, URL: r.URL, StatusCode: hresp.StatusCode,
+			Message: se.Message, Type: se.Type, OpenAI: se.OpenAI,
+			ContentType: hresp.Header.Get("Content-Type"), Body: data,
+			RetryAfter: ParseRetryAfter(hresp.Header.Get("Retry-After"), c.now()),
+		}
+	}
+	if over {
+		return nil, true, &GarbageError{Body: fmt.Sprintf("(%s %s answered more than %d bytes)", r.Method, r.URL, c.maxBody), Err: ErrTooLarge}
+	}
+	if r.Accept != nil {
+		if err := r.Accept(resp); err != nil {
+			return nil, true, err
+		}
+	}
+	return resp, false, nil
+}
+
+// attemptError turns the expiry of an attempt's own timeout, while the
+// caller's context lives, into a TimeoutError.
+func attemptError(ctx, actx context.Context, timeout time.Duration, err error) error {
+	if ctx.Err() == nil && actx.Err() == context.DeadlineExceeded {
+		return &TimeoutError{After: timeout}
+	}
+	return err
+}
+
+// Sleep waits d or until ctx ends, and returns ctx.Err() if it ended.
+func Sleep(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}

@@ -1,0 +1,64 @@
+package rollout_test
+
+import (
+	"context"
+	"encoding/json"
+	"sync/atomic"
+	"testing"
+
+	openai "github.com/sashabaranov/go-openai"
+
+	"github.com/grpo-dev/grpo/rollout"
+)
+
+func TestCompletionForwarded(t *testing.T) {
+	for _, tt := range []struct{ raw, ids, want string }{
+		{`{"index":0,"finish_reason":"stop"}`, `[1,2]`, `{"index":0,"finish_reason":"stop","prompt_token_ids":[1,2]}`},
+		{`{"index":0} ` + "\n", `[3]`, `{"index":0,"prompt_token_ids":[3]}`},
+		{`{}`, `[4]`, `{"prompt_token_ids":[4]}`},
+		{`{"index":0}`, ``, `{"index":0}`}, // no ids: the choice as returned
+	} {
+		c := &rollout.Completion{Raw: json.RawMessage(tt.raw), PromptTokenIDs: json.RawMessage(tt.ids)}
+		if got := string(c.Forwarded()); got != tt.want {
+			t.Errorf("Forwarded(%q, %q)=%s, want %s", tt.raw, tt.ids, got, tt.want)
+		}
+	}
+}
+
+// completerFunc is a Completer from a function.
+type completerFunc func(context.Context, *rollout.Request) (*rollout.Completion, error)
+
+func (f completerFunc) Complete(ctx context.Context, r *rollout.Request) (*rollout.Completion, error) {
+	return f(ctx, r)
+}
+
+func TestEpisodeCountsTruncatedTurns(t *testing.T) {
+	var calls atomic.Int64
+	var temps []float32
+	c := completerFunc(func(_ context.Context, r *rollout.Request) (*rollout.Completion, error) {
+		temps = append(temps, r.Temperature)
+		ch := openai.ChatCompletionChoice{FinishReason: openai.FinishReasonToolCalls, Message: openai.ChatCompletionMessage{
+			Role: "assistant", ToolCalls: []openai.ToolCall{{ID: "t", Type: "function", Function: openai.FunctionCall{Name: rollout.Think, Arguments: "{}"}}},
+		}}
+		if calls.Add(1)%2 == 1 {
+			ch.FinishReason = openai.FinishReasonLength // a complete call, but cut: invalid
+		}
+		raw, _ := json.Marshal(ch)
+		return &rollout.Completion{Choice: ch, Raw: raw}, nil
+	})
+	s := spec(2, rollout.Sequential)
+	s.Sampling.Temperature = 0
+	ep := (&rollout.Runner{Client: c}).Run(context.Background(), s)
+	if ep.Errored {
+		t.Fatal(ep.Error)
+	}
+	// 2 philosophers, 5 rounds: 10 calls, the odd ones cut.
+	if ep.Metrics.LLMCalls != 10 || ep.Metrics.Truncated != 5 || ep.Metrics.Invalid != 5 || ep.Metrics.Actions[rollout.Think] != 5 {
+		t.Fatalf("calls=%d truncated=%d invalid=%d thinks=%d, want 10, 5, 5, 5", ep.Metrics.LLMCalls, ep.Metrics.Truncated, ep.Metrics.Invalid, ep.Metrics.Actions[rollout.Think])
+	}
+	for _, temp := range temps {
+		if temp != 0 {
+			t.Fatalf("temperature %v sent, want 0 (greedy is 0, not a tiny number)", temp)
+		}
+	}
+}

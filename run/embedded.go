@@ -1,0 +1,102 @@
+package run
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"sync"
+
+	"github.com/grpo-dev/grpo/config"
+	"github.com/grpo-dev/grpo/refmodel"
+)
+
+// EmbeddedModel is the served name of the reference backend's base policy.
+const EmbeddedModel = refmodel.BaseModelName
+
+// ConfigDefaults are what a config running on the embedded reference
+// backend uses for the model names and learning rate it leaves unset: pass
+// them to config.Parse or config.Load with config.WithEmbedded.
+func ConfigDefaults() config.EmbeddedDefaults {
+	return config.EmbeddedDefaults{Model: refmodel.BaseModelName, LearningRate: refmodel.DefaultLearningRate}
+}
+
+// Embedded is the reference backend started in-process: its inference
+// server and its trainer each on a loopback port, as a real deployment
+// has them on two services.
+type Embedded struct {
+	backend      *refmodel.Backend
+	InferenceURL string // with /v1
+	TrainerURL   string
+
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+	mu     sync.Mutex
+	errs   []error
+	once   sync.Once
+}
+
+// StartEmbedded opens the reference backend on dataDir and serves it on
+// two loopback ports until Close.
+func StartEmbedded(ctx context.Context, dataDir string, seed int64, logger *slog.Logger) (*Embedded, error) {
+	b, err := refmodel.New(refmodel.Options{DataDir: dataDir, Seed: seed, Logger: logger})
+	if err != nil {
+		return nil, fmt.Errorf("embedded reference backend: %w", err)
+	}
+	if err := b.Open(); err != nil {
+		return nil, fmt.Errorf("embedded reference backend: %w", err)
+	}
+	e := &Embedded{backend: b}
+	ctx, e.cancel = context.WithCancel(context.WithoutCancel(ctx))
+	inf, err := e.serve(ctx, b.InferenceHandler())
+	if err != nil {
+		e.Close()
+		return nil, err
+	}
+	tr, err := e.serve(ctx, b.TrainerHandler())
+	if err != nil {
+		e.Close()
+		return nil, err
+	}
+	e.InferenceURL, e.TrainerURL = inf+"/v1", tr
+	return e, nil
+}
+
+func (e *Embedded) serve(ctx context.Context, h http.Handler) (string, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", fmt.Errorf("embedded reference backend: listen on loopback: %w", err)
+	}
+	srv := &http.Server{Handler: h}
+	e.wg.Add(2)
+	go func() {
+		defer e.wg.Done()
+		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			e.mu.Lock()
+			e.errs = append(e.errs, err)
+			e.mu.Unlock()
+		}
+	}()
+	go func() {
+		defer e.wg.Done()
+		<-ctx.Done()
+		srv.Close()
+	}()
+	return "http://" + ln.Addr().String(), nil
+}
+
+// Close stops both servers and the backend's workers; safe to call twice.
+func (e *Embedded) Close() error {
+	e.once.Do(func() {
+		e.cancel()
+		e.wg.Wait()
+		if err := e.backend.Close(); err != nil {
+			e.errs = append(e.errs, err)
+		}
+	})
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return errors.Join(e.errs...)
+}

@@ -1,0 +1,228 @@
+// Package run owns a training run's life, for the CLI (`grpo run`) and the
+// daemon (`grpo serve`) alike: Open a new run (or Reopen a stored one),
+// which names it, starts its peers (the embedded reference backend, or
+// clients of the configured inference endpoints and trainer) and checks
+// that they answer; Play it; Close it. Nothing else builds an
+// orchestrator.
+//
+// The run's state in the store is decided by the orchestrator (see its
+// package documentation); the one choice left to the caller is
+// Options.Interrupted, the state a run is left in when Play's context
+// ends: the CLI leaves it cancelled, the daemon running, so that its next
+// start resumes it. Cancelling Play's context with cause
+// orchestrator.ErrCancelled (a user's request) records cancelled in both.
+//
+// Events (orchestrator.Event, whose JSON form the orchestrator package
+// documents) go to Options.Events as they happen.
+package run
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"sync"
+	"time"
+
+	"github.com/grpo-dev/grpo/checkpoint"
+	"github.com/grpo-dev/grpo/config"
+	"github.com/grpo-dev/grpo/orchestrator"
+	"github.com/grpo-dev/grpo/rollout"
+)
+
+// Options configure a Run.
+type Options struct {
+	// Store records the run. Required.
+	Store *checkpoint.Store
+	// DataDir holds the embedded backend's adapters and jobs; required
+	// when the config uses the embedded backend.
+	DataDir string
+	// Getenv reads the API keys the config names (default os.Getenv).
+	Getenv func(string) string
+	Logger *slog.Logger
+	// Events, when set, receives every event; it must not block for long.
+	Events func(orchestrator.Event)
+	// OnCall, when set, observes every LLM call (action decoded, latency,
+	// error).
+	OnCall func(action string, d time.Duration, err error)
+	// WrapCompleter, when set, wraps the client of the inference endpoints
+	// (to count and time requests).
+	WrapCompleter func(rollout.Completer) rollout.Completer
+	// Interrupted is the state a run is left in when Play's context ends
+	// for another cause than orchestrator.ErrCancelled:
+	// checkpoint.StateCancelled (the default) or checkpoint.StateRunning.
+	Interrupted string
+}
+
+// Run is one run, opened and ready to play.
+type Run struct {
+	cfg      config.Config
+	opts     Options
+	resume   bool
+	finished bool // every step was committed when reopened
+	peers    *peers
+	once     sync.Once
+	err      error
+}
+
+// Open prepares a new run of cfg: it names it when cfg.Run.Name is empty
+// (see Name), checks the config, and starts and checks the run's peers.
+// The run is recorded in the store when it plays. It fails with
+// checkpoint.ErrRunExists when the store holds a run of that name.
+func Open(ctx context.Context, cfg config.Config, opts Options) (*Run, error) {
+	opts, err := opts.check()
+	if err != nil {
+		return nil, err
+	}
+	cfg.Run.DB = opts.Store.Path()
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if cfg.Run.Name == "" {
+		name, err := Name(ctx, opts.Store, cfg, nil)
+		if err != nil {
+			return nil, err
+		}
+		cfg.Run.Name = name
+	}
+	if _, err := opts.Store.GetRun(ctx, cfg.Run.Name); err == nil {
+		return nil, fmt.Errorf("run %s: %w", cfg.Run.Name, checkpoint.ErrRunExists)
+	}
+	r := &Run{cfg: cfg, opts: opts}
+	if err := r.start(ctx); err != nil {
+		return nil, err
+	}
+	return r, nil
+}
+
+// Reopen prepares stored run name to continue from its last committed
+// step, with the config it was started with. A run whose every step is
+// committed needs no peers: playing it only records it succeeded.
+func Reopen(ctx context.Context, name string, opts Options) (*Run, error) {
+	opts, err := opts.check()
+	if err != nil {
+		return nil, err
+	}
+	rec, err := opts.Store.GetRun(ctx, name)
+	if err != nil {
+		return nil, err
+	}
+	cfg, err := config.FromJSON(rec.Config)
+	if err != nil {
+		return nil, fmt.Errorf("stored config of run %s: %w", name, err)
+	}
+	cfg.Run.DB = opts.Store.Path()
+	last, ok, err := opts.Store.LastStep(ctx, name)
+	if err != nil {
+		return nil, fmt.Errorf("reopen run %s: %w", name, err)
+	}
+	r := &Run{cfg: cfg, opts: opts, resume: true, finished: ok && last >= cfg.Run.Steps}
+	if r.finished {
+		return r, nil
+	}
+	if err := r.start(ctx); err != nil {
+		return nil, err
+	}
+	return r, nil
+}
+
+// check applies the defaults and refuses what cannot work.
+func (o Options) check() (Options, error) {
+	if o.Store == nil {
+		return o, errors.New("run: no store")
+	}
+	if o.Getenv == nil {
+		o.Getenv = os.Getenv
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	if o.Interrupted == "" {
+		o.Interrupted = checkpoint.StateCancelled
+	}
+	if o.Interrupted != checkpoint.StateCancelled && o.Interrupted != checkpoint.StateRunning {
+		return o, fmt.Errorf("run: Interrupted %q: want %s or %s", o.Interrupted, checkpoint.StateCancelled, checkpoint.StateRunning)
+	}
+	return o, nil
+}
+
+func (r *Run) start(ctx context.Context) error {
+	p, err := startPeers(ctx, r.cfg, r.opts)
+	if err != nil {
+		return fmt.Errorf("run %s: %w", r.cfg.Run.Name, err)
+	}
+	r.peers = p
+	return nil
+}
+
+// Name returns the run's name.
+func (r *Run) Name() string { return r.cfg.Run.Name }
+
+// Config returns the run's config; its Run.DB is the store's path.
+func (r *Run) Config() config.Config { return r.cfg }
+
+// Finished reports whether the run had committed every step when it was
+// reopened: Play then only records it succeeded.
+func (r *Run) Finished() bool { return r.finished }
+
+// Play records the run (a new one) or marks it running again (a reopened
+// one) and plays its steps until the last is committed, a step fails or
+// ctx ends; the store records which (see the package documentation).
+// Playing a finished run records it succeeded and returns nil.
+func (r *Run) Play(ctx context.Context) error {
+	opts := orchestrator.Options{
+		Store:       r.opts.Store,
+		Events:      r.opts.Events,
+		OnCall:      r.opts.OnCall,
+		Logger:      r.opts.Logger,
+		Interrupted: r.opts.Interrupted,
+	}
+	switch {
+	case r.peers != nil:
+		opts.Completer, opts.Trainer, opts.Adapters = r.peers.completer, r.peers.trainer, r.peers.fleet
+		if r.opts.WrapCompleter != nil {
+			opts.Completer = r.opts.WrapCompleter(opts.Completer)
+		}
+	case !r.finished:
+		return fmt.Errorf("run %s: closed", r.Name())
+	}
+	o := orchestrator.New(opts)
+	if !r.resume {
+		return o.Start(ctx, r.cfg)
+	}
+	err := o.Resume(ctx, r.Name())
+	if errors.Is(err, orchestrator.ErrRunFinished) {
+		r.finished = true
+		return nil
+	}
+	return err
+}
+
+// Close stops the run's peers. Safe to call twice.
+func (r *Run) Close() error {
+	r.once.Do(func() {
+		if r.peers != nil {
+			r.err = r.peers.close()
+		}
+	})
+	return r.err
+}
+
+// Name returns the default name of a new run of cfg: dp<n>-<reward>-<k>,
+// with the first k the store has not used and taken (when set) does not
+// reject (the daemon's runs that are not recorded yet).
+func Name(ctx context.Context, store *checkpoint.Store, cfg config.Config, taken func(string) bool) (string, error) {
+	prefix := fmt.Sprintf("dp%d-%s", cfg.Env.N, cfg.Reward.Function)
+	for {
+		name, err := store.UniqueRunName(ctx, prefix)
+		if err != nil {
+			return "", err
+		}
+		if taken == nil || !taken(name) {
+			return name, nil
+		}
+		// Free in the store but held: skip it.
+		prefix = name
+	}
+}
