@@ -11,6 +11,7 @@ import (
 
 	"github.com/grpo-dev/grpo/checkpoint"
 	"github.com/grpo-dev/grpo/config"
+	"github.com/grpo-dev/grpo/grpo"
 	"github.com/grpo-dev/grpo/orchestrator"
 	"github.com/grpo-dev/grpo/run"
 )
@@ -289,7 +290,7 @@ func (r *report) print(w io.Writer) {
 
 // compareLine compares two validations: means, 95% CIs, Welch p.
 func compareLine(an string, a checkpoint.Evaluation, bn string, b checkpoint.Evaluation) string {
-	w := welch(b.Rewards, a.Rewards)
+	w := grpo.Welch(b.Rewards, a.Rewards)
 	return fmt.Sprintf("%s step %d: %.3f [%.3f, %.3f] vs %s step %d: %.3f [%.3f, %.3f]; difference %+.3f, Welch p = %.3g",
 		an, a.Step, a.RewardMean, a.RewardCI95[0], a.RewardCI95[1],
 		bn, b.Step, b.RewardMean, b.RewardCI95[0], b.RewardCI95[1], w.Diff, w.P)

@@ -9,7 +9,6 @@ import (
 
 	"github.com/grpo-dev/grpo/checkpoint"
 	"github.com/grpo-dev/grpo/config"
-	"github.com/grpo-dev/grpo/grpo"
 )
 
 const runsSynopsis = `Usage: grpo runs [--db PATH] [--json]
@@ -22,8 +21,6 @@ for the moment of the read.
 `
 
 func newTable(w io.Writer) *tabwriter.Writer { return tabwriter.NewWriter(w, 0, 0, 2, ' ', 0) }
-
-func welch(a, b []float64) grpo.WelchResult { return grpo.Welch(a, b) }
 
 // RunsCommand is `grpo runs` and `grpo runs show RUN`.
 type RunsCommand struct {
