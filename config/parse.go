@@ -54,20 +54,33 @@ func Parse(data []byte, opts ...Option) (Config, error) {
 	return parse("", data, opts)
 }
 
+// Document returns the node tree of a config document as Parse reads it
+// (JSON as JSON, anything else as YAML), unchecked, for callers that look
+// at keys before parsing; nil for an empty document.
+func Document(data []byte) (*yaml.Node, error) {
+	return readDocument("", data)
+}
+
+func readDocument(file string, data []byte) (*yaml.Node, error) {
+	doc, isJSON := jsonNode(data)
+	if !isJSON {
+		return document(file, data)
+	}
+	if doc.Kind == yaml.ScalarNode && doc.ShortTag() == "!!null" {
+		return nil, nil
+	}
+	return doc, nil
+}
+
 func parse(file string, data []byte, opts []Option) (Config, error) {
 	var o options
 	for _, opt := range opts {
 		opt(&o)
 	}
 	cfg := Default()
-	doc, isJSON := jsonNode(data)
-	if !isJSON {
-		var err error
-		if doc, err = document(file, data); err != nil {
-			return Config{}, err
-		}
-	} else if doc.Kind == yaml.ScalarNode && doc.ShortTag() == "!!null" {
-		doc = nil
+	doc, err := readDocument(file, data)
+	if err != nil {
+		return Config{}, err
 	}
 	w := walker{file: file, set: make(map[string]bool), active: make(map[*yaml.Node]bool)}
 	if doc != nil {

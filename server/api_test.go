@@ -109,6 +109,7 @@ func TestCreateRejects(t *testing.T) {
 	}{
 		{"db", "run: {db: /etc/passwd}", 400, "run.db"},
 		{"db json", `{"run": {"steps": 1, "db": "x.db"}}`, 400, "run.db"},
+		{"db json with escapes", `{"run": {"steps": 1, "db": "a\/x.db"}}`, 400, "run.db"},
 		{"unknown key", "env: {nn: 5}", 400, "env.nn"},
 		{"bad value", "env: {mode: diagonal}", 400, "env.mode"},
 		{"validate", "env: {n: 1}", 400, "env.n"},

@@ -4,6 +4,8 @@ import (
 	"strings"
 
 	yaml "go.yaml.in/yaml/v3"
+
+	"github.com/grpo-dev/grpo/config"
 )
 
 // pathKey returns the first key of a YAML (or JSON) config document that
@@ -11,11 +13,11 @@ import (
 // directory — or "" when there is none. Malformed documents are left to
 // config.Parse, which names the error.
 func pathKey(doc []byte) (string, error) {
-	var root yaml.Node
-	if err := yaml.Unmarshal(doc, &root); err != nil || len(root.Content) == 0 {
+	root, err := config.Document(doc)
+	if err != nil || root == nil {
 		return "", nil
 	}
-	return findPathKey(root.Content[0], ""), nil
+	return findPathKey(root, ""), nil
 }
 
 func findPathKey(n *yaml.Node, prefix string) string {
