@@ -30,7 +30,7 @@ const DefaultModel = "Qwen/Qwen3-14B"
 var DefaultTargetModules = []string{"q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"}
 
 // Default returns the defaults of DESIGN §10. It does not apply the
-// embedded-backend adjustments that Parse makes (see Parse), so it is the
+// embedded-backend defaults that Parse applies with WithEmbedded, so it is the
 // value a file sets keys over.
 func Default() Config {
 	env, reward := rollout.DefaultEnvConfig(), rollout.DefaultRewardConfig()
