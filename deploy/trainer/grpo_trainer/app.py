@@ -22,7 +22,7 @@ from grpo_trainer import __version__
 from grpo_trainer.api import ErrorBody, Job, JobRequest, Metrics
 from grpo_trainer.jobs import JobEvents, JobManager, JobNotFound
 from grpo_trainer.metrics import TrainerMetrics
-from grpo_trainer.models import ModelStore
+from grpo_trainer.models import ModelNotFound, ModelStore
 from grpo_trainer.train import Control, TrainOptions, run_job
 
 log = logging.getLogger("grpo_trainer")
@@ -98,6 +98,10 @@ def create_app(cfg: Config) -> FastAPI:
 
     @app.post("/v1/jobs", status_code=202, response_model=Job, response_model_exclude_none=True)
     def create_job(req: JobRequest) -> JSONResponse:
+        try:
+            cfg.models.resolve(req.base_model)
+        except ModelNotFound as e:
+            return _error(400, str(e))
         try:
             job, created = manager.create(req, req.model_dump_json().encode())
         except OSError as e:
