@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import logging
 import os
+import signal
 from pathlib import Path
 
 
@@ -63,12 +64,6 @@ def main(argv: list[str]) -> int:
 
 
 def serve(args: argparse.Namespace) -> int:
-    import uvicorn
-
-    from grpo_trainer.app import Config, create_app
-    from grpo_trainer.models import ModelStore
-    from grpo_trainer.train import TrainOptions, seed_everything
-
     try:
         paths, default = parse_model_args(args.model)
     except ValueError as e:
@@ -78,6 +73,14 @@ def serve(args: argparse.Namespace) -> int:
         if not (path / "config.json").is_file():
             logging.error("--model %s: %s has no config.json", name, path)
             return 2
+
+    # Heavy imports (torch, transformers) only once the arguments are good.
+    import uvicorn
+
+    from grpo_trainer.app import Config, create_app
+    from grpo_trainer.models import ModelStore
+    from grpo_trainer.train import TrainOptions, seed_everything
+
     seed_everything(args.seed)
     cfg = Config(
         data_dir=args.data_dir.resolve(),
@@ -90,6 +93,12 @@ def serve(args: argparse.Namespace) -> int:
         ),
     )
     app = create_app(cfg)
+    # uvicorn shuts down gracefully on SIGINT/SIGTERM (the lifespan stops
+    # the worker; a job in training stays unfinished on disk and runs again
+    # after a restart), then re-raises the signal to the handler it found:
+    # these make that a clean exit 0.
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, lambda *_: None)
     uvicorn.run(app, host=args.host, port=args.port, log_level=args.log_level.lower())
     return 0
 

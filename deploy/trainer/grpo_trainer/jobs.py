@@ -172,13 +172,14 @@ class JobManager:
             self._queue.append(e)
             self.events.queue_length(len(self._queue))
             self._cv.notify_all()
+            answer = e.job.model_copy(deep=True)  # before the worker can start it
         log.info(
             "trainer job queued id=%s output_adapter=%s trajectories=%d",
             req.id,
             req.output_adapter,
             len(req.trajectories),
         )
-        return e.job.model_copy(deep=True), True
+        return answer, True
 
     def get(self, job_id: str) -> Job:
         with self._cv:
