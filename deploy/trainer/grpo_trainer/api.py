@@ -90,7 +90,7 @@ class Sampling(_Wire):
 
 
 class Trajectory(_Wire):
-    messages_and_choices: list[dict[str, Any]]
+    messages_and_choices: list[dict[str, Any]] = Field(min_length=1)
     tools: list[dict[str, Any]] | None = None
     reward: float = 0.0
     advantage: float
@@ -108,7 +108,7 @@ class JobRequest(_Wire):
     output_adapter: str
     lora: LoRA = Field(default_factory=LoRA)
     hyperparameters: Hyperparameters = Field(default_factory=Hyperparameters)
-    trajectories: list[Trajectory]
+    trajectories: list[Trajectory] = Field(min_length=1)
 
     @field_validator("id")
     @classmethod

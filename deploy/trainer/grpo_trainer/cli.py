@@ -55,6 +55,8 @@ def main(argv: list[str]) -> int:
     args = build_parser().parse_args(argv)
     os.environ["HF_HUB_OFFLINE"] = "1"  # before transformers is imported
     os.environ["TRANSFORMERS_OFFLINE"] = "1"
+    # cuBLAS is deterministic only with a fixed workspace.
+    os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
     logging.basicConfig(
         level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
     )

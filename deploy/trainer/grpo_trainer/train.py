@@ -330,6 +330,8 @@ def run_job(
         if opts.gradient_checkpointing:
             base.gradient_checkpointing_disable()
         base.eval()
+        if torch.cuda.is_available():
+            torch.cuda.empty_cache()  # the optimizer state and activations are gone
 
 
 def seed_everything(seed: int) -> None:

@@ -130,6 +130,11 @@ def test_unknown_job_is_404(tmp_path, model_dir):
             lambda b: b.update(base_model="Qwen/Qwen3-14B"),
             "base_model 'Qwen/Qwen3-14B': no local model",
         ),
+        (lambda b: b.update(trajectories=[]), "trajectories: List should have at least 1 item"),
+        (
+            lambda b: b["trajectories"][0].update(messages_and_choices=[]),
+            "trajectories.0.messages_and_choices: List should have at least 1 item",
+        ),
     ],
 )
 def test_malformed_create_names_the_field(tmp_path, model_dir, trajs, change, want):
