@@ -92,16 +92,16 @@ def make_batch(seqs: list[Sequence], pad_id: int, device: torch.device) -> Batch
 
 def completion_logprobs(model: Any, batch: Batch) -> torch.Tensor:
     """Log-probabilities of the batch's tokens on its loss positions."""
-    out = model(
-        input_ids=batch.input_ids,
-        attention_mask=batch.attention_mask,
-        logits_to_keep=batch.keep,
-        use_cache=False,
-    )
+    kw = {"input_ids": batch.input_ids, "attention_mask": batch.attention_mask, "use_cache": False}
+    try:
+        logits = model(**kw, logits_to_keep=batch.keep).logits
+    except TypeError:  # a model without logits_to_keep computes them all
+        logits = model(**kw).logits
+    logits = logits[:, -batch.keep :]
     T = batch.input_ids.shape[1]
     # Kept logits are positions T-keep..T-1; prepend their own input ids so
     # token_logprobs' shift pairs position t's logits with token t+1.
-    return token_logprobs(out.logits, batch.input_ids[:, T - batch.keep :])
+    return token_logprobs(logits, batch.input_ids[:, T - batch.keep :])
 
 
 def attach_lora(base: Any, req: JobRequest, server_seed: int) -> PeftModel:
@@ -318,8 +318,9 @@ def run_job(
     model = attach_lora(base, req, opts.seed)
     try:
         if opts.gradient_checkpointing:
-            model.gradient_checkpointing_enable()
-            model.enable_input_require_grads()
+            model.gradient_checkpointing_enable(
+                gradient_checkpointing_kwargs={"use_reentrant": False}
+            )
         metrics = train(model, seqs, req, opts, ctl, pad_id)
         ctl.check()
         dest = adapters_dir / req.output_adapter

@@ -292,3 +292,16 @@ def test_sequences_validate_as_wire_trajectories(tiny):
     model, tok = tiny
     t = Trajectory.model_validate(make_trajectory(model, tok, 1.0, seed=91, turns=1))
     assert t.sampling is not None and t.sampling.model == "tiny"
+
+
+def test_gradient_checkpointing_trains_the_same_adapter(model_dir, tmp_path):
+    outs = []
+    for gc in (False, True):
+        model, tok = load(model_dir)
+        req = _req([make_trajectory(model, tok, 1.0, seed=95)])
+        opts = TrainOptions(gradient_checkpointing=gc)
+        _, path = run_job(req, model, tok, tmp_path / str(gc), opts, Control())
+        outs.append(load_file(str(path / "adapter_model.safetensors")))
+        assert not model.is_gradient_checkpointing
+    for k in outs[0]:
+        assert torch.allclose(outs[0][k], outs[1][k], atol=1e-6), k
