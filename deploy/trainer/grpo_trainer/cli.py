@@ -27,6 +27,13 @@ def parse_model_args(values: list[str]) -> tuple[dict[str, Path], Path | None]:
     return paths, default
 
 
+def positive_int(v: str) -> int:
+    n = int(v)
+    if n < 1:
+        raise argparse.ArgumentTypeError(f"{v}: want an integer >= 1")
+    return n
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="python -m grpo_trainer", description=__doc__)
     sub = p.add_subparsers(dest="command", required=True)
@@ -44,9 +51,10 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--seed", type=int, default=0, help="seed of fresh adapters")
     s.add_argument("--device", default="auto", help="auto (cuda if available), cpu, cuda, cuda:1")
     s.add_argument("--dtype", default="auto", choices=["auto", "float32", "bfloat16", "float64"])
-    s.add_argument("--micro-batch-size", type=int, default=4, help="sequences per forward pass")
-    s.add_argument("--steps-per-epoch", type=int, default=1, help="optimizer steps per epoch")
+    s.add_argument("--micro-batch-size", type=positive_int, default=4, help="sequences per forward pass")
+    s.add_argument("--steps-per-epoch", type=positive_int, default=1, help="optimizer steps per epoch")
     s.add_argument("--gradient-checkpointing", action="store_true", help="trade compute for memory")
+    s.add_argument("--threads", type=int, default=0, help="CPU threads for torch (0: its default)")
     s.add_argument("--log-level", default="info")
     return p
 
@@ -84,6 +92,10 @@ def serve(args: argparse.Namespace) -> int:
     from grpo_trainer.train import TrainOptions, seed_everything
 
     seed_everything(args.seed)
+    if args.threads > 0:
+        import torch
+
+        torch.set_num_threads(args.threads)
     cfg = Config(
         data_dir=args.data_dir.resolve(),
         models=ModelStore(paths=paths, default=default, device=args.device, dtype=args.dtype),
