@@ -51,8 +51,12 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--seed", type=int, default=0, help="seed of fresh adapters")
     s.add_argument("--device", default="auto", help="auto (cuda if available), cpu, cuda, cuda:1")
     s.add_argument("--dtype", default="auto", choices=["auto", "float32", "bfloat16", "float64"])
-    s.add_argument("--micro-batch-size", type=positive_int, default=4, help="sequences per forward pass")
-    s.add_argument("--steps-per-epoch", type=positive_int, default=1, help="optimizer steps per epoch")
+    s.add_argument(
+        "--micro-batch-size", type=positive_int, default=4, help="sequences per forward pass"
+    )
+    s.add_argument(
+        "--steps-per-epoch", type=positive_int, default=1, help="optimizer steps per epoch"
+    )
     s.add_argument("--gradient-checkpointing", action="store_true", help="trade compute for memory")
     s.add_argument("--threads", type=int, default=0, help="CPU threads for torch (0: its default)")
     s.add_argument("--log-level", default="info")
