@@ -67,6 +67,9 @@ def test_job_lifecycle_and_idempotent_create(tmp_path, model_dir, trajs):
         m = job["metrics"]
         assert set(m) >= {"loss", "kl", "grad_norm", "clip_fraction", "tokens"}
         assert m["tokens"] == 4 * 6 and m["grad_norm"] > 0
+        # One epoch from a fresh adapter (B = 0) is the sampler itself: the
+        # server lined every sampled logprob up with its token.
+        assert m["ratio_mean"] == pytest.approx(1.0, abs=1e-5) and m["clip_fraction"] == 0
         assert "error" not in job
 
         # The same id again, even with another body, is the same job: it
@@ -161,6 +164,20 @@ def test_default_model_serves_any_base_model(tmp_path, model_dir, trajs):
         r = client.post("/v1/jobs", json=job_body(trajs[:1], base_model="Qwen/Qwen3-14B"))
         assert r.status_code == 202
         assert wait(client, "run/step-0001")["state"] == "succeeded"
+
+
+def test_trajectories_without_token_ids_are_retokenised(tmp_path, model_dir, trajs):
+    bare = json.loads(json.dumps(trajs))
+    for t in bare:
+        for it in t["messages_and_choices"]:
+            it.pop("token_ids", None)
+            it.pop("prompt_token_ids", None)
+    with TestClient(make_app(tmp_path, model_dir)) as client:
+        assert client.post("/v1/jobs", json=job_body(bare)).status_code == 202
+        job = wait(client, "run/step-0001")
+        assert job["state"] == "succeeded", job
+        assert job["metrics"]["tokens"] == 24
+        assert job["metrics"]["ratio_mean"] == pytest.approx(1.0, abs=1e-5)
 
 
 def test_bad_trajectory_fails_the_job_naming_it(tmp_path, model_dir, trajs):
