@@ -58,6 +58,12 @@ def build_parser() -> argparse.ArgumentParser:
         "--steps-per-epoch", type=positive_int, default=1, help="optimizer steps per epoch"
     )
     s.add_argument("--gradient-checkpointing", action="store_true", help="trade compute for memory")
+    s.add_argument(
+        "--logprobs-mode",
+        default="raw",
+        choices=["raw", "processed"],
+        help="as vLLM's --logprobs-mode: raw (its default) or processed (after temperature)",
+    )
     s.add_argument("--threads", type=int, default=0, help="CPU threads for torch (0: its default)")
     s.add_argument("--log-level", default="info")
     return p
@@ -108,6 +114,7 @@ def serve(args: argparse.Namespace) -> int:
             micro_batch_size=args.micro_batch_size,
             steps_per_epoch=args.steps_per_epoch,
             gradient_checkpointing=args.gradient_checkpointing,
+            logprobs_mode=args.logprobs_mode,
         ),
     )
     app = create_app(cfg)

@@ -48,6 +48,7 @@ class Sequence:
     advantage: float
     trajectory: int
     turn: int
+    temperature: float = 1.0  # the trajectory's sampling temperature (0 or unset: 1)
 
     @property
     def input_ids(self) -> list[int]:
@@ -165,7 +166,8 @@ def _turn_sequence(
         raise fail("the prompt is empty")
     if not completion:
         raise fail("the completion is empty")
-    return Sequence(prompt, completion, old, traj.advantage, i, turn)
+    temp = traj.sampling.temperature if traj.sampling is not None else None
+    return Sequence(prompt, completion, old, traj.advantage, i, turn, temp or 1.0)
 
 
 def _logprob_entries(choice: dict[str, Any], fail: Any) -> list[dict[str, Any]]:

@@ -24,13 +24,19 @@ class LossParts:
     tokens: float
 
 
-def token_logprobs(logits: torch.Tensor, input_ids: torch.Tensor) -> torch.Tensor:
-    """log p(input_ids[:, t] | input_ids[:, :t]) for t >= 1, shape [B, T-1],
-    at temperature 1 (vLLM's default "raw" logprobs are at temperature 1
-    too)."""
+def token_logprobs(
+    logits: torch.Tensor, input_ids: torch.Tensor, temperature: torch.Tensor | None = None
+) -> torch.Tensor:
+    """log p(input_ids[:, t] | input_ids[:, :t]) for t >= 1, shape [B, T-1].
+    temperature ([B], optional) divides each row's logits first, for
+    sampled logprobs that were reported after temperature scaling (vLLM's
+    --logprobs-mode processed_logprobs); vLLM's default raw logprobs are at
+    temperature 1."""
     logits = logits[:, :-1, :]
     if logits.dtype in (torch.float16, torch.bfloat16):
         logits = logits.float()
+    if temperature is not None:
+        logits = logits / temperature.to(logits.dtype)[:, None, None]
     logp = torch.log_softmax(logits, dim=-1)
     return torch.gather(logp, -1, input_ids[:, 1:].unsqueeze(-1)).squeeze(-1)
 

@@ -44,6 +44,10 @@ class TrainOptions:
     max_grad_norm: float = 1.0
     weight_decay: float = 0.0
     gradient_checkpointing: bool = False
+    # "raw": sampled logprobs are at temperature 1 (vLLM's default);
+    # "processed": after the trajectory's sampling temperature (vLLM's
+    # --logprobs-mode processed_logprobs), so logits are divided by it too.
+    logprobs_mode: str = "raw"
 
 
 @dataclass
@@ -58,6 +62,7 @@ class Batch:
     mask: torch.Tensor  # [B, keep-1], 1 on completion tokens
     old: torch.Tensor  # [B, keep-1], sampled logprobs on completion tokens
     advantages: torch.Tensor  # [B]
+    temperature: torch.Tensor | None = None  # [B], divides the logits when set
 
 
 def job_seed(server_seed: int, job_id: str) -> int:
@@ -67,7 +72,9 @@ def job_seed(server_seed: int, job_id: str) -> int:
     return int.from_bytes(h[:8], "big") & 0x7FFF_FFFF_FFFF_FFFF
 
 
-def make_batch(seqs: list[Sequence], pad_id: int, device: torch.device) -> Batch:
+def make_batch(
+    seqs: list[Sequence], pad_id: int, device: torch.device, temperature: bool = False
+) -> Batch:
     T = max(len(s.input_ids) for s in seqs)
     start = min(len(s.prompt_ids) for s in seqs) - 1
     keep = T - start
@@ -85,8 +92,11 @@ def make_batch(seqs: list[Sequence], pad_id: int, device: torch.device) -> Batch
         mask[b, lo:hi] = 1.0
         old[b, lo:hi] = torch.tensor(s.old_logprobs, dtype=torch.float64)
     adv = torch.tensor([s.advantage for s in seqs], dtype=torch.float64)
+    temp = None
+    if temperature:
+        temp = torch.tensor([s.temperature for s in seqs], dtype=torch.float64).to(device)
     return Batch(
-        ids.to(device), attn.to(device), keep, mask.to(device), old.to(device), adv.to(device)
+        ids.to(device), attn.to(device), keep, mask.to(device), old.to(device), adv.to(device), temp
     )
 
 
@@ -101,7 +111,7 @@ def completion_logprobs(model: Any, batch: Batch) -> torch.Tensor:
     T = batch.input_ids.shape[1]
     # Kept logits are positions T-keep..T-1; prepend their own input ids so
     # token_logprobs' shift pairs position t's logits with token t+1.
-    return token_logprobs(logits, batch.input_ids[:, T - batch.keep :])
+    return token_logprobs(logits, batch.input_ids[:, T - batch.keep :], batch.temperature)
 
 
 def attach_lora(base: Any, req: JobRequest, server_seed: int) -> PeftModel:
@@ -216,7 +226,9 @@ def train(
             opt.zero_grad(set_to_none=True)
             for k in range(0, len(part), mbs):
                 ctl.check()
-                batch = make_batch(part[k : k + mbs], pad_id, device)
+                batch = make_batch(
+                    part[k : k + mbs], pad_id, device, opts.logprobs_mode == "processed"
+                )
                 logp_ref = None
                 if hp.kl_beta > 0:
                     with torch.no_grad(), model.disable_adapter():

@@ -128,10 +128,13 @@ def render(tok: Any, history: list[dict[str, Any]], tools: Any = None, **kw: Any
 
 
 @torch.no_grad()
-def sequence_logprobs(model: Any, prompt: list[int], completion: list[int]) -> list[float]:
-    """log p(completion | prompt) per token, one unpadded forward pass."""
+def sequence_logprobs(
+    model: Any, prompt: list[int], completion: list[int], temperature: float = 1.0
+) -> list[float]:
+    """log p(completion | prompt) per token at a temperature, one unpadded
+    forward pass."""
     ids = torch.tensor([prompt + completion])
-    logits = model(input_ids=ids).logits[0, :-1].double()
+    logits = model(input_ids=ids).logits[0, :-1].double() / temperature
     logp = torch.log_softmax(logits, dim=-1)
     tgt = ids[0, 1:]
     lp = logp.gather(-1, tgt.unsqueeze(-1)).squeeze(-1)
@@ -139,10 +142,12 @@ def sequence_logprobs(model: Any, prompt: list[int], completion: list[int]) -> l
 
 
 @torch.no_grad()
-def sample(model: Any, prompt: list[int], n: int, gen: torch.Generator) -> list[int]:
+def sample(
+    model: Any, prompt: list[int], n: int, gen: torch.Generator, temperature: float = 1.0
+) -> list[int]:
     ids = list(prompt)
     for _ in range(n):
-        logits = model(input_ids=torch.tensor([ids])).logits[0, -1].double()
+        logits = model(input_ids=torch.tensor([ids])).logits[0, -1].double() / temperature
         ids.append(int(torch.multinomial(torch.softmax(logits, -1), 1, generator=gen)))
     return ids[len(prompt) :]
 
@@ -187,9 +192,12 @@ def make_trajectory(
     turns: int = 2,
     n_tokens: int = 6,
     ids: bool = True,
+    temperature: float = 1.0,
 ) -> dict[str, Any]:
     """A conversation of `turns` sampled turns with tool results and user
-    messages between them, sampled from model as vLLM would."""
+    messages between them, sampled from model as vLLM would; logprobs are
+    at the sampling temperature (what vLLM reports with processed logprobs,
+    the same as raw ones at temperature 1)."""
     gen = torch.Generator().manual_seed(seed)
     history: list[dict[str, Any]] = [
         {"role": "system", "content": "you are philosopher 2 at a table of five."},
@@ -198,8 +206,8 @@ def make_trajectory(
     items: list[dict[str, Any]] = list(history)
     for t in range(turns):
         prompt = render(tok, history, TOOLS)
-        comp = sample(model, prompt, n_tokens, gen)
-        lps = sequence_logprobs(model, prompt, comp)
+        comp = sample(model, prompt, n_tokens, gen, temperature)
+        lps = sequence_logprobs(model, prompt, comp, temperature)
         c = choice(tok, prompt, comp, lps, ids=ids)
         items.append(c)
         history.append(c["message"])
@@ -217,7 +225,12 @@ def make_trajectory(
         "group": "g1",
         "episode": f"e{seed}",
         "agent": 2,
-        "sampling": {"model": "tiny", "temperature": 1.0, "top_p": 1.0, "max_tokens": n_tokens},
+        "sampling": {
+            "model": "tiny",
+            "temperature": temperature,
+            "top_p": 1.0,
+            "max_tokens": n_tokens,
+        },
     }
 
 

@@ -102,3 +102,10 @@ def test_token_logprobs_hand_computed():
     assert got.shape == (1, 2)
     assert got[0, 0].item() == pytest.approx(math.log(0.75), abs=1e-12)
     assert got[0, 1].item() == pytest.approx(math.log(0.5), abs=1e-12)
+
+
+def test_token_logprobs_at_a_temperature():
+    # At temperature 0.5 the logits double: p(token 1) = 9 / (1 + 9).
+    logits = torch.tensor([[[0.0, math.log(3)], [0.0, 0.0]]], dtype=torch.float64)
+    got = token_logprobs(logits, torch.tensor([[0, 1]]), torch.tensor([0.5], dtype=torch.float64))
+    assert got[0, 0].item() == pytest.approx(math.log(0.9), abs=1e-12)

@@ -305,3 +305,25 @@ def test_gradient_checkpointing_trains_the_same_adapter(model_dir, tmp_path):
         assert not model.is_gradient_checkpointing
     for k in outs[0]:
         assert torch.allclose(outs[0][k], outs[1][k], atol=1e-6), k
+
+
+def test_processed_logprobs_are_at_the_sampling_temperature(base64):
+    model, tok = base64
+    req = _req([make_trajectory(model, tok, 1.0, seed=97, temperature=0.7)])
+    seqs = _seqs(req, tok)
+    assert {s.temperature for s in seqs} == {0.7}
+    cpu = torch.device("cpu")
+    with torch.no_grad():
+        scaled = make_batch(seqs, 0, cpu, temperature=True)
+        raw = make_batch(seqs, 0, cpu, temperature=False)
+        d_scaled = ((completion_logprobs(model, scaled) - scaled.old) * scaled.mask).abs().max()
+        d_raw = ((completion_logprobs(model, raw) - raw.old) * raw.mask).abs().max()
+    assert d_scaled < 1e-12
+    assert d_raw > 1e-2  # at temperature 1 the same tokens are not the sampler's
+    peft_model = attach_lora(model, req, server_seed=0)
+    try:
+        opts = TrainOptions(logprobs_mode="processed")
+        m = train(peft_model, seqs, req, opts, Control(), 0)
+    finally:
+        peft_model.unload()
+    assert m.ratio_mean == pytest.approx(1.0, abs=1e-12)
