@@ -65,8 +65,10 @@ def create_app(cfg: Config) -> FastAPI:
         try:
             return run_job(req, base, tokenizer, cfg.adapters_dir, cfg.train, ctl)
         except BaseException:
-            # A job that died half-way may have left the base model in doubt.
-            cfg.models.forget()
+            # run_job restores the base model as it ends; should that have
+            # failed too, the next job loads it afresh.
+            if any("lora_" in name for name, _ in base.named_parameters()):
+                cfg.models.forget()
             raise
 
     manager = JobManager(
@@ -99,6 +101,10 @@ def create_app(cfg: Config) -> FastAPI:
     @app.post("/v1/jobs", status_code=202, response_model=Job, response_model_exclude_none=True)
     def create_job(req: JobRequest) -> JSONResponse:
         try:
+            return _job_answer(manager.get, req.id)  # a known id: the job as it is
+        except JobNotFound:
+            pass
+        try:
             cfg.models.resolve(req.base_model)
         except ModelNotFound as e:
             return _error(400, str(e))
@@ -115,11 +121,11 @@ def create_app(cfg: Config) -> FastAPI:
 
     @app.get("/v1/jobs/{job_id:path}", response_model=Job, response_model_exclude_none=True)
     def get_job(job_id: str) -> JSONResponse:
-        return _job_answer(manager.get, job_id)
+        return _job_or_404(manager.get, job_id)
 
     @app.delete("/v1/jobs/{job_id:path}", response_model=Job, response_model_exclude_none=True)
     def cancel_job(job_id: str) -> JSONResponse:
-        return _job_answer(manager.cancel, job_id)
+        return _job_or_404(manager.cancel, job_id)
 
     @app.get("/healthz")
     def healthz() -> dict[str, str]:
@@ -137,8 +143,13 @@ def _error(code: int, msg: str) -> JSONResponse:
 
 
 def _job_answer(f: Callable[[str], Job], job_id: str) -> JSONResponse:
+    return JSONResponse(
+        status_code=200, content=f(job_id).model_dump(mode="json", exclude_none=True)
+    )
+
+
+def _job_or_404(f: Callable[[str], Job], job_id: str) -> JSONResponse:
     try:
-        job = f(job_id)
+        return _job_answer(f, job_id)
     except JobNotFound:
         return _error(404, f"job {job_id!r} not found")
-    return JSONResponse(status_code=200, content=job.model_dump(mode="json", exclude_none=True))

@@ -75,7 +75,7 @@ def test_job_lifecycle_and_idempotent_create(tmp_path, model_dir, trajs):
         # The same id again, even with another body, is the same job: it
         # does not train twice.
         mtime = (adapter / "adapter_model.safetensors").stat().st_mtime_ns
-        again = job_body(trajs, output_adapter="other")
+        again = job_body(trajs, output_adapter="other", base_model="not-served")
         r = client.post("/v1/jobs", json=again)
         assert r.status_code == 200
         assert r.json() == job
