@@ -1,0 +1,150 @@
+"""Wire types of the trainer job API (DESIGN §5), mirroring trainer/api.go.
+
+Trajectory items stay plain dicts: they are OpenAI messages and choice
+objects exactly as the inference server returned them, checked when the job
+runs (a bad one fails the job with an error naming the trajectory)."""
+
+from __future__ import annotations
+
+import re
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+JobState = Literal["queued", "running", "succeeded", "failed", "cancelled"]
+TERMINAL_STATES = frozenset({"succeeded", "failed", "cancelled"})
+
+# An output adapter name becomes a directory name.
+ADAPTER_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,199}$")
+
+MAX_RANK = 256
+DEFAULT_RANK = 8
+DEFAULT_TARGET_MODULES = (
+    "q_proj",
+    "k_proj",
+    "v_proj",
+    "o_proj",
+    "gate_proj",
+    "up_proj",
+    "down_proj",
+)
+DEFAULT_LEARNING_RATE = 1e-5
+DEFAULT_EPSILON = 0.2
+DEFAULT_EPOCHS = 1
+
+
+class _Wire(BaseModel):
+    # Unknown keys are accepted and ignored: the API grows additively.
+    model_config = ConfigDict(extra="ignore", allow_inf_nan=False)
+
+
+class Adapter(_Wire):
+    name: str = ""
+    path: str
+
+
+class LoRA(_Wire):
+    rank: int = Field(0, ge=0, le=MAX_RANK, description="0 takes the default 8")
+    alpha: float = Field(0.0, ge=0, description="0 takes twice the rank")
+    target_modules: list[str] = Field(default_factory=list)
+
+    @field_validator("target_modules")
+    @classmethod
+    def _names(cls, v: list[str]) -> list[str]:
+        for name in v:
+            if not re.fullmatch(r"[A-Za-z0-9_.]+", name):
+                raise ValueError(f"{name!r} is not a module name")
+        return v
+
+    def resolved(self) -> tuple[int, float, list[str]]:
+        rank = self.rank or DEFAULT_RANK
+        alpha = self.alpha or 2.0 * rank
+        targets = list(self.target_modules) or list(DEFAULT_TARGET_MODULES)
+        return rank, alpha, targets
+
+
+class Hyperparameters(_Wire):
+    learning_rate: float = Field(0.0, ge=0, description="0 takes the default 1e-5")
+    epsilon: float = Field(0.0, ge=0, lt=1, description="0 takes the default 0.2")
+    epsilon_high: float = Field(0.0, ge=0, description="0 takes epsilon")
+    kl_beta: float = Field(0.0, ge=0)
+    epochs: int = Field(0, ge=0, le=1000, description="0 takes the default 1")
+
+    def resolved(self) -> Hyperparameters:
+        eps = self.epsilon or DEFAULT_EPSILON
+        return Hyperparameters(
+            learning_rate=self.learning_rate or DEFAULT_LEARNING_RATE,
+            epsilon=eps,
+            epsilon_high=self.epsilon_high or eps,
+            kl_beta=self.kl_beta,
+            epochs=self.epochs or DEFAULT_EPOCHS,
+        )
+
+
+class Sampling(_Wire):
+    model: str = ""
+    temperature: float | None = None
+    top_p: float | None = None
+    max_tokens: int | None = None
+    chat_template_kwargs: dict[str, Any] | None = None
+
+
+class Trajectory(_Wire):
+    messages_and_choices: list[dict[str, Any]] = Field(min_length=1)
+    tools: list[dict[str, Any]] | None = None
+    reward: float = 0.0
+    advantage: float
+    group: str = ""
+    episode: str = ""
+    agent: int = 0
+    sampling: Sampling | None = None
+    policy_step: int | None = None
+
+
+class JobRequest(_Wire):
+    id: str = Field(min_length=1, max_length=512)
+    base_model: str = ""
+    parent_adapter: Adapter | None = None
+    output_adapter: str
+    lora: LoRA = Field(default_factory=LoRA)
+    hyperparameters: Hyperparameters = Field(default_factory=Hyperparameters)
+    trajectories: list[Trajectory] = Field(min_length=1)
+
+    @field_validator("id")
+    @classmethod
+    def _id(cls, v: str) -> str:
+        if any(ord(c) < 0x20 or ord(c) == 0x7F for c in v):
+            raise ValueError("no control characters allowed")
+        return v
+
+    @field_validator("output_adapter")
+    @classmethod
+    def _output_adapter(cls, v: str) -> str:
+        if not ADAPTER_NAME_RE.fullmatch(v):
+            raise ValueError("want 1 to 200 of A-Z a-z 0-9 . _ -, starting with a letter or digit")
+        return v
+
+
+class Metrics(_Wire):
+    loss: float = 0.0
+    kl: float = 0.0
+    grad_norm: float = 0.0
+    clip_fraction: float = 0.0
+    tokens: int = 0
+    sequences: int = 0
+    steps: int = 0
+    epochs: int = 0
+    ratio_mean: float = 0.0
+
+
+class Job(_Wire):
+    id: str
+    state: JobState
+    progress: float = 0.0
+    metrics: Metrics | None = None
+    adapter: Adapter | None = None
+    error: str | None = None
+
+
+class ErrorBody(_Wire):
+    error: str

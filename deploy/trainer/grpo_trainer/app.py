@@ -1,0 +1,155 @@
+"""The HTTP server: FastAPI app with the DESIGN §5 job API, /healthz and
+/metrics. Everything it holds lives on the app object (app.state), built by
+create_app; the lifespan opens the job records and starts the worker, and
+on shutdown stops it."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from urllib.parse import quote
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse, Response
+from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
+from pydantic import ValidationError
+
+from grpo_trainer import __version__
+from grpo_trainer.api import ErrorBody, Job, JobRequest, Metrics
+from grpo_trainer.jobs import JobEvents, JobManager, JobNotFound
+from grpo_trainer.metrics import TrainerMetrics
+from grpo_trainer.models import ModelNotFound, ModelStore
+from grpo_trainer.train import Control, TrainOptions, run_job
+
+log = logging.getLogger("grpo_trainer")
+
+
+@dataclass
+class Config:
+    data_dir: Path
+    models: ModelStore = field(default_factory=ModelStore)
+    train: TrainOptions = field(default_factory=TrainOptions)
+
+    @property
+    def jobs_dir(self) -> Path:
+        return self.data_dir / "jobs"
+
+    @property
+    def adapters_dir(self) -> Path:
+        return self.data_dir / "adapters"
+
+
+def field_errors(err: ValidationError | RequestValidationError) -> str:
+    """One line naming each bad field, e.g. "lora.rank: Input should be
+    less than or equal to 256"."""
+    parts = []
+    for e in err.errors():
+        loc = [str(x) for x in e.get("loc", ()) if x != "body"]
+        name = ".".join(loc) or "body"
+        parts.append(f"{name}: {e.get('msg', 'invalid')}")
+    return "; ".join(parts)
+
+
+def create_app(cfg: Config) -> FastAPI:
+    """Builds the app; no I/O happens until its lifespan starts."""
+    registry = CollectorRegistry()
+    metrics = TrainerMetrics(registry)
+
+    def runner(req: JobRequest, ctl: Control) -> tuple[Metrics, Path]:
+        path = cfg.models.resolve(req.base_model)
+        base, tokenizer = cfg.models.get(path)
+        try:
+            return run_job(req, base, tokenizer, cfg.adapters_dir, cfg.train, ctl)
+        except BaseException:
+            # run_job restores the base model as it ends; should that have
+            # failed too, the next job loads it afresh.
+            if any("lora_" in name for name, _ in base.named_parameters()):
+                cfg.models.forget()
+            raise
+
+    manager = JobManager(
+        cfg.jobs_dir,
+        runner,
+        JobEvents(finished=metrics.finished, queue_length=metrics.queue_length),
+    )
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        cfg.adapters_dir.mkdir(parents=True, exist_ok=True)
+        manager.open()
+        manager.start()
+        log.info("trainer serving data_dir=%s", cfg.data_dir)
+        try:
+            yield
+        finally:
+            manager.close()
+
+    app = FastAPI(title="grpo reference trainer", version=__version__, lifespan=lifespan)
+    app.state.config = cfg
+    app.state.jobs = manager
+    app.state.metrics = metrics
+    app.state.registry = registry
+
+    @app.exception_handler(RequestValidationError)
+    async def bad_request(_: Request, err: RequestValidationError) -> JSONResponse:
+        return JSONResponse(status_code=400, content={"error": field_errors(err)})
+
+    @app.post("/v1/jobs", status_code=202, response_model=Job, response_model_exclude_none=True)
+    def create_job(req: JobRequest) -> JSONResponse:
+        try:
+            return _job_answer(manager.get, req.id)  # a known id: the job as it is
+        except JobNotFound:
+            pass
+        try:
+            cfg.models.resolve(req.base_model)
+        except ModelNotFound as e:
+            return _error(400, str(e))
+        try:
+            job, created = manager.create(req, req.model_dump_json().encode())
+        except OSError as e:
+            log.error("create trainer job %s: %s", req.id, e)
+            return _error(500, f"record job {req.id}: {e}")
+        return JSONResponse(
+            status_code=202 if created else 200,
+            content=job.model_dump(mode="json", exclude_none=True),
+            headers={"Location": "/v1/jobs/" + quote(req.id, safe="/")},
+        )
+
+    @app.get("/v1/jobs/{job_id:path}", response_model=Job, response_model_exclude_none=True)
+    def get_job(job_id: str) -> JSONResponse:
+        return _job_or_404(manager.get, job_id)
+
+    @app.delete("/v1/jobs/{job_id:path}", response_model=Job, response_model_exclude_none=True)
+    def cancel_job(job_id: str) -> JSONResponse:
+        return _job_or_404(manager.cancel, job_id)
+
+    @app.get("/healthz")
+    def healthz() -> dict[str, str]:
+        return {"status": "ok"}
+
+    @app.get("/metrics")
+    def prometheus_metrics() -> Response:
+        return Response(generate_latest(registry), media_type=CONTENT_TYPE_LATEST)
+
+    return app
+
+
+def _error(code: int, msg: str) -> JSONResponse:
+    return JSONResponse(status_code=code, content=ErrorBody(error=msg).model_dump())
+
+
+def _job_answer(f: Callable[[str], Job], job_id: str) -> JSONResponse:
+    return JSONResponse(
+        status_code=200, content=f(job_id).model_dump(mode="json", exclude_none=True)
+    )
+
+
+def _job_or_404(f: Callable[[str], Job], job_id: str) -> JSONResponse:
+    try:
+        return _job_answer(f, job_id)
+    except JobNotFound:
+        return _error(404, f"job {job_id!r} not found")

@@ -1,0 +1,302 @@
+"""The job manager: jobs run one at a time in the order they arrived, on a
+worker thread, and each has its own directory under the jobs directory so a
+restarted trainer answers for finished jobs and re-runs unfinished ones
+(training is deterministic for a seed, so the result is the same)."""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import shutil
+import threading
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from hashlib import sha256
+from pathlib import Path
+from urllib.parse import quote
+
+from pydantic import ValidationError
+
+from grpo_trainer.api import TERMINAL_STATES, Adapter, Job, JobRequest, Metrics
+from grpo_trainer.train import Control, JobError
+
+JOB_FILE = "job.json"  # the job's state, rewritten on each transition
+REQUEST_FILE = "request.json"  # the create body, written once
+
+log = logging.getLogger("grpo_trainer.jobs")
+
+
+class JobNotFound(LookupError):
+    pass
+
+
+class Cancelled(Exception):
+    """The job was cancelled by DELETE."""
+
+
+class Interrupted(Exception):
+    """The server is shutting down; the job stays unfinished on disk."""
+
+
+# Runner trains one job and returns its metrics and adapter directory.
+Runner = Callable[[JobRequest, Control], tuple[Metrics, Path]]
+
+
+@dataclass
+class _Entry:
+    job: Job
+    created: float
+    req: JobRequest | None = None  # dropped once the job is terminal
+    cancelled: bool = False
+    started: float = 0.0
+
+
+@dataclass
+class JobEvents:
+    """Callbacks the manager calls as jobs finish (metrics hook here)."""
+
+    finished: Callable[[Job, float], None] = lambda job, seconds: None
+    queue_length: Callable[[int], None] = lambda n: None
+
+
+def write_atomic(path: Path, data: bytes) -> None:
+    """Writes path through a fsynced temporary file and a rename."""
+    tmp = path.with_name(f".{path.name}.{uuid.uuid4().hex[:8]}.tmp")
+    try:
+        with open(tmp, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    finally:
+        if tmp.exists():
+            tmp.unlink()
+    fd = os.open(path.parent, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def job_dir_name(job_id: str) -> str:
+    """A directory name for a job id: escaped (so "run/step-0003" and ".."
+    are safe), or hashed when the escaped id would be too long."""
+    name = quote(job_id, safe="-_")
+    if len(name) > 200:
+        name = "sha256-" + sha256(job_id.encode()).hexdigest()
+    return name
+
+
+class JobManager:
+    """Owns the job records and the worker thread. The constructor does no
+    I/O; open() loads the records, start() starts the worker, close() stops
+    it (a job in training is left unfinished, to run again after a
+    restart)."""
+
+    def __init__(self, jobs_dir: Path, runner: Runner, events: JobEvents | None = None):
+        self.dir = jobs_dir
+        self.runner = runner
+        self.events = events or JobEvents()
+        self._cv = threading.Condition()
+        self._jobs: dict[str, _Entry] = {}
+        self._queue: list[_Entry] = []
+        self._stopping = False
+        self._thread: threading.Thread | None = None
+
+    # --- records
+
+    def open(self) -> None:
+        self.dir.mkdir(parents=True, exist_ok=True)
+        requeued = []
+        with self._cv:
+            for d in sorted(self.dir.iterdir()):
+                if not d.is_dir() or d.name.startswith("."):
+                    continue
+                rec_file = d / JOB_FILE
+                if not rec_file.exists():
+                    # A create that failed before its record was complete.
+                    shutil.rmtree(d, ignore_errors=True)
+                    continue
+                try:
+                    rec = json.loads(rec_file.read_bytes())
+                    job = Job.model_validate(rec["job"])
+                    created = float(rec["created"])
+                except (OSError, ValueError, KeyError, TypeError, ValidationError) as e:
+                    raise RuntimeError(f"read job record {rec_file}: {e}") from e
+                e = _Entry(job=job, created=created)
+                self._jobs[job.id] = e
+                if job.state in TERMINAL_STATES:
+                    continue
+                try:
+                    e.req = JobRequest.model_validate_json((d / REQUEST_FILE).read_bytes())
+                except (OSError, ValueError) as err:
+                    e.job.state = "failed"
+                    e.job.error = f"job request record unreadable after restart: {err}"
+                    self._persist(e)
+                    continue
+                e.job.state, e.job.progress = "queued", 0.0
+                self._persist(e)
+                requeued.append(e)
+            requeued.sort(key=lambda e: e.created)
+            self._queue.extend(requeued)
+            self.events.queue_length(len(self._queue))
+        if requeued:
+            log.info("re-running %d unfinished trainer jobs", len(requeued))
+
+    def _persist(self, e: _Entry) -> None:
+        rec = {"job": e.job.model_dump(mode="json"), "created": e.created, "updated": time.time()}
+        d = self.dir / job_dir_name(e.job.id)
+        write_atomic(d / JOB_FILE, json.dumps(rec).encode())
+
+    # --- API
+
+    def create(self, req: JobRequest, body: bytes) -> tuple[Job, bool]:
+        """Records and queues a job. A known id returns the existing job and
+        False: the same id never trains twice."""
+        with self._cv:
+            if req.id in self._jobs:
+                return self._jobs[req.id].job.model_copy(deep=True), False
+            e = _Entry(job=Job(id=req.id, state="queued"), created=time.time(), req=req)
+            d = self.dir / job_dir_name(req.id)
+            try:
+                d.mkdir(parents=True, exist_ok=True)
+                write_atomic(d / REQUEST_FILE, body)
+                self._persist(e)
+            except OSError:
+                shutil.rmtree(d, ignore_errors=True)
+                raise
+            self._jobs[req.id] = e
+            self._queue.append(e)
+            self.events.queue_length(len(self._queue))
+            self._cv.notify_all()
+            answer = e.job.model_copy(deep=True)  # before the worker can start it
+        log.info(
+            "trainer job queued id=%s output_adapter=%s trajectories=%d",
+            req.id,
+            req.output_adapter,
+            len(req.trajectories),
+        )
+        return answer, True
+
+    def get(self, job_id: str) -> Job:
+        with self._cv:
+            e = self._jobs.get(job_id)
+            if e is None:
+                raise JobNotFound(job_id)
+            return e.job.model_copy(deep=True)
+
+    def cancel(self, job_id: str) -> Job:
+        """Cancels a queued or running job; a finished one is left as it is."""
+        with self._cv:
+            e = self._jobs.get(job_id)
+            if e is None:
+                raise JobNotFound(job_id)
+            if e.job.state not in TERMINAL_STATES:
+                e.cancelled = True
+                e.job.state = "cancelled"
+                self._persist(e)
+                if e in self._queue:
+                    self._queue.remove(e)
+                    e.req = None
+                    self.events.queue_length(len(self._queue))
+                    self.events.finished(e.job, 0.0)
+                log.info("trainer job cancelled id=%s", job_id)
+            return e.job.model_copy(deep=True)
+
+    # --- worker
+
+    def start(self) -> None:
+        if self._thread is not None:
+            return
+        self._thread = threading.Thread(target=self._run, name="trainer-jobs", daemon=True)
+        self._thread.start()
+
+    def close(self, timeout: float = 60.0) -> None:
+        """Stops the worker; safe to call twice."""
+        with self._cv:
+            self._stopping = True
+            self._cv.notify_all()
+        if self._thread is not None:
+            self._thread.join(timeout)
+            self._thread = None
+
+    def _next(self) -> _Entry | None:
+        with self._cv:
+            while not self._stopping and not self._queue:
+                self._cv.wait()
+            if self._stopping:
+                return None
+            e = self._queue.pop(0)
+            self.events.queue_length(len(self._queue))
+            e.job.state, e.job.progress = "running", 0.0
+            e.started = time.monotonic()
+            self._persist(e)
+            return e
+
+    def _run(self) -> None:
+        while True:
+            e = self._next()
+            if e is None:
+                return
+            self._execute(e)
+
+    def _execute(self, e: _Entry) -> None:
+        assert e.req is not None
+        ctl = _EntryControl(self, e)
+        result: tuple[Metrics, Path] | None = None
+        error: str | None = None
+        try:
+            result = self.runner(e.req, ctl)
+        except (Cancelled, Interrupted):
+            pass
+        except Exception as err:  # any failure of one job fails that job, not the server
+            error = str(err) or type(err).__name__
+            if not isinstance(err, (ValueError, JobError)):
+                log.exception("trainer job %s failed", e.job.id)
+        with self._cv:
+            seconds = time.monotonic() - e.started
+            if e.cancelled:
+                e.req = None
+                self.events.finished(e.job, seconds)
+                return
+            if self._stopping and result is None and error is None:
+                log.info("trainer job interrupted by shutdown id=%s", e.job.id)
+                return
+            if error is not None:
+                e.job.state, e.job.error = "failed", error
+            elif result is not None:
+                metrics, path = result
+                e.job.state, e.job.progress = "succeeded", 1.0
+                e.job.metrics = metrics
+                e.job.adapter = Adapter(name=e.req.output_adapter, path=str(path))
+            e.req = None
+            self._persist(e)
+            self.events.finished(e.job, seconds)
+        log.info(
+            "trainer job finished id=%s state=%s seconds=%.2f error=%s",
+            e.job.id,
+            e.job.state,
+            seconds,
+            e.job.error,
+        )
+
+
+@dataclass
+class _EntryControl(Control):
+    manager: JobManager
+    entry: _Entry
+    _last: float = field(default=0.0)
+
+    def check(self) -> None:
+        if self.entry.cancelled:
+            raise Cancelled()
+        if self.manager._stopping:
+            raise Interrupted()
+
+    def progress(self, fraction: float) -> None:
+        with self.manager._cv:
+            if not self.entry.cancelled:
+                self.entry.job.progress = min(1.0, max(0.0, fraction))

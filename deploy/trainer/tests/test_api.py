@@ -1,0 +1,270 @@
+"""The job API over HTTP (FastAPI's TestClient runs the app's lifespan and
+its worker thread): idempotent create, states, cancel, restart, malformed
+input, /healthz and /metrics."""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+from conftest import job_body, make_trajectory
+from fastapi.testclient import TestClient
+
+from grpo_trainer.app import Config, create_app
+from grpo_trainer.jobs import JOB_FILE, REQUEST_FILE, job_dir_name
+from grpo_trainer.models import ModelStore
+from grpo_trainer.train import TrainOptions
+
+
+def make_app(data_dir: Path, model_dir: Path, default: bool = False):
+    models = ModelStore(
+        paths={} if default else {"tiny": model_dir}, default=model_dir if default else None
+    )
+    return create_app(
+        Config(data_dir=data_dir, models=models, train=TrainOptions(micro_batch_size=4))
+    )
+
+
+def wait(
+    client: TestClient, job_id: str, states=("succeeded", "failed", "cancelled"), timeout=60.0
+):
+    deadline = time.monotonic() + timeout
+    while True:
+        r = client.get(f"/v1/jobs/{job_id}")
+        assert r.status_code == 200, r.text
+        job = r.json()
+        if job["state"] in states:
+            return job
+        assert time.monotonic() < deadline, f"job {job_id} still {job['state']}"
+        time.sleep(0.02)
+
+
+@pytest.fixture(scope="module")
+def trajs(tiny) -> list[dict[str, Any]]:
+    model, tok = tiny
+    return [make_trajectory(model, tok, a, seed=s) for s, a in [(101, 1.0), (102, -1.0)]]
+
+
+def test_job_lifecycle_and_idempotent_create(tmp_path, model_dir, trajs):
+    body = job_body(trajs)
+    with TestClient(make_app(tmp_path, model_dir)) as client:
+        assert client.get("/healthz").status_code == 200
+        r = client.post("/v1/jobs", json=body)
+        assert r.status_code == 202, r.text
+        assert r.json() == {"id": "run/step-0001", "state": "queued", "progress": 0.0}
+        assert r.headers["location"] == "/v1/jobs/run/step-0001"
+
+        job = wait(client, "run/step-0001")
+        assert job["state"] == "succeeded", job
+        assert job["progress"] == 1.0
+        adapter = Path(tmp_path / "adapters" / "run-step-0001").resolve()
+        assert job["adapter"] == {"name": "run-step-0001", "path": str(adapter)}
+        assert (adapter / "adapter_config.json").is_file()
+        assert (adapter / "adapter_model.safetensors").is_file()
+        m = job["metrics"]
+        assert set(m) >= {"loss", "kl", "grad_norm", "clip_fraction", "tokens"}
+        assert m["tokens"] == 4 * 6 and m["grad_norm"] > 0
+        # One epoch from a fresh adapter (B = 0) is the sampler itself: the
+        # server lined every sampled logprob up with its token.
+        assert m["ratio_mean"] == pytest.approx(1.0, abs=1e-5) and m["clip_fraction"] == 0
+        assert "error" not in job
+
+        # The same id again, even with another body, is the same job: it
+        # does not train twice.
+        mtime = (adapter / "adapter_model.safetensors").stat().st_mtime_ns
+        again = job_body(trajs, output_adapter="other", base_model="not-served")
+        r = client.post("/v1/jobs", json=again)
+        assert r.status_code == 200
+        assert r.json() == job
+        time.sleep(0.2)
+        assert wait(client, "run/step-0001") == job
+        assert (adapter / "adapter_model.safetensors").stat().st_mtime_ns == mtime
+        assert not (tmp_path / "adapters" / "other").exists()
+
+        metrics = client.get("/metrics").text
+        assert 'grpo_trainer_jobs_total{state="succeeded"} 1.0' in metrics
+        assert 'grpo_trainer_job_duration_seconds_count{state="succeeded"} 1.0' in metrics
+        assert "grpo_trainer_tokens_trained_total 24.0" in metrics
+        assert "grpo_trainer_loss " in metrics
+
+
+def test_unknown_job_is_404(tmp_path, model_dir):
+    with TestClient(make_app(tmp_path, model_dir)) as client:
+        for method in ("get", "delete"):
+            r = getattr(client, method)("/v1/jobs/nope/step-1")
+            assert r.status_code == 404
+            assert r.json() == {"error": "job 'nope/step-1' not found"}
+
+
+@pytest.mark.parametrize(
+    ("change", "want"),
+    [
+        (lambda b: b.pop("output_adapter"), "output_adapter: Field required"),
+        (
+            lambda b: b.update(output_adapter="../evil"),
+            "output_adapter: Value error, want 1 to 200",
+        ),
+        (lambda b: b.update(id=""), "id: String should have at least 1 character"),
+        (
+            lambda b: b["lora"].update(rank=-1),
+            "lora.rank: Input should be greater than or equal to 0",
+        ),
+        (lambda b: b["lora"].update(target_modules=["q proj"]), "lora.target_modules: Value error"),
+        (
+            lambda b: b["hyperparameters"].update(epsilon=1.5),
+            "hyperparameters.epsilon: Input should be less",
+        ),
+        (
+            lambda b: b["hyperparameters"].update(epochs="x"),
+            "hyperparameters.epochs: Input should be a valid",
+        ),
+        (
+            lambda b: b["trajectories"][1].pop("advantage"),
+            "trajectories.1.advantage: Field required",
+        ),
+        (
+            lambda b: b["trajectories"][0].update(messages_and_choices=5),
+            "trajectories.0.messages_and_choices",
+        ),
+        (
+            lambda b: b.update(base_model="Qwen/Qwen3-14B"),
+            "base_model 'Qwen/Qwen3-14B': no local model",
+        ),
+        (lambda b: b.update(trajectories=[]), "trajectories: List should have at least 1 item"),
+        (
+            lambda b: b["trajectories"][0].update(messages_and_choices=[]),
+            "trajectories.0.messages_and_choices: List should have at least 1 item",
+        ),
+    ],
+)
+def test_malformed_create_names_the_field(tmp_path, model_dir, trajs, change, want):
+    body = json.loads(json.dumps(job_body(trajs)))
+    change(body)
+    with TestClient(make_app(tmp_path, model_dir)) as client:
+        r = client.post("/v1/jobs", json=body)
+        assert r.status_code == 400, r.text
+        assert want in r.json()["error"]
+        assert client.get(f"/v1/jobs/{body.get('id') or 'x'}").status_code == 404
+
+
+def test_body_that_is_not_json(tmp_path, model_dir):
+    with TestClient(make_app(tmp_path, model_dir)) as client:
+        r = client.post(
+            "/v1/jobs", content=b"{not json", headers={"content-type": "application/json"}
+        )
+        assert r.status_code == 400
+        assert "JSON" in r.json()["error"]
+
+
+def test_default_model_serves_any_base_model(tmp_path, model_dir, trajs):
+    with TestClient(make_app(tmp_path, model_dir, default=True)) as client:
+        r = client.post("/v1/jobs", json=job_body(trajs[:1], base_model="Qwen/Qwen3-14B"))
+        assert r.status_code == 202
+        assert wait(client, "run/step-0001")["state"] == "succeeded"
+
+
+def test_trajectories_without_token_ids_are_retokenised(tmp_path, model_dir, trajs):
+    bare = json.loads(json.dumps(trajs))
+    for t in bare:
+        for it in t["messages_and_choices"]:
+            it.pop("token_ids", None)
+            it.pop("prompt_token_ids", None)
+    with TestClient(make_app(tmp_path, model_dir)) as client:
+        assert client.post("/v1/jobs", json=job_body(bare)).status_code == 202
+        job = wait(client, "run/step-0001")
+        assert job["state"] == "succeeded", job
+        assert job["metrics"]["tokens"] == 24
+        assert job["metrics"]["ratio_mean"] == pytest.approx(1.0, abs=1e-5)
+
+
+def test_bad_trajectory_fails_the_job_naming_it(tmp_path, model_dir, trajs):
+    bad = json.loads(json.dumps(trajs))
+    bad[1]["messages_and_choices"][2]["token_ids"][0] += 1
+    with TestClient(make_app(tmp_path, model_dir)) as client:
+        assert client.post("/v1/jobs", json=job_body(bad)).status_code == 202
+        job = wait(client, "run/step-0001")
+        assert job["state"] == "failed"
+        assert job["error"].startswith(
+            "trajectory 1, turn 0 (messages_and_choices[2]): token mismatch"
+        )
+        assert "adapter" not in job
+        assert not (tmp_path / "adapters" / "run-step-0001").exists()
+        # The worker goes on with the next job.
+        assert client.post("/v1/jobs", json=job_body(trajs, id="run/step-0002")).status_code == 202
+        assert wait(client, "run/step-0002")["state"] == "succeeded"
+        assert 'grpo_trainer_jobs_total{state="failed"} 1.0' in client.get("/metrics").text
+
+
+def test_cancel_running_and_queued_jobs(tmp_path, model_dir, trajs):
+    long = job_body(trajs, id="long", output_adapter="long", hyperparameters={"epochs": 1000})
+    with TestClient(make_app(tmp_path, model_dir)) as client:
+        assert client.post("/v1/jobs", json=long).status_code == 202
+        queued = job_body(trajs, id="queued", output_adapter="queued")
+        assert client.post("/v1/jobs", json=queued).status_code == 202
+        wait(client, "long", states=("running",))
+        assert client.get("/v1/jobs/queued").json()["state"] == "queued"  # one at a time
+
+        r = client.delete("/v1/jobs/queued")
+        assert r.status_code == 200 and r.json()["state"] == "cancelled"
+        r = client.delete("/v1/jobs/long")
+        assert r.status_code == 200 and r.json()["state"] == "cancelled"
+
+        # The worker is free again: a new job runs to the end.
+        assert client.post("/v1/jobs", json=job_body(trajs, id="next")).status_code == 202
+        assert wait(client, "next")["state"] == "succeeded"
+        for job_id in ("long", "queued"):
+            job = client.get(f"/v1/jobs/{job_id}").json()
+            assert job["state"] == "cancelled" and "adapter" not in job
+            assert not (tmp_path / "adapters" / job_id).exists()
+        # Cancelling a finished job leaves it as it is.
+        assert client.delete("/v1/jobs/next").json()["state"] == "succeeded"
+
+
+def _write_record(data_dir: Path, job: dict[str, Any], request: bytes) -> None:
+    d = data_dir / "jobs" / job_dir_name(job["id"])
+    d.mkdir(parents=True)
+    (d / REQUEST_FILE).write_bytes(request)
+    rec = {"job": job, "created": time.time(), "updated": time.time()}
+    (d / JOB_FILE).write_text(json.dumps(rec))
+
+
+def test_restart_answers_old_jobs_and_reruns_unfinished(tmp_path, model_dir, trajs):
+    with TestClient(make_app(tmp_path, model_dir)) as client:
+        assert client.post("/v1/jobs", json=job_body(trajs)).status_code == 202
+        done = wait(client, "run/step-0001")
+        assert done["state"] == "succeeded"
+        # A long job interrupted by the shutdown at the end of this block.
+        long = job_body(
+            trajs, id="run/step-0002", output_adapter="s2", hyperparameters={"epochs": 1000}
+        )
+        assert client.post("/v1/jobs", json=long).status_code == 202
+        wait(client, "run/step-0002", states=("running",))
+    rec = json.loads((tmp_path / "jobs" / job_dir_name("run/step-0002") / JOB_FILE).read_text())
+    assert rec["job"]["state"] == "running"
+
+    # What a trainer killed mid-job leaves behind, and a record whose
+    # request did not survive.
+    crashed = job_body(trajs, id="run/step-0003", output_adapter="s3")
+    _write_record(
+        tmp_path,
+        {"id": "run/step-0003", "state": "running", "progress": 0.4},
+        json.dumps(crashed).encode(),
+    )
+    _write_record(tmp_path, {"id": "run/step-0004", "state": "queued"}, b"{truncated")
+
+    with TestClient(make_app(tmp_path, model_dir)) as client:
+        assert client.get("/v1/jobs/run/step-0001").json() == done
+        broken = client.get("/v1/jobs/run/step-0004").json()
+        assert broken["state"] == "failed"
+        assert broken["error"].startswith("job request record unreadable after restart")
+        # The interrupted job runs again first (it is the oldest); cut it
+        # short, then the crashed one runs to the end.
+        wait(client, "run/step-0002", states=("running",))
+        assert client.get("/v1/jobs/run/step-0003").json()["state"] == "queued"
+        assert client.delete("/v1/jobs/run/step-0002").json()["state"] == "cancelled"
+        job = wait(client, "run/step-0003")
+        assert job["state"] == "succeeded", job
+        assert job["adapter"]["path"] == str((tmp_path / "adapters" / "s3").resolve())
