@@ -53,7 +53,7 @@ func (m *Main) run(ctx context.Context, args []string) error {
 
 func (c *runCommand) parse(m *Main, args []string) error {
 	fs := m.newFlags("run", runSynopsis)
-	fs.StringVar(&c.config, "config", "", "run configuration YAML (DESIGN §10); default: every field at its default")
+	fs.StringVar(&c.config, "config", "", "run configuration YAML, every key documented in docs/CONFIG.md; default: every field at its default")
 	fs.StringVar(&c.db, "db", "", "bbolt store (default: run.db from the config, grpo.db)")
 	fs.StringVar(&c.resume, "resume", "", "continue run RUN from its last committed step, with its stored config")
 	fs.StringVar(&c.name, "name", "", "run name (default: run.name, or generated)")
@@ -249,6 +249,9 @@ func loadReport(ctx context.Context, store *checkpoint.Store, name string) (*rep
 
 func (r *report) print(w io.Writer) {
 	fmt.Fprintf(w, "\nrun %s (%s): selection %s on %s\n", r.run.Name, r.run.State, r.run.Policy, r.run.Metric)
+	if r.run.Error != "" {
+		fmt.Fprintf(w, "error: %s\n", r.run.Error)
+	}
 	tw := newTable(w)
 	fmt.Fprintln(tw, "STEP\tN\tTRAIN\tVALIDATION\t95% CI\tDEADLOCK\tMEALS\tJOB\t")
 	for _, s := range r.steps {
