@@ -142,6 +142,9 @@ func (s *Server) Start(ctx context.Context) error {
 			s.logger.Error("serve", "addr", ln.Addr().String(), "err", err)
 		}
 	}()
+	if err := s.metrics.restore(ctx, s.opts.Store); err != nil {
+		s.logger.Warn("metrics of stored runs not exported", "err", err)
+	}
 	if err := s.resumeAll(ctx); err != nil {
 		s.Close()
 		return err

@@ -200,15 +200,50 @@ func (c *watchCommand) stream(ctx context.Context, p *stepPrinter, stdout io.Wri
 	stop := context.AfterFunc(ctx, func() { conn.Close() })
 	defer stop()
 	connected()
+	type message struct {
+		b   []byte
+		err error
+	}
+	msgs := make(chan message)
+	go func() {
+		for {
+			_, b, err := conn.ReadMessage()
+			select {
+			case msgs <- message{b, err}:
+			case <-ctx.Done():
+				return
+			}
+			if err != nil {
+				return
+			}
+		}
+	}()
+	// The daemon subscribes a stream after its handshake, so a run may end
+	// unseen just then: with RUN, watch also asks about the run now and
+	// while the stream is quiet.
+	var poll <-chan time.Time
 	if c.run != "" {
-		// The run may have ended between the check and the subscription.
+		t := time.NewTicker(2 * time.Second)
+		defer t.Stop()
+		poll = t.C
 		if done, _ := c.checkRun(ctx, stdout); done {
 			return nil
 		}
 	}
 	for {
-		_, b, err := conn.ReadMessage()
-		if err != nil {
+		var msg message
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-poll:
+			if done, _ := c.checkRun(ctx, stdout); done {
+				p.flush()
+				return nil
+			}
+			continue
+		case msg = <-msgs:
+		}
+		if err := msg.err; err != nil {
 			if ctx.Err() != nil {
 				return ctx.Err()
 			}
@@ -219,11 +254,11 @@ func (c *watchCommand) stream(ctx context.Context, p *stepPrinter, stdout io.Wri
 			return goneError{fmt.Errorf("daemon went away: %w", err)}
 		}
 		var e orchestrator.Event
-		if err := json.Unmarshal(b, &e); err != nil {
+		if err := json.Unmarshal(msg.b, &e); err != nil {
 			return fmt.Errorf("decode event: %w", err)
 		}
 		if c.json {
-			fmt.Fprintln(stdout, string(b))
+			fmt.Fprintln(stdout, string(msg.b))
 		} else {
 			p.event(e)
 		}
