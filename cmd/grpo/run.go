@@ -13,6 +13,7 @@ import (
 	"github.com/grpo-dev/grpo/config"
 	"github.com/grpo-dev/grpo/grpo"
 	"github.com/grpo-dev/grpo/orchestrator"
+	"github.com/grpo-dev/grpo/refmodel"
 	"github.com/grpo-dev/grpo/run"
 )
 
@@ -132,6 +133,9 @@ func (c *runCommand) play(ctx context.Context, m *Main) error {
 	defer r.Close()
 
 	cfg := r.Config()
+	for _, w := range noUpdateWarnings(cfg) {
+		fmt.Fprintf(m.Stderr, "warning: %s\n", w)
+	}
 	if r.Finished() {
 		fmt.Fprintf(m.Stderr, "run %s already finished all its %d steps; store %s\n", cfg.Run.Name, cfg.Run.Steps, cfg.Run.DB)
 	} else {
@@ -154,6 +158,18 @@ func (c *runCommand) play(ctx context.Context, m *Main) error {
 	fmt.Fprintf(m.Stdout, "finished in %.1fs; store %s; read back with 'grpo runs show %s' and 'grpo best %s'\n",
 		time.Since(start).Seconds(), cfg.Run.DB, cfg.Run.Name, cfg.Run.Name)
 	return nil
+}
+
+// noUpdateWarnings names the settings of cfg under which training cannot
+// move the policy, so that validation would stay flat without a word.
+func noUpdateWarnings(cfg config.Config) []string {
+	var out []string
+	lr := cfg.Trainer.Hyperparameters.LearningRate
+	if cfg.Embedded() && (lr < refmodel.DefaultLearningRate/100 || lr > refmodel.DefaultLearningRate*100) {
+		out = append(out, fmt.Sprintf("trainer.hyperparameters.learning_rate %g is far from what the embedded backend learns with (default %g; useful range %g to %g): its updates will not move the policy and validation will stay flat; leave the key unset on the embedded backend (docs/CONFIG.md)",
+			lr, refmodel.DefaultLearningRate, refmodel.DefaultLearningRate/100, refmodel.DefaultLearningRate*100))
+	}
+	return out
 }
 
 // runView shows a run's progress on stderr: a bar per step on a
