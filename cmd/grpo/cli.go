@@ -60,7 +60,7 @@ func commands() []command {
 		{"runs", "list runs, or show one run's steps (runs show RUN)", split(func(m *Main) Command { return &RunsCommand{Main: m} })},
 		{"best", "print a run's selected step and adapter", split(func(m *Main) Command { return &BestCommand{Main: m} })},
 		{"serve", "run the daemon: HTTP API, /metrics, /ws, dashboard", (*Main).serve},
-		{"watch", "print a daemon's run events live (watch [RUN] --addr URL)", (*Main).watch},
+		{"watch", "follow a daemon's runs live, one line per step (watch [RUN] --addr HOST:PORT)", (*Main).watch},
 		{"refmodel", "serve the embedded reference backend on its own (refmodel serve)", split(func(m *Main) Command { return &RefmodelCommand{Main: m} })},
 		{"eval", "evaluate one or more models on the Dining Philosophers table", split(func(m *Main) Command { return &EvalCommand{Main: m} })},
 		{"compare", "compare two eval outputs (Welch's t-test, Hedges' g)", split(func(m *Main) Command { return &CompareCommand{Main: m} })},
