@@ -248,3 +248,17 @@ func TestFleet_Healthy(t *testing.T) {
 		t.Fatalf("Live() after Tick=%v, want %v", got, want)
 	}
 }
+
+func TestFleet_TickKeepsServerWithoutHealthRoute(t *testing.T) {
+	// An OpenAI-compatible server with no /health (404) is not drained by
+	// the probe; one whose /health answers 503 is.
+	a, sa := newFakeVLLM(t)
+	a.health = http.StatusNotFound
+	b, sb := newFakeVLLM(t)
+	b.health = http.StatusServiceUnavailable
+	fleet := testFleet(t, FleetOptions{}, sa.URL, sb.URL)
+	fleet.Tick(context.Background())
+	if got, want := fleet.Live(), []bool{true, false}; !slices.Equal(got, want) {
+		t.Fatalf("Live()=%v, want %v", got, want)
+	}
+}

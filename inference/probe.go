@@ -2,7 +2,9 @@ package inference
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"net/http"
 	"sync"
 	"time"
 )
@@ -59,6 +61,14 @@ func (f *Fleet) Tick(ctx context.Context) {
 	ctx, cancel := context.WithTimeout(ctx, max(f.opts.ProbeInterval, 5*time.Second))
 	defer cancel()
 	health := f.Healthy(ctx)
+	for i, err := range health {
+		// An OpenAI-compatible server without vLLM's /health (404) is
+		// judged by its requests alone.
+		var ae *AdminError
+		if errors.As(err, &ae) && ae.StatusCode == http.StatusNotFound {
+			health[i] = nil
+		}
+	}
 	var wg sync.WaitGroup
 	for i, ep := range f.eps {
 		f.mu.Lock()
