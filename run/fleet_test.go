@@ -10,7 +10,9 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
@@ -27,6 +29,7 @@ import (
 // adapter loads it accepts and the models it is asked for.
 type replica struct {
 	srv   *httptest.Server
+	down  atomic.Bool // answers 503 to everything, /health included
 	mu    sync.Mutex
 	loads []inference.LoadAdapterRequest // accepted (200) loads, in order
 	chats int
@@ -45,6 +48,10 @@ func startReplica(t *testing.T, seed int64) *replica {
 	r := &replica{}
 	h := b.InferenceHandler()
 	r.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		if r.down.Load() {
+			http.Error(w, "engine restarting", http.StatusServiceUnavailable)
+			return
+		}
 		switch req.URL.Path {
 		case "/v1/load_lora_adapter":
 			body, _ := io.ReadAll(req.Body)
@@ -213,6 +220,45 @@ func TestFleet_InplaceOnServerWithoutLoadInplace(t *testing.T) {
 	}
 	if got := len(a.loaded()); got != 3 {
 		t.Fatalf("accepted loads=%d, want 3 (one per step, by unload and load after the first)", got)
+	}
+}
+
+// TestFleet_OutageOfEveryEndpoint: the only replica answers 503 to
+// everything for a while after step 1 (issue 13's short outage). The run
+// waits instead of failing, and the replica, readmitted, gets step 2's
+// adapter before serving again.
+func TestFleet_OutageOfEveryEndpoint(t *testing.T) {
+	a := startReplica(t, 1)
+	cfg := fleetConfig(t, "gpt-5-outage", "per-step", startTrainer(t), a.srv.URL)
+	opts := options(t)
+	reg := prometheus.NewRegistry()
+	opts.FleetMetrics = inference.NewFleetMetrics(reg)
+	var outage sync.WaitGroup
+	opts.Events = func(e orchestrator.Event) {
+		if e.StepCommitted != nil && e.Step == 1 {
+			a.down.Store(true)
+			outage.Go(func() {
+				time.Sleep(3 * time.Second)
+				a.down.Store(false)
+			})
+		}
+	}
+	r := MustOpen(t, cfg, opts)
+	if err := r.Play(context.Background()); err != nil {
+		t.Fatalf("Play: %v", err)
+	}
+	outage.Wait()
+	if got, want := state(t, opts.Store, "gpt-5-outage").State, checkpoint.StateSucceeded; got != want {
+		t.Fatalf("state=%s, want %s", got, want)
+	}
+	if got := len(a.loaded()); got != 3 {
+		t.Fatalf("accepted loads=%d (%v), want 3", got, a.loaded())
+	}
+	if v := gauge(t, reg, "grpo_inference_endpoint_readmissions_total", a.srv.URL+"/v1"); v < 1 {
+		t.Fatalf("readmissions=%v, want at least 1", v)
+	}
+	if v := gauge(t, reg, "grpo_inference_endpoint_up", a.srv.URL+"/v1"); v != 1 {
+		t.Fatalf("up=%v at the end, want 1", v)
 	}
 }
 
