@@ -56,11 +56,14 @@ func (f *Fleet) Close() {
 }
 
 // Tick runs one round of the probe loop: health, readmission, and
-// concurrency from /metrics.
+// concurrency from /metrics. The probe loop calls it; tests call it to
+// step the fleet.
 func (f *Fleet) Tick(ctx context.Context) {
-	ctx, cancel := context.WithTimeout(ctx, max(f.opts.ProbeInterval, 5*time.Second))
+	// Probes are bounded; a readmission is not, beyond the admin client's
+	// own timeouts: loading a real adapter takes seconds.
+	pctx, cancel := context.WithTimeout(ctx, max(f.opts.ProbeInterval, 5*time.Second))
 	defer cancel()
-	health := f.Healthy(ctx)
+	health := f.Healthy(pctx)
 	for i, err := range health {
 		// An OpenAI-compatible server without vLLM's /health (404) is
 		// judged by its requests alone.
@@ -78,7 +81,7 @@ func (f *Fleet) Tick(ctx context.Context) {
 		case live && health[i] != nil:
 			f.drain(ep, -1, health[i])
 		case live:
-			wg.Go(func() { f.adapt(ctx, ep) })
+			wg.Go(func() { f.adapt(pctx, ep) })
 		case due && health[i] == nil:
 			wg.Go(func() { f.readmit(ctx, ep) })
 		case due:
