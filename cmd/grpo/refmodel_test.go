@@ -47,7 +47,9 @@ func TestRefmodelServe_Strict(t *testing.T) {
 	m := &Main{Stdin: strings.NewReader(""), Stdout: &bytes.Buffer{}, Stderr: &errb, Getenv: func(string) string { return "" }}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan int, 1)
-	go func() { done <- m.Run(ctx, []string{"refmodel", "serve", "--addr", "127.0.0.1:0", "--data-dir", t.TempDir(), "--strict"}) }()
+	go func() {
+		done <- m.Run(ctx, []string{"refmodel", "serve", "--addr", "127.0.0.1:0", "--data-dir", t.TempDir(), "--strict"})
+	}()
 	defer func() {
 		cancel()
 		if code := <-done; code != 0 {
