@@ -24,6 +24,9 @@ type fakeVLLM struct {
 	// old makes it behave as vLLM before load_inplace: the field is
 	// ignored, so a second load of a name answers 400.
 	old bool
+	// silent answers 200 to a load of a name it has, keeping the old
+	// weights (and root).
+	silent bool
 	// notFound answers that many loads with vLLM's 404 NotFoundError, as
 	// while an adapter's files have not appeared on a shared filesystem.
 	notFound int
@@ -99,6 +102,10 @@ func (f *fakeVLLM) load(w http.ResponseWriter, r *http.Request) {
 	}
 	if req.LoraName == "" || req.LoraPath == "" {
 		vllmError(w, http.StatusBadRequest, "InvalidUserInput", "Both 'lora_name' and 'lora_path' must be provided.")
+		return
+	}
+	if _, ok := f.adapters[req.LoraName]; ok && f.silent {
+		_, _ = fmt.Fprintf(w, "Success: LoRA adapter '%s' added successfully.", req.LoraName)
 		return
 	}
 	if _, ok := f.adapters[req.LoraName]; ok && !req.LoadInplace {

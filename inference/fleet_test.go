@@ -3,6 +3,7 @@ package inference
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net"
 	"net/http"
 	"slices"
@@ -121,6 +122,7 @@ func TestFleet_Inplace(t *testing.T) {
 	for _, tc := range []struct {
 		mode     string
 		old      bool   // server predates load_inplace
+		silent   bool   // server answers 200 to a second load and keeps the old weights
 		wantErr  string // "" for success
 		unloads  int    // successful unloads
 		inplaces []bool // load_inplace of each load request
@@ -129,13 +131,15 @@ func TestFleet_Inplace(t *testing.T) {
 		// Step 1 loads (the name is new); step 2's 400 shows the server
 		// ignores the field: unload and load from then on.
 		{mode: InplaceAuto, old: true, unloads: 2, inplaces: []bool{true, true, false, false}},
+		// The root unchanged after a 200 shows the option was not honoured.
+		{mode: InplaceAuto, silent: true, unloads: 2, inplaces: []bool{true, true, false, false}},
 		{mode: InplaceReload, old: true, unloads: 2, inplaces: []bool{false, false, false}},
 		{mode: InplaceLoad, old: false, unloads: 0, inplaces: []bool{true, true, true}},
 		{mode: InplaceLoad, old: true, wantErr: "set inference.adapters.inplace to auto or reload"},
 	} {
-		t.Run(tc.mode, func(t *testing.T) {
+		t.Run(fmt.Sprintf("%s/old=%v/silent=%v", tc.mode, tc.old, tc.silent), func(t *testing.T) {
 			f, s := newFakeVLLM(t)
-			f.old = tc.old
+			f.old, f.silent = tc.old, tc.silent
 			fleet := testFleet(t, FleetOptions{Inplace: tc.mode}, s.URL)
 			ctx := context.Background()
 			var err error
