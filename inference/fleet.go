@@ -91,6 +91,7 @@ type Fleet struct {
 
 	mu       sync.Mutex
 	changed  chan struct{} // closed and replaced when capacity frees or an endpoint is readmitted
+	waiting  int           // goroutines waiting on changed
 	inflight int
 	rr       int // rotates the first endpoint tried, to spread ties
 

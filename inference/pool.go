@@ -79,12 +79,18 @@ func (f *Fleet) acquire(ctx context.Context, since *time.Time) (*endpoint, int, 
 			defer t.Stop()
 			timeout = t.C
 		}
+		f.waiting++
 		f.mu.Unlock()
 		select {
 		case <-wait:
 		case <-timeout:
 		case <-ctx.Done():
-			return nil, 0, nil, ctx.Err()
+		}
+		f.mu.Lock()
+		f.waiting--
+		f.mu.Unlock()
+		if err := ctx.Err(); err != nil {
+			return nil, 0, nil, err
 		}
 	}
 }
@@ -105,16 +111,21 @@ func (f *Fleet) waitLive(ctx context.Context, since time.Time) error {
 			return err
 		}
 		wait := f.changed
+		f.waiting++
 		f.mu.Unlock()
 		t := time.NewTimer(rem)
 		select {
 		case <-wait:
 		case <-t.C:
 		case <-ctx.Done():
-			t.Stop()
-			return ctx.Err()
 		}
 		t.Stop()
+		f.mu.Lock()
+		f.waiting--
+		f.mu.Unlock()
+		if err := ctx.Err(); err != nil {
+			return err
+		}
 	}
 }
 
@@ -164,7 +175,9 @@ func (f *Fleet) release(ep *endpoint) {
 	f.mu.Lock()
 	ep.inflight--
 	f.inflight--
-	f.signalLocked()
+	if f.waiting > 0 {
+		f.signalLocked()
+	}
 	f.mu.Unlock()
 }
 

@@ -3,6 +3,7 @@ package inference
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"runtime"
@@ -248,4 +249,26 @@ func TestPool_ConcurrencyBoundsInflight(t *testing.T) {
 	if got := len(a.log()); got != 5 {
 		t.Fatalf("requests served=%d, want 5", got)
 	}
+}
+
+// BenchmarkFleet_AcquireRelease is the fleet's own cost per request:
+// picking an endpoint and releasing it, with every core contending.
+func BenchmarkFleet_AcquireRelease(b *testing.B) {
+	var rs []Replica
+	for i := range 4 {
+		u := fmt.Sprintf("http://127.0.0.1:%d/v1", 9000+i)
+		rs = append(rs, Replica{Chat: NewChatClient(u, ChatOptions{}), Admin: NewAdminClient(u, AdminOptions{})})
+	}
+	f := NewFleet(rs, FleetOptions{Concurrency: 1 << 20})
+	ctx := context.Background()
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			var since time.Time
+			ep, _, _, err := f.acquire(ctx, &since)
+			if err != nil {
+				b.Fatal(err)
+			}
+			f.release(ep)
+		}
+	})
 }
