@@ -266,3 +266,35 @@ func TestFleet_TickKeepsServerWithoutHealthRoute(t *testing.T) {
 		t.Fatalf("Live()=%v, want %v", got, want)
 	}
 }
+
+func TestFleet_Probe(t *testing.T) {
+	_, ok := newFakeVLLM(t)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	gone := "http://" + ln.Addr().String()
+	ln.Close()
+	html := staticServer(t, http.StatusOK, "text/html", "<html>dashboard</html>")
+	ctx := context.Background()
+
+	// A replica down at start is drained; the run starts on the other.
+	f := testFleet(t, FleetOptions{}, ok.URL, gone)
+	if err := f.Probe(ctx); err != nil {
+		t.Fatalf("Probe()=%v, want nil with one replica answering", err)
+	}
+	if got, want := f.Live(), []bool{true, false}; !slices.Equal(got, want) {
+		t.Fatalf("Live()=%v, want %v", got, want)
+	}
+	// None answering: an error naming it.
+	f = testFleet(t, FleetOptions{}, gone)
+	if err := f.Probe(ctx); err == nil || !strings.Contains(err.Error(), gone) {
+		t.Fatalf("Probe()=%v, want an error naming %s", err, gone)
+	}
+	// A server that answers but is not OpenAI-compatible is a config
+	// error, even with another replica fine.
+	f = testFleet(t, FleetOptions{}, ok.URL, html.URL)
+	if err := f.Probe(ctx); err == nil || !strings.Contains(err.Error(), "expected an OpenAI-compatible /v1/models JSON list") {
+		t.Fatalf("Probe()=%v, want the wrong server named", err)
+	}
+}

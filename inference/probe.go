@@ -7,6 +7,8 @@ import (
 	"net/http"
 	"sync"
 	"time"
+
+	"github.com/grpo-dev/grpo/internal/httpx"
 )
 
 // Probe checks that the endpoint is an OpenAI-compatible server: GET
@@ -137,4 +139,39 @@ func (f *Fleet) readmit(ctx context.Context, ep *endpoint) {
 	ep.m.readmitted()
 	f.signalLocked()
 	f.opts.Logger.Info("inference endpoint readmitted", "endpoint", ep.url, "adapters", len(f.adapters))
+}
+
+// Probe checks every endpoint as AdminClient.Probe does, before a run
+// starts. An endpoint that cannot be reached (refused, reset, timed out)
+// is drained, to be probed back once Start runs, so that a run can start
+// with a replica down; one that answers but is not an OpenAI-compatible
+// server is a config error. It fails when no endpoint answers, naming
+// each.
+func (f *Fleet) Probe(ctx context.Context) error {
+	errs := make([]error, len(f.eps))
+	var wg sync.WaitGroup
+	for i, ep := range f.eps {
+		wg.Go(func() { errs[i] = ep.admin.Probe(ctx) })
+	}
+	wg.Wait()
+	var down []error
+	for i, err := range errs {
+		switch {
+		case err == nil:
+		case ctx.Err() == nil && httpx.IsTransient(err):
+			down = append(down, err)
+		default:
+			return err
+		}
+		if err != nil {
+			f.drain(f.eps[i], -1, err)
+		}
+	}
+	if len(down) == len(f.eps) {
+		return errors.Join(down...)
+	}
+	for _, err := range down {
+		f.opts.Logger.Warn("inference endpoint does not answer; starting without it", "err", err)
+	}
+	return nil
 }

@@ -126,17 +126,17 @@ func fleetOptions(cfg config.Config, opts Options) inference.FleetOptions {
 }
 
 // check asks every inference endpoint for its models (it must be an
-// OpenAI-compatible server) and the trainer for GET /healthz.
+// OpenAI-compatible server; with several, one that cannot be reached is
+// drained and the run starts on the others) and the trainer for GET
+// /healthz.
 func (p *peers) check(ctx context.Context, trainerURL string) error {
-	for _, admin := range p.fleet.Endpoints() {
-		cctx, cancel := context.WithTimeout(ctx, healthTimeout)
-		err := admin.Probe(cctx)
-		cancel()
-		if err != nil {
-			return fmt.Errorf("inference endpoint: %w", err)
-		}
-	}
 	cctx, cancel := context.WithTimeout(ctx, healthTimeout)
+	err := p.fleet.Probe(cctx)
+	cancel()
+	if err != nil {
+		return fmt.Errorf("inference endpoint: %w", err)
+	}
+	cctx, cancel = context.WithTimeout(ctx, healthTimeout)
 	defer cancel()
 	if err := p.trainer.Health(cctx); err != nil {
 		return fmt.Errorf("trainer %s: %w (trainer.url must point at the job API: POST /v1/jobs, GET /healthz)", trainerURL, err)
