@@ -112,6 +112,11 @@ func (c *AdminClient) models(ctx context.Context) ([]Model, error) {
 	if err != nil {
 		return nil, err
 	}
+	if a.status == http.StatusTooManyRequests || a.status >= 500 && a.status != http.StatusNotImplemented {
+		// The server is there but failing (after the retries): say so as
+		// an AdminError, which a fleet counts as the endpoint's failure.
+		return nil, a.adminError(nil)
+	}
 	var list struct {
 		Data *[]Model `json:"data"`
 	}

@@ -286,6 +286,16 @@ func TestFleet_Probe(t *testing.T) {
 	if got, want := f.Live(), []bool{true, false}; !slices.Equal(got, want) {
 		t.Fatalf("Live()=%v, want %v", got, want)
 	}
+	// One answering 500 to everything is drained too.
+	failing := staticServer(t, http.StatusInternalServerError, "application/json",
+		`{"error":{"message":"engine dead","type":"InternalServerError","param":null,"code":500}}`)
+	f = testFleet(t, FleetOptions{}, failing.URL, ok.URL)
+	if err := f.Probe(ctx); err != nil {
+		t.Fatalf("Probe()=%v, want nil with one replica answering", err)
+	}
+	if got, want := f.Live(), []bool{false, true}; !slices.Equal(got, want) {
+		t.Fatalf("Live()=%v, want %v", got, want)
+	}
 	// None answering: an error naming it.
 	f = testFleet(t, FleetOptions{}, gone)
 	if err := f.Probe(ctx); err == nil || !strings.Contains(err.Error(), gone) {

@@ -7,8 +7,6 @@ import (
 	"net/http"
 	"sync"
 	"time"
-
-	"github.com/grpo-dev/grpo/internal/httpx"
 )
 
 // Probe checks that the endpoint is an OpenAI-compatible server: GET
@@ -143,7 +141,7 @@ func (f *Fleet) readmit(ctx context.Context, ep *endpoint) {
 
 // Probe checks every endpoint as AdminClient.Probe does, before a run
 // starts. An endpoint that cannot be reached (refused, reset, timed out)
-// is drained, to be probed back once Start runs, so that a run can start
+// or answers 429/5xx is drained, to be probed back once Start runs, so that a run can start
 // with a replica down; one that answers but is not an OpenAI-compatible
 // server is a config error. It fails when no endpoint answers, naming
 // each.
@@ -158,7 +156,7 @@ func (f *Fleet) Probe(ctx context.Context) error {
 	for i, err := range errs {
 		switch {
 		case err == nil:
-		case ctx.Err() == nil && httpx.IsTransient(err):
+		case ctx.Err() == nil && endpointFailure(err):
 			down = append(down, err)
 		default:
 			return err

@@ -28,11 +28,13 @@ import (
 // tool flags) serving inference on a loopback port, recording the
 // adapter loads it accepts and the models it is asked for.
 type replica struct {
-	srv   *httptest.Server
-	down  atomic.Bool // answers 503 to everything, /health included
-	mu    sync.Mutex
-	loads []inference.LoadAdapterRequest // accepted (200) loads, in order
-	chats int
+	srv      *httptest.Server
+	down     atomic.Bool // answers 503 to everything, /health included
+	fail     atomic.Bool // answers 500 to everything, /health included
+	mu       sync.Mutex
+	loads    []inference.LoadAdapterRequest // accepted (200) loads, in order
+	chats    int
+	requests int // requests served (not failed on purpose)
 }
 
 func startReplica(t *testing.T, seed int64) *replica {
@@ -52,6 +54,15 @@ func startReplica(t *testing.T, seed int64) *replica {
 			http.Error(w, "engine restarting", http.StatusServiceUnavailable)
 			return
 		}
+		if r.fail.Load() {
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(http.StatusInternalServerError)
+			w.Write([]byte(`{"error":{"message":"CUDA error: an illegal memory access","type":"InternalServerError","param":null,"code":500}}`))
+			return
+		}
+		r.mu.Lock()
+		r.requests++
+		r.mu.Unlock()
 		switch req.URL.Path {
 		case "/v1/load_lora_adapter":
 			body, _ := io.ReadAll(req.Body)
@@ -259,6 +270,35 @@ func TestFleet_OutageOfEveryEndpoint(t *testing.T) {
 	}
 	if v := gauge(t, reg, "grpo_inference_endpoint_up", a.srv.URL+"/v1"); v != 1 {
 		t.Fatalf("up=%v at the end, want 1", v)
+	}
+}
+
+// TestFleet_ReplicaAnswering500 (issue 13): of two replicas, one answers
+// 500 to everything from the start. It is drained, never served, and the
+// healthy one carries the run.
+func TestFleet_ReplicaAnswering500(t *testing.T) {
+	bad, good := startReplica(t, 1), startReplica(t, 2)
+	bad.fail.Store(true)
+	cfg := fleetConfig(t, "o1-half", "per-step", startTrainer(t), bad.srv.URL, good.srv.URL)
+	opts := options(t)
+	r := MustOpen(t, cfg, opts)
+	if err := r.Play(context.Background()); err != nil {
+		t.Fatalf("Play: %v", err)
+	}
+	if got, want := state(t, opts.Store, "o1-half").State, checkpoint.StateSucceeded; got != want {
+		t.Fatalf("state=%s, want %s", got, want)
+	}
+	bad.mu.Lock()
+	served := bad.requests
+	bad.mu.Unlock()
+	if served != 0 {
+		t.Fatalf("the failing replica served %d requests, want 0", served)
+	}
+	good.mu.Lock()
+	chats := good.chats
+	good.mu.Unlock()
+	if chats == 0 || len(good.loaded()) != 3 {
+		t.Fatalf("healthy replica: %d chats, loads %v; want every request and adapter", chats, good.loaded())
 	}
 }
 
