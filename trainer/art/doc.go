@@ -106,8 +106,8 @@
 //
 // ART's step is the number of its latest checkpoint, 0 before training,
 // and each Train that trains advances it by one. When nothing is trainable
-// ART still advances from 0.4.12 on (moving, from 0.5.9 copying, the last
-// checkpoint) but not in 0.4.0. ART has no idempotency key, so a grpo step
+// ART still advances from 0.4.12 on (renaming the last checkpoint to the
+// next step up to 0.5.9, copying it from 0.5.10) but not in 0.4.0. ART has no idempotency key, so a grpo step
 // whose Train started at ART step b (TrainResult.StepBefore) is done once
 // Step returns more than b; cancelling Train does not stop ART, which may
 // still finish the step.
@@ -117,9 +117,11 @@
 // ART keeps only its latest step and its own best by a logged metric,
 // which grpo cannot steer; to never lose grpo's best checkpoint the request
 // is sent only when every step to keep is the latest, otherwise nothing is
-// deleted and a *KeepError (ErrCannotKeep) says so. Between 0.4.12 and
-// 0.5.7 a step that trains nothing renames the latest checkpoint to the
-// next step, so a best step equal to the latest one moves with it.
+// deleted and a *KeepError (ErrCannotKeep) says so. From 0.4.12 to 0.5.9 a
+// step that trains nothing renames the latest checkpoint to the next step,
+// so a best step equal to the latest one moves with it (same weights, next
+// step number). ART keeps checkpoints under
+// <art path>/<project>/models/<name>/checkpoints/<step, 4 digits>.
 //
 // # Inference
 //
@@ -130,7 +132,9 @@
 // (--return-tokens-as-token-ids, hermes tool parser, auto tool choice).
 // ART loads every new checkpoint there itself: the caller must not call
 // vLLM's load/unload adapter endpoints. InferenceModel names the model to
-// sample: "<name>" up to 0.5.7, "<name>@<step>" from 0.5.9.
+// sample: "<name>" up to 0.5.7, "<name>@<step>" from 0.5.9. Up to 0.5.7
+// only the latest checkpoint is served, so evaluating an older step needs
+// its checkpoint loaded elsewhere.
 //
 // All HTTP lives in http.go, to be swapped for the shared retry helper.
 package art
