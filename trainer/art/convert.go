@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"math"
+	"strings"
 
 	"github.com/grpo-dev/grpo/grpo"
 	"github.com/grpo-dev/grpo/trainer"
@@ -88,15 +89,18 @@ func groups(trajs []trainer.Trajectory, advantageAsReward bool) ([]TrajectoryGro
 }
 
 // checkChoices refuses a sampled choice (an item with "message" and no
-// "role") whose logprobs are missing: ART's tokenizer asserts on it and the
-// whole training call fails.
+// "role") whose logprobs are missing or whose tokens are not "token_id:<n>":
+// ART's tokenizer asserts on the first and parses the number out of the
+// second, and either failure fails the whole training call.
 func checkChoices(t trainer.Trajectory) error {
 	for i, raw := range t.MessagesAndChoices {
 		var item struct {
 			Role     *string         `json:"role"`
 			Message  json.RawMessage `json:"message"`
 			Logprobs *struct {
-				Content []json.RawMessage `json:"content"`
+				Content []struct {
+					Token string `json:"token"`
+				} `json:"content"`
 			} `json:"logprobs"`
 		}
 		if err := json.Unmarshal(raw, &item); err != nil {
@@ -107,6 +111,11 @@ func checkChoices(t trainer.Trajectory) error {
 		}
 		if item.Logprobs == nil || len(item.Logprobs.Content) == 0 {
 			return fmt.Errorf("group %s episode %s agent %d item %d: sampled choice without logprobs; ART trains only on choices with logprobs.content (ask the inference server for logprobs)", t.Group, t.Episode, t.Agent, i)
+		}
+		for j, c := range item.Logprobs.Content {
+			if !strings.HasPrefix(c.Token, "token_id:") {
+				return fmt.Errorf("group %s episode %s agent %d item %d token %d: %q is not in vLLM's token_id:<n> form; ART reads the sampled token ids from it (vLLM's --return-tokens-as-token-ids, which ART's own vLLM sets)", t.Group, t.Episode, t.Agent, i, j, c.Token)
+			}
 		}
 	}
 	return nil

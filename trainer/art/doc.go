@@ -23,17 +23,33 @@
 // server without /_train_model (0.5.18, which no longer trains through
 // `art run`), anything else that lacks an endpoint used here.
 //
-// Read for this package: the wheels of openpipe-art 0.4.0, 0.4.12, 0.5.0,
-// 0.5.3, 0.5.4, 0.5.7, 0.5.9, 0.5.10, 0.5.11, 0.5.16 and 0.5.18 (art/cli.py,
-// art/backend.py, art/local/backend.py, art/local/checkpoints.py,
-// art/model.py, art/trajectories.py, art/types.py, art/dev/train.py,
-// art/dev/model.py, art/dev/openai_server.py, art/preprocessing/tokenize.py
-// and art/local/tokenize.py, art/unsloth/train.py, art/unsloth/service.py),
-// and 0.3.11 in the OpenPipe/ART repository (src/art/...). Releases 0.4.1 to
-// 0.4.11, 0.5.1, 0.5.2, 0.5.5, 0.5.6 and 0.5.12 to 0.5.15 were not read;
-// detection does not depend on version numbers, only on what the server
-// exposes. testdata/openapi-*.json are hand-built from those sources in
-// FastAPI's shape, not captured from running servers.
+// Read for this package (the published wheels, and 0.3.11 from the
+// OpenPipe/ART repository, src/art/...):
+//
+//   - 0.4.0: art/cli.py, art/backend.py (ART's own HTTP client: the bodies
+//     and query parameters it sends), art/model.py, art/trajectories.py,
+//     art/types.py, art/dev/train.py, art/dev/model.py,
+//     art/dev/openai_server.py, art/local/backend.py, art/local/tokenize.py.
+//   - 0.4.12: art/dev/train.py, art/dev/model.py (InternalModelConfig,
+//     PeftArgs), art/dev/openai_server.py, art/local/backend.py,
+//     art/preprocessing/tokenize.py, art/unsloth/train.py (stream keys).
+//   - 0.5.3: art/model.py, art/types.py, art/dev/train.py,
+//     art/local/backend.py, art/local/checkpoints.py.
+//   - 0.5.10: art/cli.py, art/backend.py, art/model.py, art/trajectories.py,
+//     art/types.py, art/dev/train.py, art/dev/openai_server.py,
+//     art/local/backend.py, art/preprocessing/tokenize.py,
+//     art/unsloth/service.py, art/unsloth/train.py.
+//   - 0.5.16: art/cli.py, art/model.py, art/trajectories.py, art/types.py,
+//     art/dev/train.py, art/local/backend.py, art/preprocessing/tokenize.py.
+//   - 0.5.7 and 0.5.9: art/cli.py and the nothing-trainable branch of
+//     art/local/backend.py; 0.5.9 also art/dev/openai_server.py.
+//   - 0.5.0, 0.5.4, 0.5.11, 0.5.18: art/cli.py (the endpoints).
+//   - 0.3.11: src/art/cli.py, trajectories.py, types.py, dev/*.py.
+//
+// Releases 0.4.1 to 0.4.11, 0.5.1, 0.5.2, 0.5.5, 0.5.6 and 0.5.12 to 0.5.15
+// were not read; detection does not depend on version numbers, only on what
+// the server exposes. testdata/openapi-*.json are hand-built from those
+// sources in FastAPI's shape, not captured from running servers.
 //
 // # Endpoints
 //
@@ -79,8 +95,8 @@
 // Trajectories with advantage 0 must be included: they count in ART's
 // standard deviation. Sampled choices are sent byte for byte (raw JSON,
 // no HTML escaping), logprobs, token_ids and prompt_token_ids included;
-// a choice without logprobs is refused before sending, as ART would fail
-// the whole step on it.
+// a choice without logprobs, or with tokens not in vLLM's token_id:<n>
+// form, is refused before sending, as ART would fail the whole step on it.
 //
 // grpo's advantages have mean 0 in each group, so ART's subtraction leaves
 // them unchanged. Then:

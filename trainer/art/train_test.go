@@ -186,6 +186,15 @@ func TestTrainGroupsRefusesChoiceWithoutLogprobs(t *testing.T) {
 	}
 }
 
+func TestTrainGroupsRefusesTextTokens(t *testing.T) {
+	trajs := stepTrajectories(t)
+	trajs[5].MessagesAndChoices[2] = json.RawMessage(`{"index":0,"message":{"role":"assistant","content":"hi"},"finish_reason":"stop","logprobs":{"content":[{"token":"token_id:1","logprob":-0.5,"top_logprobs":[]},{"token":"hi","logprob":-0.1,"top_logprobs":[]}]}}`)
+	_, err := TrainGroups(trajs)
+	if err == nil || !strings.Contains(err.Error(), `agent 1 item 2 token 1: "hi" is not in vLLM's token_id:<n> form`) {
+		t.Fatalf("TrainGroups()=%v, want a refusal naming token 1", err)
+	}
+}
+
 func TestTrainRefusesDroppedZeroAdvantages(t *testing.T) {
 	var kept []trainer.Trajectory
 	for _, tr := range stepTrajectories(t) {
