@@ -152,5 +152,9 @@
 // only the latest checkpoint is served, so evaluating an older step needs
 // its checkpoint loaded elsewhere.
 //
+// # Wiring
+//
+// RunJob runs one grpo step given as a trainer.JobRequest and answers a
+// trainer.Job, for a thin adapter behind the orchestrator's trainer seam.
 // All HTTP lives in http.go, to be swapped for the shared retry helper.
 package art

@@ -373,3 +373,35 @@ func TestTrainConfigFrom(t *testing.T) {
 		t.Fatalf("TrainConfigFrom(epochs 2)=%v, want a refusal naming the key", err)
 	}
 }
+
+func TestRunJob(t *testing.T) {
+	f := newFake(t, "0.5.10")
+	f.step = 2
+	req := trainer.JobRequest{
+		ID: "dp5-shaped/step-0003", BaseModel: "Qwen/Qwen3-14B", LoRA: testModel().LoRA,
+		Hyperparameters: trainer.Hyperparameters{LearningRate: 5e-6, Epsilon: 0.2, EpsilonHigh: 0.28, Epochs: 1},
+		Trajectories:    stepTrajectories(t),
+	}
+	var updates []trainer.Job
+	job, res, err := f.client(t).RunJob(context.Background(), testModel(), req, func(j trainer.Job) { updates = append(updates, j) })
+	if err != nil {
+		t.Fatalf("RunJob()=%v", err)
+	}
+	// The default fake streams two lines: loss 0.5 and 0.25, grad_norm 1.5 and 0.5.
+	if len(updates) != 2 || updates[0].Progress != 0.5 || updates[1].Progress != 1 || updates[0].State != trainer.StateRunning || updates[0].Metrics.Loss != 0.5 {
+		t.Fatalf("updates %+v, want progress 0.5 then 1 while running", updates)
+	}
+	if job.ID != req.ID || job.State != trainer.StateSucceeded || job.Adapter == nil || job.Adapter.Name != "dp5-shaped@3" ||
+		job.Metrics.Loss != 0.375 || job.Metrics.GradNorm != 1 || res.StepBefore != 2 || res.StepAfter != 3 {
+		t.Fatalf("RunJob()=%+v, %+v; want succeeded, adapter dp5-shaped@3, loss 0.375, grad_norm 1", job, res)
+	}
+
+	req.LoRA.Rank = 16
+	job, _, err = f.client(t).RunJob(context.Background(), testModel(), req, nil)
+	if err == nil || job.State != trainer.StateFailed || !strings.Contains(err.Error(), "LoRA") {
+		t.Fatalf("RunJob(rank 16)=%+v, %v; want a failed job naming the LoRA", job, err)
+	}
+	if n := len(f.bodies("/_train_model")); n != 1 {
+		t.Fatalf("/_train_model sent %d times, want 1", n)
+	}
+}
