@@ -2,6 +2,7 @@ package art
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"net/http"
@@ -82,13 +83,18 @@ func New(baseURL string, opts Options) (*Client, error) {
 // SupportedRange with a *VersionError (errors.Is ErrUnsupportedVersion),
 // then asks /healthcheck. It returns what it detected.
 func (c *Client) Check(ctx context.Context) (Protocol, error) {
-	var doc jsonBytes
-	if err := c.call(ctx, request{method: http.MethodGet, path: "/openapi.json", idempotent: true, timeout: c.opts.RequestTimeout}, &doc); err != nil {
+	var doc []byte
+	err := c.call(ctx, request{method: http.MethodGet, path: "/openapi.json", idempotent: true, timeout: c.opts.RequestTimeout}, &doc)
+	var se *StatusError
+	if errors.As(err, &se) && se.StatusCode == http.StatusNotFound {
+		return Protocol{}, &VersionError{URL: c.base.String(), Found: "no /openapi.json (404), so not a FastAPI server"}
+	}
+	if err != nil {
 		return Protocol{}, fmt.Errorf("ART version check: %w", err)
 	}
-	p, found, err := detect(doc)
+	p, err := detect(doc)
 	if err != nil {
-		return Protocol{}, &VersionError{URL: c.base.String(), Found: found}
+		return Protocol{}, &VersionError{URL: c.base.String(), Found: err.Error()}
 	}
 	var health struct {
 		Status string `json:"status"`
@@ -103,14 +109,6 @@ func (c *Client) Check(ctx context.Context) (Protocol, error) {
 	c.proto = &p
 	c.mu.Unlock()
 	return p, nil
-}
-
-// jsonBytes keeps a JSON answer undecoded.
-type jsonBytes []byte
-
-func (b *jsonBytes) UnmarshalJSON(data []byte) error {
-	*b = append((*b)[:0], data...)
-	return nil
 }
 
 // protocol returns the detected protocol, checking the server first if

@@ -76,14 +76,24 @@ func TestCheckRefusesUnsupported(t *testing.T) {
 	}
 }
 
-func TestCheckRefusesNonOpenAPI(t *testing.T) {
-	srv := newFake(t, "0.4.12")
-	srv.srv.Config.Handler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		w.Write([]byte(`{"paths": {}}`))
-	})
-	_, err := srv.client(t).Check(context.Background())
-	if !errors.Is(err, ErrUnsupportedVersion) || !strings.Contains(err.Error(), "no GET /healthcheck") {
-		t.Fatalf("Check()=%v, want a version error naming the missing /healthcheck", err)
+func TestCheckRefusesNonART(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		serve http.HandlerFunc
+		want  string
+	}{
+		{"no paths", func(w http.ResponseWriter, r *http.Request) { w.Write([]byte(`{"paths": {}}`)) }, "no GET /healthcheck"},
+		{"html", func(w http.ResponseWriter, r *http.Request) { w.Write([]byte(`<html>vLLM</html>`)) }, "/openapi.json is not an OpenAPI document"},
+		{"404", http.NotFound, "no /openapi.json (404)"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFake(t, "0.4.12")
+			f.srv.Config.Handler = tc.serve
+			_, err := f.client(t).Check(context.Background())
+			if !errors.Is(err, ErrUnsupportedVersion) || !strings.Contains(err.Error(), tc.want) || !strings.Contains(err.Error(), SupportedRange) {
+				t.Fatalf("Check()=%v, want a version error containing %q and the supported range", err, tc.want)
+			}
+		})
 	}
 }
 
@@ -334,6 +344,12 @@ func TestLog(t *testing.T) {
 	// Validation logs the episode rewards, not the advantages.
 	if want := []float64{0.2, 0.2, 0.5, 0.5, 0.8, 0.8}; !slices.Equal(rewards, want) {
 		t.Fatalf("logged rewards %v, want %v", rewards, want)
+	}
+
+	// /_log reads no logprobs: a choice without them is logged.
+	trajs[0].MessagesAndChoices[2] = json.RawMessage(`{"index":0,"message":{"role":"assistant","content":"hi"},"finish_reason":"stop","logprobs":null}`)
+	if _, err := LogGroups(trajs); err != nil {
+		t.Fatalf("LogGroups() with a choice without logprobs = %v", err)
 	}
 
 	f = newFake(t, "0.5.10")

@@ -55,16 +55,16 @@ func TrainGroups(trajs []trainer.Trajectory) ([]TrajectoryGroup, error) {
 
 // LogGroups turns validation trajectories into ART trajectory groups for
 // /_log, with the episode reward as ART's reward (ART logs its mean as
-// val/reward).
+// val/reward). Choices need no logprobs there.
 func LogGroups(trajs []trainer.Trajectory) ([]TrajectoryGroup, error) {
 	return groups(trajs, false)
 }
 
-func groups(trajs []trainer.Trajectory, advantageAsReward bool) ([]TrajectoryGroup, error) {
+func groups(trajs []trainer.Trajectory, forTraining bool) ([]TrajectoryGroup, error) {
 	index := map[string]int{}
 	var out []TrajectoryGroup
 	for _, t := range trajs {
-		if err := checkChoices(t); err != nil {
+		if err := checkChoices(t, forTraining); err != nil {
 			return nil, err
 		}
 		gi, ok := index[t.Group]
@@ -74,7 +74,7 @@ func groups(trajs []trainer.Trajectory, advantageAsReward bool) ([]TrajectoryGro
 			out = append(out, TrajectoryGroup{Exceptions: []map[string]any{}})
 		}
 		reward := t.Reward
-		if advantageAsReward {
+		if forTraining {
 			reward = t.Advantage
 		}
 		out[gi].Trajectories = append(out[gi].Trajectories, Trajectory{
@@ -91,8 +91,9 @@ func groups(trajs []trainer.Trajectory, advantageAsReward bool) ([]TrajectoryGro
 // checkChoices refuses a sampled choice (an item with "message" and no
 // "role") whose logprobs are missing or whose tokens are not "token_id:<n>":
 // ART's tokenizer asserts on the first and parses the number out of the
-// second, and either failure fails the whole training call.
-func checkChoices(t trainer.Trajectory) error {
+// second, and either failure fails the whole training call. /_log reads
+// neither, so for logging only the items' JSON is checked.
+func checkChoices(t trainer.Trajectory, forTraining bool) error {
 	for i, raw := range t.MessagesAndChoices {
 		var item struct {
 			Role     *string         `json:"role"`
@@ -106,7 +107,7 @@ func checkChoices(t trainer.Trajectory) error {
 		if err := json.Unmarshal(raw, &item); err != nil {
 			return fmt.Errorf("group %s episode %s agent %d item %d: not a JSON object: %w", t.Group, t.Episode, t.Agent, i, err)
 		}
-		if item.Role != nil || item.Message == nil {
+		if !forTraining || item.Role != nil || item.Message == nil {
 			continue // a message, not a sampled choice
 		}
 		if item.Logprobs == nil || len(item.Logprobs.Content) == 0 {

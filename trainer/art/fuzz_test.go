@@ -35,8 +35,8 @@ func FuzzDetect(f *testing.F) {
 	}
 	f.Add([]byte(`{"paths": {"/healthcheck": {"get": null}}}`))
 	f.Fuzz(func(t *testing.T, doc []byte) {
-		p, found, err := detect(doc)
-		if err != nil && found == "" {
+		p, err := detect(doc)
+		if err != nil && err.Error() == "" {
 			t.Fatalf("refusal without a description")
 		}
 		if err == nil && p.Releases == "" {

@@ -57,7 +57,8 @@ func (c *Client) url(path string, q url.Values) string {
 }
 
 // call performs r and decodes a 2xx JSON answer into out (when out is not
-// nil). Non-2xx answers become *StatusError.
+// nil; a *[]byte receives the body undecoded). Non-2xx answers become
+// *StatusError.
 func (c *Client) call(ctx context.Context, r request, out any) error {
 	var body []byte
 	if r.body != nil {
@@ -71,7 +72,11 @@ func (c *Client) call(ctx context.Context, r request, out any) error {
 	for attempt := 0; ; attempt++ {
 		data, err := c.once(ctx, r, u, body)
 		if err == nil {
-			if out == nil {
+			switch o := out.(type) {
+			case nil:
+				return nil
+			case *[]byte:
+				*o = data
 				return nil
 			}
 			if err := json.Unmarshal(data, out); err != nil {

@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 
 	"github.com/grpo-dev/grpo/internal/quote"
 	"github.com/grpo-dev/grpo/trainer"
@@ -157,7 +158,7 @@ func scanLines(data []byte, atEOF bool) (int, []byte, error) {
 }
 
 // readStream parses newline-delimited JSON objects until the body ends.
-func readStream(body interface{ Read([]byte) (int, error) }, onProgress func(Metrics)) ([]Metrics, error) {
+func readStream(body io.Reader, onProgress func(Metrics)) ([]Metrics, error) {
 	sc := bufio.NewScanner(body)
 	sc.Buffer(make([]byte, 0, 4096), maxLine)
 	sc.Split(scanLines)

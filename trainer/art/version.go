@@ -2,6 +2,7 @@ package art
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"sort"
 	"strings"
@@ -42,13 +43,14 @@ type openAPI struct {
 	} `json:"components"`
 }
 
-// detect reads an /openapi.json document. A supported server has every
+// detect reads an /openapi.json document; its error describes what the
+// server exposes instead, and Check turns it into a *VersionError. A supported server has every
 // endpoint the client uses, the 0.4 trajectory schema (additional_histories,
 // absent in 0.3.11) and one of the two checkpoint deletion endpoints.
-func detect(doc []byte) (Protocol, string, error) {
+func detect(doc []byte) (Protocol, error) {
 	var d openAPI
 	if err := json.Unmarshal(doc, &d); err != nil {
-		return Protocol{}, "/openapi.json is not an OpenAPI document (" + err.Error() + ")", errNotSupported
+		return Protocol{}, fmt.Errorf("/openapi.json is not an OpenAPI document (%v)", err)
 	}
 	has := func(path, method string) bool {
 		_, ok := d.Paths[path][method]
@@ -79,10 +81,10 @@ func detect(doc []byte) (Protocol, string, error) {
 		if has("/register", "post") && !has("/_train_model", "post") {
 			found += " (releases after 0.5.17 no longer train through `art run`)"
 		}
-		return Protocol{}, found + "; paths found: " + pathList(d.Paths), errNotSupported
+		return Protocol{}, errors.New(found + "; paths found: " + pathList(d.Paths))
 	}
 	if !prop("additional_histories") {
-		return Protocol{}, "trajectories without additional_histories, as in openpipe-art 0.3.x", errNotSupported
+		return Protocol{}, errors.New("trajectories without additional_histories, as in openpipe-art 0.3.x")
 	}
 	p := Protocol{
 		Log:          has("/_log", "post"),
@@ -96,14 +98,10 @@ func detect(doc []byte) (Protocol, string, error) {
 	case oldDelete && p.Log && !p.KeepSteps:
 		p.Releases = "0.4.0 to 0.5.7"
 	default:
-		return Protocol{}, fmt.Sprintf("an unknown mix of endpoints (/_log %v, /_delete_checkpoints %v, /_delete_checkpoint_files %v)", p.Log, oldDelete, p.KeepSteps), errNotSupported
+		return Protocol{}, fmt.Errorf("an unknown mix of endpoints (/_log %v, /_delete_checkpoints %v, /_delete_checkpoint_files %v)", p.Log, oldDelete, p.KeepSteps)
 	}
-	return p, "", nil
+	return p, nil
 }
-
-// errNotSupported marks detect's refusals; Check turns them into a
-// *VersionError with the server's URL.
-var errNotSupported = ErrUnsupportedVersion
 
 func pathList(paths map[string]map[string]json.RawMessage) string {
 	if len(paths) == 0 {
