@@ -144,7 +144,9 @@ func (c *Client) Register(ctx context.Context, m Model) error {
 // 0.0.0.0: an unspecified or loopback host is replaced by the ART server's
 // host. That endpoint is the run's only inference endpoint; ART loads each
 // new checkpoint there itself, so the caller must not call vLLM's
-// load/unload adapter endpoints on it. Sample with InferenceModel.
+// load/unload adapter endpoints on it. Sample with InferenceModel. It may
+// be called again, on resume: ART (0.4.12 checked) stops its OpenAI server
+// and starts it anew on the same engine.
 func (c *Client) Prepare(ctx context.Context, m Model) (baseURL, apiKey string, err error) {
 	if err := m.Validate(); err != nil {
 		return "", "", err

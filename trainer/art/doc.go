@@ -102,8 +102,10 @@
 // them unchanged. Then:
 //
 //   - Servers with scale_rewards (0.4.12 on): Train sends scale_rewards
-//     false and ART trains on grpo's advantages exactly, whatever
-//     grpo.advantage says.
+//     false and ART trains on grpo's advantages as sent, whatever
+//     grpo.advantage says (up to rounding: ART subtracts their float mean,
+//     about 1e-17, so zero-advantage trajectories carry about 1e-17 instead
+//     of being skipped).
 //   - Servers without it (0.4.0): ART divides each group by its standard
 //     deviation. grpo's default estimator (std_normalize: true, std:
 //     population, baseline: mean) already has standard deviation
