@@ -62,6 +62,7 @@ type Run struct {
 	resume   bool
 	finished bool // every step was committed when reopened
 	peers    *peers
+	art      *artTrainer // with trainer.kind art: ART behind the trainer seam
 	once     sync.Once
 	err      error
 }
@@ -148,7 +149,15 @@ func (o Options) check() (Options, error) {
 }
 
 func (r *Run) start(ctx context.Context) error {
-	p, err := startPeers(ctx, r.cfg, r.opts)
+	var (
+		p   *peers
+		err error
+	)
+	if r.cfg.Trainer.Kind == config.TrainerART {
+		p, r.art, err = startART(ctx, &r.cfg, r.opts, r.resume)
+	} else {
+		p, err = startPeers(ctx, r.cfg, r.opts)
+	}
 	if err != nil {
 		return fmt.Errorf("run %s: %w", r.cfg.Run.Name, err)
 	}
@@ -181,6 +190,9 @@ func (r *Run) Play(ctx context.Context) error {
 	switch {
 	case r.peers != nil:
 		opts.Completer, opts.Trainer, opts.Adapters = r.peers.completer, r.peers.trainer, r.peers.fleet
+		if r.art != nil {
+			opts.Trainer, opts.Adapters = r.art, artAdapters{}
+		}
 		if r.opts.WrapCompleter != nil {
 			opts.Completer = r.opts.WrapCompleter(opts.Completer)
 		}
