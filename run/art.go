@@ -104,8 +104,8 @@ type artTrainer struct {
 	logger *slog.Logger
 
 	mu      sync.Mutex
-	before  map[string]int // job id -> ART's step before training it
-	done    map[string]trainer.Job       // jobs found trained by Submit
+	before  map[string]int                // job id -> ART's step before training it
+	done    map[string]trainer.Job        // jobs found trained by Submit
 	pending map[string]trainer.JobRequest // submitted, not yet trained
 	running map[string]context.CancelFunc
 }

@@ -290,8 +290,8 @@ type artTrainBody struct {
 	Model            struct{ Name string } `json:"model"`
 	TrajectoryGroups []struct {
 		Trajectories []struct {
-			MessagesAndChoices []json.RawMessage `json:"messages_and_choices"`
-			Reward             float64           `json:"reward"`
+			MessagesAndChoices []json.RawMessage  `json:"messages_and_choices"`
+			Reward             float64            `json:"reward"`
 			Metrics            map[string]float64 `json:"metrics"`
 			Metadata           map[string]any     `json:"metadata"`
 		} `json:"trajectories"`
