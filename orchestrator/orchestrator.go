@@ -16,6 +16,19 @@
 // asked), else Options.Interrupted (default cancelled; the daemon says
 // running, so that its next start resumes the run).
 //
+// # Trainers
+//
+// Options.Trainer is the job API's client or, with trainer.kind art,
+// OpenPipe ART behind the same seam (built by the run package). A trainer
+// may implement more: ResumableTrainer when it has no idempotency key (its
+// state before a job is recorded with the in-flight job and handed back
+// after a restart, so that a step is never trained twice),
+// CheckpointKeeper when it keeps checkpoints of its own (told after each
+// commit to keep the best step's and the last), and ValidationLogger when
+// it records validations (handed each validation's trajectories). With
+// trainer.kind art the batch keeps the zero-advantage trajectories of the
+// groups it trains on, which ART's group statistics count.
+//
 // # Events
 //
 // Options.Events receives an Event for everything that happens, in order.
