@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"math"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -20,6 +21,7 @@ import (
 	"github.com/grpo-dev/grpo/grpo"
 	"github.com/grpo-dev/grpo/orchestrator"
 	"github.com/grpo-dev/grpo/refmodel"
+	"github.com/grpo-dev/grpo/rollout"
 	"github.com/grpo-dev/grpo/run"
 )
 
@@ -47,6 +49,10 @@ type fakeART struct {
 	chats     []chatSeen
 	logprobs  map[string]bool // compact logprobs JSON of every choice served
 	failTrain map[int]bool    // /_train_model requests (1-based) answered 500 before training
+	// script, when set, answers chat completions instead of the reference
+	// backend: it maps a request's sampling seed to the episode (index in
+	// its group) and round, and replies with the tool (or text) it names.
+	script func(seed int64, s rollout.State) string
 	// afterTrain, when set, runs after the n-th training step (1-based)
 	// has streamed its lines and moved ART's step.
 	afterTrain func(n int)
@@ -234,6 +240,20 @@ func (f *fakeART) serveVLLM(w http.ResponseWriter, r *http.Request, body []byte)
 		fmt.Fprintf(w, `{"error":{"message":"The model %s does not exist.","type":"NotFoundError","code":404}}`, model)
 		return
 	}
+	if f.script != nil {
+		var st rollout.State
+		msgs, _ := req["messages"].([]any)
+		for i := len(msgs) - 1; i >= 0; i-- {
+			m, _ := msgs[i].(map[string]any)
+			if content, ok := m["content"].(string); ok && m["role"] == "user" {
+				st, _ = rollout.ParseState(content)
+				break
+			}
+		}
+		seed, _ := req["seed"].(float64)
+		f.scripted(w, f.script(int64(seed), st))
+		return
+	}
 	req["model"] = refmodel.BaseModelName
 	fwd, _ := json.Marshal(req)
 	rr := httptest.NewRecorder()
@@ -258,6 +278,28 @@ func (f *fakeART) serveVLLM(w http.ResponseWriter, r *http.Request, body []byte)
 	}
 	w.WriteHeader(rr.Code)
 	w.Write(rr.Body.Bytes())
+}
+
+// scripted answers one chat completion with reply: a tool call when it
+// names a tool, else plain text; with logprobs as ART's vLLM returns them.
+func (f *fakeART) scripted(w http.ResponseWriter, reply string) {
+	msg := map[string]any{"role": "assistant", "content": nil}
+	finish := "tool_calls"
+	if rollout.ToolIndex(reply) >= 0 {
+		msg["tool_calls"] = []map[string]any{{"id": "call-1", "type": "function", "function": map[string]string{"name": reply, "arguments": "{}"}}}
+	} else {
+		msg["content"], finish = reply, "stop"
+	}
+	lp := json.RawMessage(`{"content":[{"token":"token_id:7","logprob":-0.5,"bytes":[]}]}`)
+	f.mu.Lock()
+	f.logprobs[compact(lp)] = true
+	f.mu.Unlock()
+	w.Header().Set("Content-Type", "application/json")
+	json.NewEncoder(w).Encode(map[string]any{
+		"id": "chatcmpl-1", "object": "chat.completion", "created": 1, "model": "m",
+		"choices": []map[string]any{{"index": 0, "message": msg, "finish_reason": finish, "logprobs": lp}},
+		"usage":   map[string]int{"prompt_tokens": 10, "completion_tokens": 1, "total_tokens": 11},
+	})
 }
 
 func compact(raw json.RawMessage) string {
@@ -416,7 +458,10 @@ func checkTrainBody(t *testing.T, f *fakeART, body []byte, step checkpoint.Step,
 	if err := json.Unmarshal(body, &b); err != nil {
 		t.Fatal(err)
 	}
-	if b.Model.Name != "o3-art" {
+	f.mu.Lock()
+	name := f.name
+	f.mu.Unlock()
+	if b.Model.Name != name {
 		t.Errorf("step %d: model %q", step.Step, b.Model.Name)
 	}
 	if f.release != "0.4.0" && b.DevConfig["scale_rewards"] != false {
@@ -628,4 +673,72 @@ func TestARTExampleConfig(t *testing.T) {
 	if trains, step := f.trained(); len(trains) != 2 || step != 2 {
 		t.Fatalf("%d training calls, ART step %d; want 2 and 2", len(trains), step)
 	}
+}
+
+// TestARTSendsZeroAdvantages scripts the episodes of one group so that the
+// middle one's advantage is exactly 0, and checks that ART receives it.
+// Under the paper reward with delta 0.5 (idle = thinks / valid actions), on
+// 3 philosophers over 2 rounds: silence (no action) scores 1; philosopher 0
+// taking and putting down its left fork and philosopher 1 taking its left
+// fork, the other three actions thinks, scores 1 - 0.5*3/6 = 0.75; thinking
+// throughout scores 0.5. Mean 0.75 (exact in binary), population std
+// sqrt(1/24) = 0.204124: advantages 1.224739, 0, -1.224739.
+func TestARTSendsZeroAdvantages(t *testing.T) {
+	f := newFakeART(t, "0.4.0") // no scale_rewards: the client checks each group's std too
+	cfg := artConfig(t, f, "zeros", 1)
+	cfg.Env.Rounds = 2
+	cfg.Reward.Function = rollout.Paper
+	cfg.Reward.Weights.Delta = 0.5
+	cfg.GRPO.Groups, cfg.GRPO.ResampleZeroVariance = 1, false
+	episode := map[int64]int{} // request seed -> episode in the group
+	for e := range cfg.GRPO.EpisodesPerGroup {
+		sample := rollout.RequestSeed(cfg.TrainSeed(1, 0), e, -1)
+		for id := range cfg.Env.N {
+			for round := range 5 {
+				episode[rollout.RequestSeed(sample, id, round)&0x7fffffff] = e
+			}
+		}
+	}
+	f.script = func(seed int64, s rollout.State) string {
+		e, ok := episode[seed]
+		switch {
+		case !ok: // validation
+			return rollout.Think
+		case e == 0:
+			return "I would rather not."
+		case e == 1 && s.ID == 0 && s.Holding.Left:
+			return rollout.PutDownLeft
+		case e == 1 && (s.ID == 0 || s.ID == 1) && !s.Holding.Left:
+			return rollout.PickUpLeft
+		}
+		return rollout.Think
+	}
+	opts := options(t)
+	r := MustOpen(t, cfg, opts)
+	if err := r.Play(context.Background()); err != nil {
+		t.Fatalf("Play: %v", err)
+	}
+	trains, _ := f.trained()
+	if len(trains) != 1 {
+		t.Fatalf("%d training calls, want 1", len(trains))
+	}
+	var b artTrainBody
+	if err := json.Unmarshal(trains[0], &b); err != nil {
+		t.Fatal(err)
+	}
+	if len(b.TrajectoryGroups) != 1 || len(b.TrajectoryGroups[0].Trajectories) != 9 {
+		t.Fatalf("%d groups, want 1 of 3 episodes x 3 philosophers: %.400s", len(b.TrajectoryGroups), trains[0])
+	}
+	want := []struct{ reward, adv float64 }{{1, 1.224739}, {0.75, 0}, {0.5, -1.224739}}
+	for i, tr := range b.TrajectoryGroups[0].Trajectories {
+		w := want[i/3]
+		if tr.Metrics["grpo_reward"] != w.reward || math.Abs(tr.Reward-w.adv) > 1e-6 || (w.adv == 0 && tr.Reward != 0) {
+			t.Errorf("trajectory %d: reward sent %v (grpo_reward %v), want advantage %v (reward %v)", i, tr.Reward, tr.Metrics["grpo_reward"], w.adv, w.reward)
+		}
+	}
+	_, steps, _, err := opts.Store.Snapshot(context.Background(), "zeros")
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkTrainBody(t, f, trains[0], steps[1], cfg.GRPO.Advantage)
 }
