@@ -89,7 +89,8 @@ func startART(ctx context.Context, cfg *config.Config, opts Options, resume bool
 	if err != nil {
 		return nil, nil, fmt.Errorf("ART's inference endpoint %s: %w", base, err)
 	}
-	t := &artTrainer{client: client, model: m, proto: proto, logger: opts.Logger, before: map[string]int{}, running: map[string]context.CancelFunc{}}
+	t := &artTrainer{client: client, model: m, proto: proto, logger: opts.Logger,
+		before: map[string]int{}, done: map[string]trainer.Job{}, pending: map[string]trainer.JobRequest{}, running: map[string]context.CancelFunc{}}
 	return &peers{completer: inference.NewPool(chat)}, t, nil
 }
 
@@ -219,17 +220,11 @@ func (t *artTrainer) Submit(ctx context.Context, req trainer.JobRequest) (traine
 	if ok {
 		t.logger.Info("ART trained this job before a restart; not training it again", "job", req.ID, "adapter", job.Adapter.Name)
 		t.mu.Lock()
-		if t.done == nil {
-			t.done = map[string]trainer.Job{}
-		}
 		t.done[req.ID] = job
 		t.mu.Unlock()
 		return job, nil
 	}
 	t.mu.Lock()
-	if t.pending == nil {
-		t.pending = map[string]trainer.JobRequest{}
-	}
 	t.pending[req.ID] = req
 	t.mu.Unlock()
 	return trainer.Job{ID: req.ID, State: trainer.StateQueued}, nil
@@ -244,6 +239,7 @@ func (t *artTrainer) Wait(ctx context.Context, id string, timeout time.Duration,
 	job, done := t.done[id]
 	req, pending := t.pending[id]
 	delete(t.pending, id)
+	delete(t.done, id)
 	t.mu.Unlock()
 	switch {
 	case done:
