@@ -164,15 +164,6 @@ func NewFleet(replicas []Replica, opts FleetOptions) *Fleet {
 	return f
 }
 
-// Endpoints are the fleet's admin clients, in the order given.
-func (f *Fleet) Endpoints() []*AdminClient {
-	out := make([]*AdminClient, len(f.eps))
-	for i, ep := range f.eps {
-		out[i] = ep.admin
-	}
-	return out
-}
-
 // Live reports, per endpoint in order, whether it takes requests.
 func (f *Fleet) Live() []bool {
 	f.mu.Lock()
