@@ -10,6 +10,7 @@ import (
 
 	"github.com/grpo-dev/grpo/checkpoint"
 	"github.com/grpo-dev/grpo/grpo"
+	"github.com/grpo-dev/grpo/inference"
 	"github.com/grpo-dev/grpo/orchestrator"
 	"github.com/grpo-dev/grpo/rollout"
 	"github.com/prometheus/client_golang/prometheus"
@@ -35,6 +36,10 @@ var MetricNames = []string{
 	"grpo_trainer_job_duration_seconds", "grpo_trainer_jobs_total", "grpo_adapter_loads_total",
 	"grpo_deadlock_rate", "grpo_meals_mean", "grpo_invalid_rate",
 	"grpo_trainer_loss", "grpo_trainer_kl", "grpo_trainer_grad_norm",
+	// The inference fleet's (inference.FleetMetricNames).
+	"grpo_inference_endpoint_up", "grpo_inference_endpoint_concurrency_limit",
+	"grpo_inference_endpoint_drains_total", "grpo_inference_endpoint_readmissions_total",
+	"grpo_inference_adapter_load_attempts_total",
 }
 
 // metrics are the daemon's Prometheus metrics, fed from orchestrator
@@ -68,6 +73,9 @@ type metrics struct {
 	// validation is under way, for the per-n standard deviation.
 	mu         sync.Mutex
 	valRewards map[string]map[int][]float64
+	// fleet is every run's inference fleet: endpoint health, concurrency
+	// limits, drains, readmissions, adapter load attempts.
+	fleet *inference.FleetMetrics
 }
 
 func newMetrics(reg prometheus.Registerer) *metrics {
@@ -146,6 +154,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Name: "grpo_adapter_loads_total", Help: "Adapters hot-loaded into the inference endpoints.",
 		}, []string{"run"}),
 		valRewards: map[string]map[int][]float64{},
+		fleet:      inference.NewFleetMetrics(reg),
 	}
 }
 
