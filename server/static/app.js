@@ -30,16 +30,23 @@ async function loadRuns() {
   for (const r of runs) {
     const tr = el("tr", { "data-run": r.name });
     if (r.name === state.selected) tr.classList.add("selected");
-    tr.append(el("td", {}, r.name), el("td", {}, r.state + (r.hosted ? "" : "")), el("td", {}, r.steps),
+    const link = el("a", { href: "?run=" + encodeURIComponent(r.name) }, r.name);
+    link.addEventListener("click", (e) => { e.preventDefault(); select(r.name); });
+    tr.append(el("td", {}, ""), el("td", {}, r.state + (r.hosted ? "" : "")), el("td", {}, r.steps),
       el("td", {}, r.best_step >= 0 ? r.best_step : "-"));
+    tr.firstChild.append(link);
     tr.addEventListener("click", () => select(r.name));
     tbody.append(tr);
   }
-  if (!state.selected && runs.length > 0) select(runs[runs.length - 1].name);
+  // /?run=NAME opens that run; else the most recent one.
+  const wanted = new URLSearchParams(location.search).get("run");
+  if (!state.selected && wanted) select(wanted);
+  else if (!state.selected && runs.length > 0) select(runs[runs.length - 1].name);
 }
 
 function select(name) {
   state.selected = name;
+  history.replaceState(null, "", "?run=" + encodeURIComponent(name));
   state.jobs = {};
   state.episodes = 0;
   for (const tr of document.querySelectorAll("#runs tbody tr")) tr.classList.toggle("selected", tr.dataset.run === name);
@@ -70,17 +77,29 @@ function render(r) {
   $("#cancel").hidden = !r.hosted;
   const best = r.best ? r.best.step : null;
 
-  const train = [], val = [], dl = [], meals = [];
+  const train = [], val = [], band = [], dl = [], meals = [], perN = {}, loss = [], kl = [], gn = [];
   for (const s of r.steps) {
     if (s.train) train.push([s.step, s.train.reward_mean]);
     if (s.validation) {
       val.push([s.step, s.validation.reward_mean]);
+      band.push([s.step, s.validation.reward_ci95[0], s.validation.reward_ci95[1]]);
       dl.push([s.step, s.validation.deadlock_rate]);
       meals.push([s.step, s.validation.meals_mean]);
+      for (const pn of s.validation.per_n || []) (perN[pn.n] = perN[pn.n] || []).push([s.step, pn.reward_mean]);
+    }
+    const m = s.job && s.job.metrics;
+    if (m) {
+      if (m.loss !== undefined) loss.push([s.step, m.loss]);
+      if (m.kl !== undefined) kl.push([s.step, m.kl]);
+      if (m.grad_norm !== undefined) gn.push([s.step, m.grad_norm]);
     }
   }
   const steps = r.config && r.config.run ? r.config.run.steps : 1;
-  chart($("#curve"), [{ cls: "train", pts: train }, { cls: "val", pts: val }], { xmax: steps, best, bestSeries: 1 });
+  // Per-n curves only when validation plays several table sizes.
+  const ns = Object.keys(perN);
+  const nSeries = ns.length > 1 ? ns.map((n) => ({ cls: "pern", pts: perN[n], label: "n=" + n })) : [];
+  chart($("#curve"), [{ cls: "train", pts: train }, { cls: "val", pts: val }, ...nSeries], { xmax: steps, best, bestSeries: 1, band });
+  chart($("#trainer"), [{ cls: "loss", pts: loss }, { cls: "kl", pts: kl }], { xmax: steps, right: { cls: "gradnorm", pts: gn } });
   chart($("#deadlock"), [{ cls: "dl", pts: dl }], { xmax: steps, ymin: 0, ymax: 1, right: { cls: "meals", pts: meals } });
 
   const tbody = $("#steps tbody");
@@ -124,7 +143,7 @@ function chart(svg, series, opts) {
   const W = 640, H = Number(svg.getAttribute("viewBox").split(" ")[3]);
   const L = 48, R = opts.right ? 44 : 12, T = 10, B = 26;
   svg.replaceChildren();
-  const all = series.flatMap((s) => s.pts.map((p) => p[1]));
+  const all = series.flatMap((s) => s.pts.map((p) => p[1])).concat((opts.band || []).flatMap((b) => [b[1], b[2]]));
   let ymin = opts.ymin ?? Math.min(...all, 0), ymax = opts.ymax ?? Math.max(...all, 0.1);
   if (ymax - ymin < 1e-9) ymax = ymin + 1;
   const pad = opts.ymax === undefined ? 0.05 * (ymax - ymin) : 0;
@@ -142,20 +161,28 @@ function chart(svg, series, opts) {
   svg.append(el("svg:text", { x: W - R, y: H - 1, "text-anchor": "end" }, "step"));
   svg.append(el("svg:line", { class: "axis", x1: L, x2: L, y1: T, y2: H - B }));
   svg.append(el("svg:line", { class: "axis", x1: L, x2: W - R, y1: H - B, y2: H - B }));
+  // The validation curve's 95% confidence band, under the curves.
+  if (opts.band && opts.band.length > 0) {
+    const b = opts.band;
+    const d = b.map((p, i) => (i ? "L" : "M") + x(p[0]) + " " + y(p[2])).join(" ") + " " +
+      b.slice().reverse().map((p) => "L" + x(p[0]) + " " + y(p[1])).join(" ") + " Z";
+    svg.append(el("svg:path", { class: "band", d }));
+  }
   const draw = (s, yf) => {
     if (s.pts.length === 0) return;
+    if (s.label) svg.append(el("svg:text", { class: "label", x: x(s.pts[s.pts.length - 1][0]) + 4, y: yf(s.pts[s.pts.length - 1][1]) }, s.label));
     svg.append(el("svg:path", { class: s.cls, d: s.pts.map((p, i) => (i ? "L" : "M") + x(p[0]) + " " + yf(p[1])).join(" ") }));
     for (const p of s.pts) {
       const c = el("svg:circle", { class: "pt " + s.cls, cx: x(p[0]), cy: yf(p[1]), r: 3.5, "data-step": p[0] });
-      c.append(el("svg:title", {}, s.cls + " step " + p[0] + ": " + fmt(p[1])));
+      c.append(el("svg:title", {}, (s.label || s.cls) + " step " + p[0] + ": " + fmt(p[1])));
       svg.append(c);
     }
   };
   for (const s of series) draw(s, (v) => y(v));
   if (opts.right) {
     const vals = opts.right.pts.map((p) => p[1]);
-    const hi = Math.max(...vals, 1);
-    for (let i = 0; i <= 4; i++) svg.append(el("svg:text", { x: W - R + 4, y: y(hi * i / 4, 0, hi) + 3 }, (hi * i / 4).toFixed(1)));
+    const hi = Math.max(...vals, opts.right.cls === "meals" ? 1 : 1e-9);
+    for (let i = 0; i <= 4; i++) svg.append(el("svg:text", { x: W - R + 4, y: y(hi * i / 4, 0, hi) + 3 }, hi >= 10 ? (hi * i / 4).toFixed(0) : Number((hi * i / 4).toPrecision(2)).toString()));
     draw(opts.right, (v) => y(v, 0, hi));
   }
   if (opts.best !== null && opts.best !== undefined) {
@@ -185,8 +212,16 @@ function onEvent(ev) {
       break;
     case "episode_finished":
       state.episodes++;
-      $("#progress").textContent = "step " + ev.step + ": " + state.episodes + " episodes played (last " + ev.data.split + " reward " + fmt(ev.data.reward) + ")";
+      $("#progress").textContent = "step " + ev.step + ": " + state.episodes + " episodes played";
       break;
+    case "validation_done": {
+      // The step's validation figure is its mean over every episode.
+      const v = ev.data;
+      $("#progress").textContent = "step " + ev.step + " validation reward " + fmt(v.reward_mean) +
+        " [" + fmt(v.reward_ci95[0]) + ", " + fmt(v.reward_ci95[1]) + "] over " + v.episodes + " episodes";
+      scheduleRefresh();
+      break;
+    }
     case "run_finished":
       // running: the daemon stopped; its next start resumes the run.
       $("#progress").textContent = ev.data.state === "running" ? "run interrupted: it resumes when the daemon restarts" : "run " + ev.data.state;
