@@ -3,6 +3,7 @@ package server_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -33,8 +34,11 @@ func TestDashboardRunLinkBandsAndTrainer(t *testing.T) {
 	var runA struct {
 		State string
 		Steps []struct {
-			Step int
-			Job  *struct{ Metrics map[string]float64 }
+			Step       int
+			Job        *struct{ Metrics map[string]float64 }
+			Validation *struct {
+				RewardMean float64 `json:"reward_mean"`
+			}
 		}
 	}
 	for deadline := time.Now().Add(60 * time.Second); ; time.Sleep(50 * time.Millisecond) {
@@ -117,6 +121,27 @@ func TestDashboardRunLinkBandsAndTrainer(t *testing.T) {
 		if got := count(sel); got != want {
 			t.Errorf("%s: %d, want %d", sel, got, want)
 		}
+	}
+
+	// Overlay run b's validation curve.
+	eval(`document.querySelector("#runs tr[data-run=b] input.compare").click(), ""`)
+	if err := chromedp.Do(tctx, chromedp.WaitVisible(chromedp.CSS(`#curve path.other`))); err != nil {
+		t.Fatalf("compare run b: %v", err)
+	}
+	if got := count(`#curve circle.pt.other`); got != 2 { // b: steps 0 and 1
+		t.Errorf("run b overlay: %d points, want 2", got)
+	}
+	// Smoothing 0.5: step 1's point is the mean of steps 0 and 1.
+	eval(`(() => { const e = document.querySelector("#smooth"); e.value = "0.5"; e.dispatchEvent(new Event("input")); return ""; })()`)
+	v0, v1 := runA.Steps[0].Validation.RewardMean, runA.Steps[1].Validation.RewardMean
+	want := fmt.Sprintf("val step 1: %.3f", 0.5*v0+0.5*v1)
+	if got := eval(`document.querySelector('#curve circle.pt.val[data-step="1"] title').textContent`); got != want {
+		t.Errorf("smoothed: %q, want %q (validation %v, %v)", got, want, v0, v1)
+	}
+	// Zoom to steps 1 and 2.
+	eval(`(() => { const e = document.querySelector("#xfrom"); e.value = "1"; e.dispatchEvent(new Event("input")); return ""; })()`)
+	if got := count(`#curve circle.pt.val`); got != 2 {
+		t.Errorf("zoomed to steps 1-2: %d validation points, want 2", got)
 	}
 	shot, err := chromedp.Run(tctx, chromedp.FullScreenshot(100))
 	if err != nil {
