@@ -22,7 +22,8 @@ import (
 func TestDashboardRunLinkBandsAndTrainer(t *testing.T) {
 	chrome := binary(t, "GRPO_CHROMIUM", "chromium", "chromium-browser")
 	e := newEnv(t)
-	s := e.MustStart(t, server.Options{})
+	const grafana = "http://127.0.0.1:3000/d/grpo"
+	s := e.MustStart(t, server.Options{GrafanaURL: grafana})
 	for _, cfg := range []string{
 		"run: {name: a, steps: 2}\nvalidation: {n: [5, 6], episodes: 4}\n",
 		"run: {name: b, steps: 1}\nvalidation: {episodes: 4}\n",
@@ -104,6 +105,9 @@ func TestDashboardRunLinkBandsAndTrainer(t *testing.T) {
 	}
 	if got := eval(`document.querySelector("#run-name").textContent`); got != "a" {
 		t.Errorf("/?run=a shows run %q", got)
+	}
+	if got := eval(`(() => { const a = document.querySelector("#grafana"); return a.hidden ? "hidden" : a.href; })()`); got != grafana {
+		t.Errorf("Grafana link %q, want %s", got, grafana)
 	}
 	if got := eval(`location.search`); got != "?run=a" {
 		t.Errorf("location.search %q", got)

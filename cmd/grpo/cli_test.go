@@ -179,6 +179,10 @@ func TestURLFlagsWithoutSchemeNameTheFlag(t *testing.T) {
 	if code == 0 || !strings.Contains(errs, `entry 1 (m): url "localhost:8000/v1"`) {
 		t.Fatalf("exit %d: %s", code, errs)
 	}
+	code, _, errs = cli(t, "serve", "--grafana-url", "grafana:3000", "--db", filepath.Join(t.TempDir(), "d.db"))
+	if code != 2 || !strings.Contains(errs, `--grafana-url "grafana:3000": want an http:// or https:// URL`) {
+		t.Fatalf("exit %d: %s", code, errs)
+	}
 	code, _, errs = cli(t, "watch", "--addr", "localhost")
 	if code != 2 || !strings.Contains(errs, `--addr "localhost": want the daemon's HOST:PORT`) {
 		t.Fatalf("exit %d: %s", code, errs)

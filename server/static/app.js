@@ -319,5 +319,10 @@ $("#cancel").addEventListener("click", async () => {
 
 for (const id of ["#smooth", "#xfrom", "#xto"]) $(id).addEventListener("input", () => { if (state.run) render(state.run); });
 
+// A link to the Grafana dashboard when the daemon names one (serve --grafana-url).
+api("/dashboard.json").then((d) => {
+  if (d.grafana_url) { $("#grafana").href = d.grafana_url; $("#grafana").hidden = false; }
+}).catch(console.error);
+
 loadRuns().catch((err) => { $("#empty").textContent = "cannot list runs: " + err.message; });
 connect();
