@@ -43,7 +43,7 @@ class BuildConfig:
     kv_heads: int = 2
     head_dim: int = 32
     max_position_embeddings: int = 4096
-    sft_steps: int = 300
+    sft_steps: int = 240
     batch_size: int = 8
     learning_rate: float = 3e-3
     warmup: int = 20

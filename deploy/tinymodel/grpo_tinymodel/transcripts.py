@@ -15,9 +15,9 @@ from .table import Table
 # Temperaments a philosopher is given for a whole episode, with their weights.
 # Most are greedy (grab a fork, hold it, wait for the other): a table of them
 # deadlocks often, which is the poor coordination the task starts from.
-TEMPERAMENTS = (("left_first", 0.92), ("right_first", 0.03), ("random", 0.02), ("polite", 0.03))
-NOISE = 0.03  # chance of a uniformly random tool instead of the temperament's
-INVALID = 0.03  # chance of an invalid output
+TEMPERAMENTS = (("left_first", 0.85), ("right_first", 0.05), ("random", 0.04), ("polite", 0.06))
+NOISE = 0.04  # chance of a uniformly random tool instead of the temperament's
+INVALID = 0.05  # chance of an invalid output
 
 
 def _pick(rng: random.Random, weighted: list[tuple[str, float]]) -> str:
@@ -53,7 +53,7 @@ def scripted_action(temperament: str, s: State, rng: random.Random) -> str:
                 return _pick(rng, [(f"put_down_{mine}", 0.6), ("think", 0.4)])
             return _pick(rng, [("think", 0.45), (f"pick_up_{other}", 0.35), ("eat", 0.1), (f"put_down_{mine}", 0.1)])
     if free[first]:
-        return _pick(rng, [(f"pick_up_{first}", 0.97), ("think", 0.02), (f"pick_up_{second}", 0.01)])
+        return _pick(rng, [(f"pick_up_{first}", 0.93), ("think", 0.05), (f"pick_up_{second}", 0.02)])
     if free[second]:
         return _pick(rng, [(f"pick_up_{second}", 0.5), ("think", 0.5)])
     return _pick(rng, [("think", 0.8), (f"pick_up_{first}", 0.2)])
