@@ -1,5 +1,8 @@
 """The Python mirror of the Go prompts says exactly what the Go side says.
-go_transcripts.json holds conversations that `grpo eval` wrote."""
+go_transcripts.json holds conversations that `grpo eval --out` wrote: the tiny
+model served by vLLM (n=5, simultaneous; with invalid outputs and meals) and
+the embedded backend in sequential mode. Their system, user and tool messages
+are kept; the sampled assistant turns are left out."""
 
 import json
 from pathlib import Path
