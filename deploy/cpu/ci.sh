@@ -7,7 +7,10 @@
 #   4. checks: vLLM's /v1/models lists the trained adapters, each adapter the
 #      trainer wrote is a PEFT LoRA directory, vLLM's metrics saw LoRA requests
 #   5. deploy/cpu/down.sh
-# Prints the time each phase took. Run from anywhere; uses `go` from PATH.
+# Prints the time each phase took, then "ci-stack: 1 passed, 0 failed" (or
+# "0 passed, 1 failed"). Run from anywhere; uses `go` from PATH. The trainer
+# (deploy/trainer, package grpo_trainer) must be importable: it is put on
+# PYTHONPATH by up.sh.
 # CI_STACK_STEPS (default 3) sets the number of steps.
 set -euo pipefail
 
@@ -44,6 +47,8 @@ finish() {
     done
   fi
   report
+  # the closing line CI reads
+  if [[ $rc == 0 ]]; then echo "ci-stack: 1 passed, 0 failed"; else echo "ci-stack: 0 passed, 1 failed"; fi
   exit $rc
 }
 trap finish EXIT
@@ -101,4 +106,3 @@ phase "checks"
 "$here/down.sh" "$dir"
 down_done=1
 phase "down.sh"
-echo "ci-stack: 1 passed, 0 failed"
