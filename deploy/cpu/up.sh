@@ -24,6 +24,7 @@
 #   TRAINER_THREADS       torch threads of the trainer (default 1)
 #   VLLM_MAX_MODEL_LEN    default 2048 (a 10-round conversation is ~650 tokens)
 #   VLLM_MAX_NUM_SEQS     default 16
+#   VLLM_PROBE_TIMEOUT    seconds for the first (warm-up) completion (default 300)
 set -euo pipefail
 
 usage() { echo "usage: $0 [--no-trainer] DIR" >&2; exit 2; }
@@ -167,7 +168,7 @@ curl -fsS --max-time 10 "http://127.0.0.1:$vllm_port/v1/models" | grep -q "\"$mo
   fail vllm "/v1/models does not list $model_name" "$dir/vllm.log"
 # One tool-calling request: warms the engine up (the first one is slow on a
 # CPU) and checks the hermes parser and token ids before anything relies on them.
-probe=$(curl -fsS --max-time 120 "http://127.0.0.1:$vllm_port/v1/chat/completions" -H 'content-type: application/json' -d '{
+probe=$(curl -fsS --max-time "${VLLM_PROBE_TIMEOUT:-300}" "http://127.0.0.1:$vllm_port/v1/chat/completions" -H 'content-type: application/json' -d '{
   "model": "'"$model_name"'", "max_tokens": 32, "temperature": 0, "logprobs": true, "return_token_ids": true,
   "tools": [{"type": "function", "function": {"name": "think", "description": "Think: do nothing this round.", "parameters": {"type": "object", "properties": {}}}}],
   "messages": [{"role": "user", "content": "Round 1 of 5. Your left fork is free. Your right fork is free. You have eaten 0 meal(s); the table 0. Choose one tool.\nstate: {\"round\":1,\"rounds\":5,\"id\":0,\"n\":5,\"holding\":{\"left\":false,\"right\":false},\"free\":{\"left\":true,\"right\":true},\"meals\":0,\"table_meals\":0,\"last\":null}"}]}') ||
