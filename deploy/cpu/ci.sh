@@ -48,6 +48,8 @@ finish() {
   fi
   report
   # the closing line CI reads
+  # a passing run's directory goes (CI_STACK_KEEP=1 keeps it); a failing one's stays for its logs
+  if [[ $rc == 0 && "${CI_STACK_KEEP:-0}" != 1 ]]; then rm -rf "$dir"; fi
   if [[ $rc == 0 ]]; then echo "ci-stack: 1 passed, 0 failed"; else echo "ci-stack: 0 passed, 1 failed"; fi
   exit $rc
 }
