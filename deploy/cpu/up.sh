@@ -140,9 +140,10 @@ started+=("$vllm_pid")
 trainer_pid=""
 if [[ $with_trainer == 1 ]]; then
   mkdir -p "$dir/trainer"
-  # one torch thread: two spin against vLLM's worker on a 2-core machine
+  # one torch thread: two spin against vLLM's worker on a 2-core machine;
+  # logprobs as vLLM computes them here (--logprobs-mode processed_logprobs)
   setsid env OMP_NUM_THREADS="${TRAINER_THREADS:-1}" "$python" -m grpo_trainer serve --host 127.0.0.1 --port "$trainer_port" \
-    --data-dir "$dir/trainer" --model "$model_dir" --seed "${TRAINER_SEED:-1}" \
+    --data-dir "$dir/trainer" --model "$model_dir" --seed "${TRAINER_SEED:-1}" --logprobs-mode processed \
     </dev/null >"$dir/trainer.log" 2>&1 &
   trainer_pid=$!
   started+=("$trainer_pid")
