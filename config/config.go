@@ -59,8 +59,16 @@ type GRPO struct {
 // Endpoint is one OpenAI-compatible inference server.
 type Endpoint struct {
 	URL       string `yaml:"url" json:"url"`
-	APIKeyEnv string `yaml:"api_key_env" json:"api_key_env,omitempty"`
+	APIKeyEnv string `yaml:"api_key_env" json:"api_key_env,omitempty"` // NoAPIKey: send no key
+	// Peer names an endpoint the daemon's operator declared (grpo serve
+	// --peers); the daemon replaces it with that peer's url and
+	// api_key_env before the run is stored. The CLI does not read it.
+	Peer string `yaml:"peer" json:"peer,omitempty"`
 }
+
+// NoAPIKey as an endpoint's api_key_env sends no API key at all (not even
+// $OPENAI_API_KEY). The daemon sets it on URLs a posted config names itself.
+const NoAPIKey = "-"
 
 // Adapters says how trained adapters are named and how many stay loaded.
 type Adapters struct {
@@ -99,8 +107,11 @@ type Hyperparameters struct {
 
 // Trainer is where updates are computed.
 type Trainer struct {
-	Kind            string          `yaml:"kind" json:"kind"` // embedded | jobs | art
-	URL             string          `yaml:"url" json:"url"`
+	Kind string `yaml:"kind" json:"kind"` // embedded | jobs | art
+	URL  string `yaml:"url" json:"url"`
+	// Peer names a trainer the daemon's operator declared (grpo serve
+	// --peers); the daemon replaces it with that peer's kind and url.
+	Peer            string          `yaml:"peer" json:"peer,omitempty"`
 	BaseModel       string          `yaml:"base_model" json:"base_model"`
 	LoRA            LoRA            `yaml:"lora" json:"lora"`
 	Hyperparameters Hyperparameters `yaml:"hyperparameters" json:"hyperparameters"`

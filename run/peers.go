@@ -81,7 +81,10 @@ func startPeers(ctx context.Context, cfg config.Config, opts Options) (*peers, e
 			if env == "" {
 				env = "OPENAI_API_KEY"
 			}
-			key := getenv(env)
+			key := ""
+			if env != config.NoAPIKey {
+				key = getenv(env)
+			}
 			clients = append(clients, inference.NewChatClient(ep.URL, chatOpts(key)))
 			p.fleet.Endpoints = append(p.fleet.Endpoints, inference.NewAdminClient(ep.URL, adminOpts(key)))
 		}
