@@ -2,6 +2,8 @@ package checkpoint
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -14,10 +16,14 @@ import (
 )
 
 // CreateRun records a new run. A zero State means running; zero Created
-// and Updated mean now. It fails with ErrRunExists if the name is taken.
+// and Updated mean now; an empty ID gets a random one (NewRunID). It fails
+// with ErrRunExists if the name is taken.
 func (s *Store) CreateRun(ctx context.Context, run Run) error {
 	if err := ValidateRunName(run.Name); err != nil {
 		return fmt.Errorf("create run: %w", err)
+	}
+	if run.ID == "" {
+		run.ID = NewRunID()
 	}
 	if run.State == "" {
 		run.State = StateRunning
@@ -237,4 +243,12 @@ func validState(state string) error {
 		return fmt.Errorf("unknown run state %q (accepted: %s)", state, strings.Join(States, ", "))
 	}
 	return nil
+}
+
+// NewRunID returns a random run id: 16 hex digits (64 bits) from
+// crypto/rand, so two stores never draw the same one.
+func NewRunID() string {
+	var b [8]byte
+	rand.Read(b[:]) // never fails (crypto/rand, Go 1.24+)
+	return hex.EncodeToString(b[:])
 }

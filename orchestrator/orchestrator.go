@@ -164,7 +164,11 @@ func (o *Orchestrator) Resume(ctx context.Context, name string) error {
 // play runs the step loop and records how the run ended.
 func (o *Orchestrator) play(ctx context.Context, cfg config.Config, resumed bool) error {
 	r := &run{o: o, cfg: cfg, name: cfg.Run.Name, keeper: inference.AdapterKeeper{Keep: cfg.Inference.Adapters.Keep}}
-	err := r.loop(ctx, resumed)
+	rec, err := o.opts.Store.GetRun(ctx, r.name)
+	if err == nil {
+		r.jobKey = trainer.JobKey(r.name, rec.ID)
+		err = r.loop(ctx, resumed)
+	}
 	state, msg := o.endState(ctx, err)
 	// The run's context may be cancelled: record the end regardless.
 	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
@@ -198,6 +202,7 @@ type run struct {
 	o        *Orchestrator
 	cfg      config.Config
 	name     string
+	jobKey   string           // the run part of its job ids (trainer.JobKey)
 	adapter  *trainer.Adapter // current adapter; nil = base model
 	keeper   inference.AdapterKeeper
 	promoted int // curriculum promotions so far

@@ -180,7 +180,7 @@ func (r *run) jobRequest(s int, trajs []trainer.Trajectory) *trainer.JobRequest 
 	}
 	h := t.Hyperparameters
 	return &trainer.JobRequest{
-		ID:              trainer.JobID(r.name, s),
+		ID:              trainer.JobID(r.jobKey, s),
 		BaseModel:       t.BaseModel,
 		ParentAdapter:   parent,
 		OutputAdapter:   trainer.AdapterName(r.name, s),
