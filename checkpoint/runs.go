@@ -204,10 +204,10 @@ func getRun(b *bolt.Bucket, name string) (Run, error) {
 	var run Run
 	v := b.Get(runKey)
 	if v == nil {
-		return Run{}, fmt.Errorf("run %s: record missing", name)
+		return Run{}, badRecord("run "+name, errors.New("record missing"))
 	}
 	if err := json.Unmarshal(v, &run); err != nil {
-		return Run{}, fmt.Errorf("run %s: decode record: %w", name, err)
+		return Run{}, badRecord("record of run "+name, err)
 	}
 	return run, nil
 }
@@ -230,7 +230,7 @@ func decodeAll[T any](b *bolt.Bucket, run, what string) ([]T, error) {
 	err := b.ForEach(func(k, v []byte) error {
 		var x T
 		if err := json.Unmarshal(v, &x); err != nil {
-			return fmt.Errorf("run %s: decode %s %d: %w", run, what, btoi(k), err)
+			return badRecord(fmt.Sprintf("%s %d of run %s", what, btoi(k), run), err)
 		}
 		out = append(out, x)
 		return nil

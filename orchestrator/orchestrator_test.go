@@ -473,3 +473,39 @@ func TestJobIDsUniquePerRun(t *testing.T) {
 		t.Fatalf("%d distinct jobs, want 4", len(seen))
 	}
 }
+
+// TestOneWriterPerRun: while one orchestrator plays a run, another one's
+// Resume is refused with checkpoint.ErrLeased and records nothing; the
+// first finishes the run.
+func TestOneWriterPerRun(t *testing.T) {
+	dir := t.TempDir()
+	e := newEnv(t, filepath.Join(dir, "data"), filepath.Join(dir, "grpo.db"))
+	var second error
+	var state string
+	var once sync.Once
+	err := e.orchestrator(func(ev orchestrator.Event) {
+		if ev.Type == orchestrator.EventStepCommitted && ev.Step == 1 {
+			once.Do(func() {
+				second = e.orchestrator(nil).Resume(context.Background(), "w")
+				run, _, _ := snapshot(t, e.store, "w")
+				state = run.State
+			})
+		}
+	}).Start(context.Background(), smallConfig(t, "w", 2))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !errors.Is(second, checkpoint.ErrLeased) {
+		t.Fatalf("second Resume while playing: %v, want ErrLeased", second)
+	}
+	if state != checkpoint.StateRunning {
+		t.Fatalf("state after the refused Resume: %s, want running", state)
+	}
+	run, steps, _ := snapshot(t, e.store, "w")
+	if run.State != checkpoint.StateSucceeded || len(steps) != 3 {
+		t.Fatalf("run %s with %d steps, want succeeded with 3", run.State, len(steps))
+	}
+	if info, _, err := e.store.GetLease(context.Background(), "w", checkpoint.LeaseOptions{}); err != nil || info != nil {
+		t.Fatalf("lease left after the run: %+v, %v", info, err)
+	}
+}
