@@ -31,6 +31,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"runtime/debug"
 	"sync"
 	"time"
 
@@ -123,6 +124,9 @@ func (s *Store) view(ctx context.Context, fn func(*bolt.Tx) error) (err error) {
 	mu.RLock()
 	defer mu.RUnlock()
 	defer s.recoverCorrupt(&err)
+	// A damaged page can point outside the file's mapping: make that fault
+	// a panic that recoverCorrupt turns into an error, not a crash.
+	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
 
 	db, err := s.open(ctx, true)
 	if err != nil {
@@ -143,6 +147,9 @@ func (s *Store) update(ctx context.Context, fn func(*bolt.Tx) error) (err error)
 	mu.Lock()
 	defer mu.Unlock()
 	defer s.recoverCorrupt(&err)
+	// A damaged page can point outside the file's mapping: make that fault
+	// a panic that recoverCorrupt turns into an error, not a crash.
+	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
 
 	db, err := s.open(ctx, false)
 	if err != nil {
