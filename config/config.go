@@ -86,7 +86,18 @@ type Inference struct {
 	Concurrency        int            `yaml:"concurrency" json:"concurrency"`
 	RequestTimeout     Duration       `yaml:"request_timeout" json:"request_timeout"`
 	Retries            int            `yaml:"retries" json:"retries"`
-	Adapters           Adapters       `yaml:"adapters" json:"adapters"`
+	// RetryBudget bounds the time one request spends on all its attempts
+	// and waits: it gives up at the first of retries and retry_budget
+	// (0: the count alone bounds it). E.g. retries: 100, retry_budget: 2m.
+	RetryBudget Duration `yaml:"retry_budget" json:"retry_budget"`
+	// EpisodeReplays is how many times an episode whose call still fails
+	// after the retries is replayed from its seeds (exactly the same
+	// episode) before it counts as errored.
+	EpisodeReplays int `yaml:"episode_replays" json:"episode_replays"`
+	// MaxErroredFraction fails a training step or a validation when more
+	// than this fraction of its episodes errored even after replays.
+	MaxErroredFraction float64  `yaml:"max_errored_fraction" json:"max_errored_fraction"`
+	Adapters           Adapters `yaml:"adapters" json:"adapters"`
 }
 
 // LoRA is the adapter shape asked of the trainer.

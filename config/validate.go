@@ -142,6 +142,12 @@ func (c Config) validateInference() error {
 		return invalid("inference.request_timeout", "is %v; need a duration > 0 such as 60s", in.RequestTimeout)
 	case in.Retries < 0:
 		return invalid("inference.retries", "is %d; need 0 or more", in.Retries)
+	case in.RetryBudget < 0:
+		return invalid("inference.retry_budget", "is %v; need a duration >= 0 such as 2m (0: retries alone bound a request)", in.RetryBudget)
+	case in.EpisodeReplays < 0:
+		return invalid("inference.episode_replays", "is %d; need 0 or more", in.EpisodeReplays)
+	case !finite(in.MaxErroredFraction) || in.MaxErroredFraction < 0 || in.MaxErroredFraction > 1:
+		return invalid("inference.max_errored_fraction", "is %v; need a fraction from 0 to 1", in.MaxErroredFraction)
 	case in.Adapters.Naming != NamingPerStep && in.Adapters.Naming != NamingInplace:
 		return invalid("inference.adapters.naming", "%q is not accepted; accepted: %s, %s", in.Adapters.Naming, NamingPerStep, NamingInplace)
 	case in.Adapters.Keep < 1:

@@ -19,7 +19,7 @@ type batch struct {
 }
 
 func (r *run) runner() *rollout.Runner {
-	return &rollout.Runner{Client: r.o.opts.Completer, Limit: r.limit(), OnCall: r.o.opts.OnCall}
+	return &rollout.Runner{Client: r.o.opts.Completer, Limit: r.limit(), OnCall: r.o.opts.OnCall, Replays: r.cfg.Inference.EpisodeReplays}
 }
 
 func (r *run) limit() *rollout.Limiter {
@@ -127,6 +127,12 @@ func (r *run) sample(ctx context.Context, s, n int) (*batch, error) {
 	sum := grpo.SummarizeEpisodes(all)
 	if sum.Errored == len(all) {
 		return nil, fmt.Errorf("every training episode failed; first error: %s", all[0].Error)
+	}
+	if err := evaluate.CheckErrored(all, r.cfg.Inference.MaxErroredFraction, "training"); err != nil {
+		return nil, fmt.Errorf("step %d: %w", s, err)
+	}
+	if sum.Errored > 0 {
+		r.o.opts.Logger.Warn("training episodes errored after replays; their groups are left out", "run", r.name, "step", s, "errored", sum.Errored, "episodes", len(all), "first_error", firstError(all))
 	}
 	b := &batch{stats: checkpoint.TrainStats{
 		RewardMean: sum.Reward.Mean, RewardStd: sum.Reward.Std,
@@ -283,11 +289,25 @@ func (r *run) validate(ctx context.Context, s int) (*checkpoint.Evaluation, erro
 	res, err := evaluate.Run(ctx, evaluate.Options{
 		Client: r.o.opts.Completer, Limit: r.limit(), Concurrency: r.cfg.Inference.Concurrency, OnCall: r.o.opts.OnCall,
 		OnEpisode: func(ep rollout.Episode) { r.episodeFinished(s, "validation", ep) },
+		Replays:   r.cfg.Inference.EpisodeReplays, MaxErroredFraction: r.cfg.Inference.MaxErroredFraction,
 	}, set)
 	if err != nil {
 		return nil, err
 	}
+	if res.Stats.Errored > 0 {
+		r.o.opts.Logger.Warn("validation episodes errored after replays; the figures leave them out", "run", r.name, "step", s, "errored", res.Stats.Errored, "episodes", len(res.Episodes), "first_error", firstError(res.Episodes))
+	}
 	ev := res.Evaluation(s)
 	r.emit(Event{Type: EventValidationDone, Step: s, ValidationDone: validationDone(ev)})
 	return &ev, nil
+}
+
+// firstError is the error of the first errored episode of eps.
+func firstError(eps []rollout.Episode) string {
+	for _, ep := range eps {
+		if ep.Errored {
+			return ep.Error
+		}
+	}
+	return ""
 }

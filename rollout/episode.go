@@ -62,6 +62,9 @@ type Episode struct {
 	Error       string       `json:"error,omitempty"`
 	Seconds     float64      `json:"seconds"`
 	Transcripts []Transcript `json:"transcripts"`
+	// Replays is how many times the episode was played again from its
+	// seeds after a call failed for good (Runner.Replays).
+	Replays int `json:"replays,omitempty"`
 }
 
 // Runner plays episodes against a Completer. Limit, when set, bounds the
@@ -77,6 +80,13 @@ type Runner struct {
 	// invalid output, counted in Metrics.Oversized, and is kept only as a
 	// short note (default DefaultMaxAnswerBytes).
 	MaxAnswerBytes int
+	// Replays is how many times an episode whose call still fails after
+	// the client's retries is played again from the start. Its table seed
+	// and per-call sampling seeds are the same, so a replay is the episode
+	// the faults interrupted, and no episode is dropped for a transient
+	// outage (dropping is not neutral: long episodes fail more). Only after
+	// the last replay fails is the episode errored.
+	Replays int
 }
 
 // DefaultMaxAnswerBytes is Runner.MaxAnswerBytes unless set: far more than
@@ -218,15 +228,28 @@ func (e *episode) answer(a *agent, action string, ok bool) {
 	}
 }
 
-// Run plays one episode. It returns an errored Episode, never an error, when
-// the server fails; ctx cancellation also yields an errored episode.
+// Run plays one episode, replaying it from its seeds up to r.Replays
+// times when a call fails for good. It returns an errored Episode, never
+// an error, when the server still fails; ctx cancellation also yields an
+// errored episode (never replayed).
 func (r *Runner) Run(ctx context.Context, spec EpisodeSpec) Episode {
+	ep, callFailed := r.play(ctx, spec)
+	for replays := 1; callFailed && replays <= r.Replays && ctx.Err() == nil; replays++ {
+		ep, callFailed = r.play(ctx, spec)
+		ep.Replays = replays
+	}
+	return ep
+}
+
+// play plays one episode once; callFailed says a call failed (a replay
+// may succeed), as opposed to a table that cannot be set.
+func (r *Runner) play(ctx context.Context, spec EpisodeSpec) (out Episode, callFailed bool) {
 	start := time.Now()
-	out := Episode{Spec: spec}
+	out = Episode{Spec: spec}
 	table, err := NewTable(spec.Env)
 	if err != nil {
 		out.Errored, out.Error = true, err.Error()
-		return out
+		return out, false
 	}
 	e := &episode{spec: spec, table: table, agents: make([]*agent, spec.Env.N)}
 	for i := range e.agents {
@@ -257,10 +280,10 @@ func (r *Runner) Run(ctx context.Context, spec EpisodeSpec) Episode {
 	if failure != nil {
 		out.Errored, out.Error = true, failure.Error()
 		out.Metrics.Errors = 1
-		return out
+		return out, true
 	}
 	out.Reward, out.Terms = Score(spec.Reward, out.Metrics)
-	return out
+	return out, false
 }
 
 func (r *Runner) sequentialRound(ctx context.Context, e *episode) error {

@@ -46,6 +46,7 @@ func startPeers(ctx context.Context, cfg config.Config, opts Options) (*peers, e
 	hc := httpx.NewHTTPClient(inf.Concurrency)
 	retry := httpx.DefaultPolicy()
 	retry.Retries = inf.Retries
+	retry.Budget = time.Duration(inf.RetryBudget)
 	chatOpts := func(apiKey string) inference.ChatOptions {
 		return inference.ChatOptions{APIKey: apiKey, HTTPClient: hc, RequestTimeout: time.Duration(inf.RequestTimeout), Retry: &retry}
 	}
