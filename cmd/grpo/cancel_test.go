@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -49,5 +50,30 @@ func TestRunsCancelOffline(t *testing.T) {
 	}
 	if code, _, errOut = cli(t, "runs", "cancel", "--db", db); code != 2 || !strings.Contains(errOut, "needs a run name") {
 		t.Fatalf("runs cancel without a name = %d %q", code, errOut)
+	}
+}
+
+// TestServeBadFlags: bad limits and peers files are refused before the
+// daemon listens, naming the flag.
+func TestServeBadFlags(t *testing.T) {
+	dir := t.TempDir()
+	bad := filepath.Join(dir, "peers.yaml")
+	if err := os.WriteFile(bad, []byte("inference: {a: {url: 'ftp://x'}}\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, tt := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--max-rounds", "0"}, "--max-rounds 0: need at least 1"},
+		{[]string{"--max-runs", "-1"}, "--max-runs -1: need at least 1"},
+		{[]string{"--peers", filepath.Join(dir, "none.yaml")}, "--peers: read peers file"},
+		{[]string{"--peers", bad}, "inference peer a: url"},
+	} {
+		args := append([]string{"serve", "--addr", "127.0.0.1:0", "--db", filepath.Join(dir, "g.db")}, tt.args...)
+		code, _, errOut := cli(t, args...)
+		if code != 2 || !strings.Contains(errOut, tt.want) {
+			t.Errorf("grpo %v = %d %q, want 2 and %q", args, code, errOut, tt.want)
+		}
 	}
 }
