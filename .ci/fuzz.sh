@@ -23,6 +23,14 @@ for t in "${targets[@]}"; do
   read -r pkg name <<<"$t"
   echo "== $pkg $name ($FUZZTIME)"
   if ! out=$(go test -run='^$' -fuzz="^${name}\$" -fuzztime="$FUZZTIME" "$pkg" 2>&1); then
+    # On a loaded machine the fuzzing engine itself can end with "context
+    # deadline exceeded" at the time limit; that is not a crasher (a crasher
+    # is written to testdata/fuzz and named in the output).
+    if grep -q 'context deadline exceeded' <<<"$out" && ! grep -q 'Failing input written to' <<<"$out"; then
+      echo "$out" | grep -E 'elapsed' | tail -n 1
+      echo "(the engine timed out at the limit; no failing input)"
+      continue
+    fi
     echo "$out" | tail -n 40
     echo "fuzz.sh: $pkg $name failed" >&2
     exit 1
