@@ -19,6 +19,11 @@ const (
 const (
 	NamingPerStep = "per-step"
 	NamingInplace = "inplace"
+
+	// How an inplace adapter name gets new weights (inference.adapters.inplace).
+	InplaceAuto   = "auto"
+	InplaceLoad   = "load_inplace"
+	InplaceReload = "reload"
 )
 
 // DefaultModel is the base model of the study, served under its Hugging
@@ -55,7 +60,8 @@ func Default() Config {
 			Retries:            3,
 			EpisodeReplays:     2,
 			MaxErroredFraction: 0.1,
-			Adapters:           Adapters{Naming: NamingPerStep, Keep: 2},
+			Adapters:           Adapters{Naming: NamingPerStep, Keep: 2, Inplace: InplaceAuto},
+			OutageWindow:       Duration(2 * time.Minute),
 		},
 		Trainer: Trainer{
 			Kind:      TrainerEmbedded,
