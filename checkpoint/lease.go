@@ -80,12 +80,25 @@ type Lease struct {
 	err   error // why the heartbeat stopped, set before done is closed
 }
 
-// stale reports whether l may be taken over by a process on host.
+// processStart is when this process started (near enough: when the
+// package was initialised).
+var processStart = time.Now()
+
+// stale reports whether l may be taken over by a process on host: its
+// heartbeat is old, or its holder is gone from this host — another pid that
+// is dead, or this very pid before this process started (a restarted
+// container reuses pid 1 and its hostname).
 func (o LeaseOptions) stale(l LeaseInfo, host string) bool {
 	if o.now().Sub(l.Heartbeat) > o.Stale {
 		return true
 	}
-	return l.Host == host && l.PID != os.Getpid() && !o.Alive(l.PID)
+	if l.Host != host {
+		return false
+	}
+	if l.PID == os.Getpid() {
+		return l.Started.Before(processStart)
+	}
+	return !o.Alive(l.PID)
 }
 
 // AcquireLease takes the lease on run name for this process, or fails with

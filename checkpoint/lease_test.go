@@ -67,7 +67,7 @@ func TestLeaseStale(t *testing.T) {
 	if err := s.CreateRun(ctx, Run{Name: "r"}); err != nil {
 		t.Fatal(err)
 	}
-	clock := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	clock := processStart.Add(time.Hour)
 	var mu sync.Mutex
 	now := func() time.Time { mu.Lock(); defer mu.Unlock(); return clock }
 	old, err := s.AcquireLease(ctx, "r", LeaseOptions{now: now, Every: 5 * time.Millisecond, Stale: time.Minute})
@@ -113,6 +113,20 @@ func TestLeaseStale(t *testing.T) {
 	}
 	if _, err := s.AcquireLease(ctx, "r", LeaseOptions{Alive: func(pid int) bool { return pid != 1<<30 }}); err != nil {
 		t.Fatalf("lease of a dead pid not taken over: %v", err)
+	}
+	// A restarted container: the same pid and host, but a lease taken
+	// before this process started, is a previous incarnation's.
+	prev := LeaseInfo{Holder: "y", PID: os.Getpid(), Host: host, Started: processStart.Add(-time.Second), Heartbeat: time.Now()}
+	if err := s.update(ctx, func(tx *bolt.Tx) error { b, _ := runBucket(tx, "r"); return putLease(b, prev) }); err != nil {
+		t.Fatal(err)
+	}
+	if l, err := s.AcquireLease(ctx, "r", LeaseOptions{}); err != nil {
+		t.Fatalf("lease of this pid's previous incarnation not taken over: %v", err)
+	} else if _, err := s.AcquireLease(ctx, "r", LeaseOptions{}); !errors.Is(err, ErrLeased) {
+		// ...while a lease this process took is live.
+		t.Fatalf("this process's own live lease taken over: %v", err)
+	} else {
+		l.Release(ctx)
 	}
 	// The same record on another host is live until its heartbeat ages.
 	if err := s.update(ctx, func(tx *bolt.Tx) error {
