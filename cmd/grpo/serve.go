@@ -76,6 +76,7 @@ func (m *Main) serve(ctx context.Context, args []string) error {
 	fs.IntVar(&lim.MaxSteps, "max-steps", lim.MaxSteps, "largest run.steps a posted config may ask")
 	maxBody := fs.Int64("max-body", server.DefaultMaxBodyBytes, "largest posted config in bytes")
 	maxRuns := fs.Int("max-runs", 8, "most runs playing at once")
+	grafana := fs.String("grafana-url", "", "Grafana dashboard the web dashboard links to, e.g. http://127.0.0.1:3000/d/grpo")
 	verbose := fs.Bool("verbose", false, "log at debug level")
 	if err := parse(fs, args); err != nil {
 		return err
@@ -95,6 +96,11 @@ func (m *Main) serve(ctx context.Context, args []string) error {
 			return usagef("--peers: %v", err)
 		}
 		peers = p
+	}
+	if *grafana != "" {
+		if err := checkURL("grafana-url", *grafana, "http://127.0.0.1:3000/d/grpo"); err != nil {
+			return err
+		}
 	}
 	token := m.Getenv(*tokenEnv)
 	if token == "" && !server.Loopback(*addr) {
@@ -117,6 +123,7 @@ func (m *Main) serve(ctx context.Context, args []string) error {
 		Store: checkpoint.New(*db, checkpoint.Options{}), DataDir: *dataDir, Registry: reg,
 		Logger: logger, Token: token, Addr: *addr, AllowedOrigins: origins, AllowedHosts: hosts, Getenv: m.Getenv,
 		Peers: peers, PeersOnly: *peersOnly, Limits: lim, MaxBodyBytes: *maxBody, MaxRuns: *maxRuns,
+		GrafanaURL: *grafana,
 	})
 	if err := s.Start(ctx); err != nil {
 		return err
