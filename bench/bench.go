@@ -27,7 +27,9 @@ type Options struct {
 	Progress func(row string)
 }
 
-func (o *Options) defaults() {
+// Defaults fills the zero values with the defaults, and shrinks every size
+// when Quick is set.
+func (o *Options) Defaults() {
 	if len(o.Rows) == 0 {
 		o.Rows = Rows
 	}
@@ -58,9 +60,9 @@ func (o *Options) defaults() {
 // Run measures the chosen rows in order and returns their results; on an
 // error it returns the rows measured so far.
 func Run(ctx context.Context, o Options) ([]Result, error) {
-	o.defaults()
+	o.Defaults()
 	llm := o.LLMURL
-	if llm == "" && (slices.Contains(o.Rows, "rollout") || slices.Contains(o.Rows, "step")) {
+	if llm == "" && (slices.Contains(o.Rows, "rollout") || slices.Contains(o.Rows, "memory")) {
 		url, stop, err := startLocal(ctx, LLMHandler(o.Service))
 		if err != nil {
 			return nil, err
@@ -93,11 +95,11 @@ func Run(ctx context.Context, o Options) ([]Result, error) {
 				rs = append(rs, rolloutResults("rollout", t)...)
 			}
 		case "step":
-			rs, err = stepRow(ctx, o, llm)
+			rs, err = stepRow(ctx, o)
 		case "store":
 			rs, err = storeRow(ctx, o)
 		case "memory":
-			rs, err = memoryRow(ctx, o)
+			rs, err = memoryRow(ctx, o, llm)
 		}
 		out = append(out, rs...)
 		if err != nil {

@@ -18,12 +18,12 @@ import (
 // a server with a fixed service time.
 type Throughput struct {
 	Agents, N, Rounds, Episodes int
-	Calls, Errored               int
-	Wall, Ideal                  time.Duration
-	CPUPerCall                   time.Duration // whole process, user+system
-	AllocsPerCall, BytesPerCall  float64
-	PeakRSS                      int64 // bytes; 0 when unknown
-	TimeWait                     int   // TIME_WAIT connections to the server after the run; -1 unknown
+	Calls, Errored              int
+	Wall, Ideal                 time.Duration
+	CPUPerCall                  time.Duration // whole process, user+system
+	AllocsPerCall, BytesPerCall float64
+	PeakRSS                     int64 // bytes; 0 when unknown
+	TimeWait                    int   // TIME_WAIT connections to the server after the run; -1 unknown
 }
 
 // Efficiency is ideal/actual: 1 means the run took exactly its critical

@@ -18,12 +18,12 @@ import (
 // BenchCommand is `grpo bench`.
 type BenchCommand struct {
 	*Main
-	opts  bench.Options
-	json  bool
-	fake  string // "process" or "inprocess"
-	serve string // serve-fake: "llm"
+	opts                   bench.Options
+	json                   bool
+	fake                   string // "process" or "inprocess"
+	serve                  string // serve-fake: "llm"
 	cpuProfile, memProfile string
-	svc   time.Duration
+	svc                    time.Duration
 }
 
 const benchSynopsis = `Usage: grpo bench [--rows cpu,rollout,step,store,memory] [--agents 1000,2000,10000] [--service 200ms] [--quick] [--json]
@@ -105,6 +105,7 @@ func (c *BenchCommand) Run(ctx context.Context) error {
 			fmt.Fprintf(c.Stdout, "listening http://%s/v1\n", addr)
 		})
 	}
+	c.opts.Defaults()
 	if c.fake == "process" {
 		url, stop, err := startFake(ctx, c.opts.Service)
 		if err != nil {
