@@ -87,7 +87,8 @@ func Serve(ctx context.Context, h http.Handler, ready func(addr string)) error {
 }
 
 // TrainerHandler is a fake trainer job API (DESIGN §5) whose every job
-// succeeds a fixed duration after it was created. Creating an id again
+// succeeds a fixed duration after it was created, reporting its progress
+// meanwhile. Creating an id again
 // returns the existing job.
 func TrainerHandler(duration time.Duration) http.Handler {
 	var (
@@ -128,8 +129,11 @@ func TrainerHandler(duration time.Duration) http.Handler {
 			http.Error(w, `{"error":{"message":"no such job"}}`, http.StatusNotFound)
 			return
 		}
-		job := map[string]any{"id": id, "state": "running", "progress": 0.5}
-		if time.Since(start) >= duration {
+		// Progress moves with time, as a real trainer's does, so clients
+		// keep polling at their shortest interval.
+		elapsed := time.Since(start)
+		job := map[string]any{"id": id, "state": "running", "progress": float64(elapsed) / float64(duration)}
+		if elapsed >= duration {
 			job = map[string]any{"id": id, "state": "succeeded", "progress": 1.0,
 				"metrics": map[string]float64{"loss": 0, "kl": 0, "grad_norm": 0},
 				"adapter": map[string]string{"name": out, "path": "/fake/" + out}}
