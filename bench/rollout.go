@@ -70,6 +70,8 @@ func MeasureRollout(ctx context.Context, o RolloutOptions) (Throughput, error) {
 		specs[i] = rollout.EpisodeSpec{ID: strconv.Itoa(i), Model: "m", Env: env, Reward: rollout.DefaultRewardConfig(),
 			Sampling: rollout.Sampling{Temperature: 1}, SampleSeed: int64(i)}
 	}
+	port := urlPort(o.BaseURL)
+	tw0 := timeWait(port) // earlier runs' closed connections linger 60 s
 	runtime.GC()
 	resetPeakRSS()
 	var m0, m1 runtime.MemStats
@@ -97,8 +99,8 @@ func MeasureRollout(ctx context.Context, o RolloutOptions) (Throughput, error) {
 		t.AllocsPerCall = float64(m1.Mallocs-m0.Mallocs) / float64(t.Calls)
 		t.BytesPerCall = float64(m1.TotalAlloc-m0.TotalAlloc) / float64(t.Calls)
 	}
-	if port := urlPort(o.BaseURL); port > 0 {
-		t.TimeWait = timeWait(port)
+	if tw := timeWait(port); port > 0 && tw >= 0 {
+		t.TimeWait = max(0, tw-tw0)
 	}
 	return t, nil
 }
