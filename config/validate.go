@@ -103,6 +103,8 @@ func (c Config) validateGRPO() error {
 		return invalid("grpo.max_resamples", "is %d; need 0 or more", g.MaxResamples)
 	case g.MaxOffPolicySteps < 0:
 		return invalid("grpo.max_off_policy_steps", "is %d; need 0 (synchronous) or more (rollouts may use an adapter that many steps old)", g.MaxOffPolicySteps)
+	case g.MaxOffPolicySteps > 0 && c.Trainer.Kind == TrainerART:
+		return invalid("grpo.max_off_policy_steps", "is %d with trainer.kind art; ART keeps only its best and latest checkpoints, so rollouts cannot sample with older ones: use 0, or trainer.kind jobs or embedded", g.MaxOffPolicySteps)
 	case g.MaxOffPolicySteps > 0 && c.Inference.Adapters.Naming == "inplace":
 		return invalid("grpo.max_off_policy_steps", "is %d with inference.adapters.naming inplace; an asynchronous pipeline samples with older adapters while newer ones load, so it needs naming per-step", g.MaxOffPolicySteps)
 	}

@@ -40,6 +40,7 @@ func TestValidate(t *testing.T) {
 		{"grpo: {advantage: {std_normalize: false, std: unbiased, baseline: leave-one-out}}", ""},
 		{"grpo: {max_resamples: -1}", "grpo.max_resamples: is -1; need 0 or more"},
 		{"grpo: {max_off_policy_steps: 1}", ""},
+		{"grpo: {max_off_policy_steps: 1}\ntrainer: {kind: art}", "grpo.max_off_policy_steps: is 1 with trainer.kind art; ART keeps only its best and latest checkpoints"},
 		{"grpo: {max_off_policy_steps: 2}\ninference: {adapters: {naming: inplace}}", "grpo.max_off_policy_steps: is 2 with inference.adapters.naming inplace; an asynchronous pipeline samples with older adapters while newer ones load, so it needs naming per-step"},
 		{"grpo: {max_off_policy_steps: -1}", "grpo.max_off_policy_steps: is -1; need 0 (synchronous) or more (rollouts may use an adapter that many steps old)"},
 		{jobs + "  model: ''\n", "inference.model: is empty"},
