@@ -70,8 +70,9 @@ type TrainStats struct {
 	// one's when that step trained nothing); OffPolicyLag is how many
 	// steps older it is than the model the step trains from (step-1 -
 	// PolicyStep): 0 when synchronous, at most grpo.max_off_policy_steps.
-	PolicyStep   int `json:"policy_step"`
-	OffPolicyLag int `json:"off_policy_lag"`
+	// Both are nil in steps stored before they were recorded.
+	PolicyStep   *int `json:"policy_step,omitempty"`
+	OffPolicyLag *int `json:"off_policy_lag,omitempty"`
 	// StaleDropped counts rollouts sampled for this step and dropped
 	// because their model had become older than the bound allows.
 	StaleDropped int `json:"stale_dropped,omitempty"`

@@ -168,9 +168,9 @@ type TrainSummary struct {
 	FracRewardZeroStd  float64        `json:"frac_reward_zero_std"`
 	Trajectories       int            `json:"trajectories"`
 	Groups             []GroupSummary `json:"groups"`
-	PolicyStep         int            `json:"policy_step"`             // the model that sampled the rollouts was current after this step
-	OffPolicyLag       int            `json:"off_policy_lag"`          // step-1 - policy_step; 0 when synchronous
-	StaleDropped       int            `json:"stale_dropped,omitempty"` // rollouts dropped as too old
+	PolicyStep         *int           `json:"policy_step,omitempty"`    // the model that sampled the rollouts was current after this step
+	OffPolicyLag       *int           `json:"off_policy_lag,omitempty"` // step-1 - policy_step; 0 when synchronous
+	StaleDropped       int            `json:"stale_dropped,omitempty"`  // rollouts dropped as too old
 }
 
 // GroupSummary is the rewards of one GRPO group.

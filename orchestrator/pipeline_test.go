@@ -135,8 +135,8 @@ func TestAsyncPipelineSamplesWhileTraining(t *testing.T) {
 	for _, st := range stored[1:] {
 		s := st.Step
 		wantPolicy := max(0, s-2)
-		if st.Train.PolicyStep != wantPolicy || st.Train.OffPolicyLag != s-1-wantPolicy || st.Train.StaleDropped != 0 {
-			t.Errorf("step %d: policy step %d, lag %d, dropped %d; want %d, %d, 0", s, st.Train.PolicyStep, st.Train.OffPolicyLag, st.Train.StaleDropped, wantPolicy, s-1-wantPolicy)
+		if p, l := st.Train.PolicyStep, st.Train.OffPolicyLag; p == nil || l == nil || *p != wantPolicy || *l != s-1-wantPolicy || st.Train.StaleDropped != 0 {
+			t.Errorf("step %d: policy step %v, lag %v, dropped %d; want %d, %d, 0", s, p, l, st.Train.StaleDropped, wantPolicy, s-1-wantPolicy)
 		}
 		req, ok := byStep[s]
 		if !ok {
@@ -199,6 +199,12 @@ func TestAsyncRunIsDeterministicAndResumes(t *testing.T) {
 	}
 	if rewards(t, sync0.store, "r") == want {
 		t.Fatal("k=1 gave the k=0 results: its rollouts did not use older models")
+	}
+	_, syncSteps, _ := snapshot(t, sync0.store, "r")
+	for _, st := range syncSteps[1:] {
+		if p, l := st.Train.PolicyStep, st.Train.OffPolicyLag; p == nil || l == nil || *p != st.Step-1 || *l != 0 {
+			t.Errorf("synchronous step %d: policy step %v, lag %v; want %d, 0", st.Step, p, l, st.Step-1)
+		}
 	}
 	for _, stop := range []struct {
 		name  string

@@ -150,7 +150,8 @@ func (r *run) sample(ctx context.Context, s, n int, pol policy) (*batch, error) 
 		b.trajectories[i].PolicyStep = &pol.step
 	}
 	b.stats.Trajectories = len(b.trajectories)
-	b.stats.PolicyStep, b.stats.OffPolicyLag = pol.step, s-1-pol.step
+	lag := s - 1 - pol.step
+	b.stats.PolicyStep, b.stats.OffPolicyLag = &pol.step, &lag
 	return b, nil
 }
 
