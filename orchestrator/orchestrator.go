@@ -5,6 +5,13 @@
 // the best step. A run resumes from its last committed step after a crash,
 // never training a committed step twice and never skipping one.
 //
+// # The asynchronous pipeline
+//
+// With grpo.max_off_policy_steps k > 0, a step's rollouts are sampled
+// while earlier steps train, with a model at most k steps older than the
+// one the step trains from; submitting, loading and committing stay in
+// step order (pipeline.go has the rules). k = 0 is the synchronous loop.
+//
 // # A run's state
 //
 // The orchestrator is the one writer of a run's state in the store: Start

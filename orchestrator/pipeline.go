@@ -96,7 +96,7 @@ func (p *pipeline) fill() {
 	}
 }
 
-// ahead reports whether step s's rollouts were sampled ahead (or are
+// sampledAhead reports whether step s's rollouts were sampled ahead (or are
 // being sampled).
 func (p *pipeline) sampledAhead(s int) bool { return p.ahead[s] != nil }
 
