@@ -181,7 +181,11 @@ func (v *runView) event(e orchestrator.Event) {
 	switch {
 	case e.StepStarted != nil:
 		if v.tty {
-			v.bar = newProgress(v.w, e.StepStarted.Episodes+e.StepStarted.Validation, fmt.Sprintf("step %2d", e.Step))
+			total := e.StepStarted.Episodes + e.StepStarted.Validation
+			if total == 0 {
+				total = -1 // nothing to count (sampled ahead, not validated): a spinner
+			}
+			v.bar = newProgress(v.w, total, fmt.Sprintf("step %2d", e.Step))
 			v.step = e.Step
 		}
 	case e.EpisodeFinished != nil:
