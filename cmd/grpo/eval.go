@@ -107,8 +107,20 @@ func (c *EvalCommand) ParseFlags(args []string) error {
 	}
 	o := &c.opts
 	*o = evalOptions{episodes: *episodes, seed: *seed, concurrency: *concurrency, timeout: *timeout, retries: *retries, replays: *replays, maxErrored: *maxErrored, out: *out, json: *asJSON}
-	if o.replays < 0 {
-		return usagef("--episode-replays %d: need 0 or more", o.replays)
+	for _, c := range []struct {
+		name   string
+		v, min int
+	}{
+		{"episodes", o.episodes, 1}, {"rounds", *rounds, 1}, {"deadlock-patience", *patience, 1},
+		{"max-tokens", *maxTokens, 1}, {"concurrency", o.concurrency, 1},
+		{"retries", o.retries, 0}, {"episode-replays", o.replays, 0},
+	} {
+		if err := atLeast(c.name, c.v, c.min); err != nil {
+			return err
+		}
+	}
+	if err := positive("request-timeout", o.timeout); err != nil {
+		return err
 	}
 	if !(o.maxErrored >= 0 && o.maxErrored <= 1) {
 		return usagef("--max-errored-fraction %v: need a fraction from 0 to 1", o.maxErrored)
@@ -124,12 +136,6 @@ func (c *EvalCommand) ParseFlags(args []string) error {
 		if err := e.Validate(); err != nil {
 			return usagef("%s", strings.Replace(strings.Replace(err.Error(), "env.", "--", 1), "_", "-", 1))
 		}
-	}
-	if o.episodes < 1 {
-		return usagef("--episodes %d: need at least 1", o.episodes)
-	}
-	if o.concurrency < 1 {
-		return usagef("--concurrency %d: need at least 1", o.concurrency)
 	}
 	fn, err := rollout.ParseRewardFunc(*reward)
 	if err != nil {

@@ -42,6 +42,9 @@ type runCommand struct {
 	steps                             int
 	seed                              int64
 	quiet                             bool
+	// set holds the flags given on the command line: --steps 0 and
+	// --seed 0 are values, not "unset".
+	set map[string]bool
 }
 
 func (m *Main) run(ctx context.Context, args []string) error {
@@ -58,8 +61,8 @@ func (c *runCommand) parse(m *Main, args []string) error {
 	fs.StringVar(&c.db, "db", "", "bbolt store (default: run.db from the config, grpo.db)")
 	fs.StringVar(&c.resume, "resume", "", "continue run RUN from its last committed step, with its stored config")
 	fs.StringVar(&c.name, "name", "", "run name (default: run.name, or generated)")
-	fs.IntVar(&c.steps, "steps", 0, "training steps (default: run.steps, 16)")
-	fs.Int64Var(&c.seed, "seed", 0, "seed (default: run.seed, 1)")
+	fs.IntVar(&c.steps, "steps", 0, "training steps, at least 1 (default: run.steps, 16)")
+	fs.Int64Var(&c.seed, "seed", 0, "seed, any integer (default: run.seed, 1)")
 	fs.StringVar(&c.dataDir, "data-dir", "", "embedded backend's adapters and jobs (default: <db>.data next to the store)")
 	fs.BoolVar(&c.quiet, "quiet", false, "no progress output on stderr")
 	if err := parse(fs, args); err != nil {
@@ -68,8 +71,13 @@ func (c *runCommand) parse(m *Main, args []string) error {
 	if fs.NArg() > 0 {
 		return usagef("unexpected argument %q", fs.Arg(0))
 	}
-	if c.resume != "" && (c.config != "" || c.name != "" || c.steps != 0 || c.seed != 0) {
+	c.set = givenFlags(fs)
+	if c.resume != "" && (c.set["config"] || c.set["name"] || c.set["steps"] || c.set["seed"]) {
 		return usagef("--resume uses the run's stored config: drop --config, --name, --steps and --seed")
+	}
+	// Seeds are any int64 (0 included); a step count is at least 1.
+	if c.set["steps"] && c.steps < 1 {
+		return usagef("--steps %d: need at least 1 (a whole number of training steps)", c.steps)
 	}
 	return nil
 }
@@ -102,19 +110,24 @@ func (c *runCommand) open(ctx context.Context, opts run.Options) (*run.Run, erro
 	if err != nil {
 		return nil, err
 	}
+	c.override(&cfg)
+	return run.Open(ctx, cfg, withStore(cfg.Run.DB))
+}
+
+// override sets in cfg what the flags given on the command line ask for.
+func (c *runCommand) override(cfg *config.Config) {
 	if c.name != "" {
 		cfg.Run.Name = c.name
 	}
-	if c.steps != 0 {
+	if c.set["steps"] {
 		cfg.Run.Steps = c.steps
 	}
-	if c.seed != 0 {
+	if c.set["seed"] {
 		cfg.Run.Seed = c.seed
 	}
 	if c.db != "" {
 		cfg.Run.DB = c.db
 	}
-	return run.Open(ctx, cfg, withStore(cfg.Run.DB))
 }
 
 // play opens the run, plays it with its progress on stderr, and prints

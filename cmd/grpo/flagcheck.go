@@ -1,0 +1,31 @@
+package main
+
+import (
+	"flag"
+	"time"
+)
+
+// givenFlags names the flags given on the command line, so that an
+// explicit zero ("--steps 0") is told apart from a flag left unset.
+func givenFlags(fs *flag.FlagSet) map[string]bool {
+	set := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	return set
+}
+
+// atLeast refuses an integer flag below min, naming the flag and the
+// accepted range.
+func atLeast(name string, v, min int) error {
+	if v < min {
+		return usagef("--%s %d: need at least %d", name, v, min)
+	}
+	return nil
+}
+
+// positive refuses a duration flag that is zero or negative.
+func positive(name string, d time.Duration) error {
+	if d <= 0 {
+		return usagef("--%s %s: need a positive duration (e.g. 60s)", name, d)
+	}
+	return nil
+}

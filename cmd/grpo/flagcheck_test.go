@@ -1,0 +1,72 @@
+package main
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/grpo-dev/grpo/config"
+)
+
+// TestBadNumericFlags: an explicit zero or negative count, or a
+// non-positive timeout, is refused (exit 2) with a message naming the
+// flag and what it accepts, before anything runs.
+func TestBadNumericFlags(t *testing.T) {
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"run", "--steps", "0"}, "--steps 0: need at least 1"},
+		{[]string{"run", "--steps", "-3"}, "--steps -3: need at least 1"},
+		{[]string{"run", "--resume", "r", "--seed", "0"}, "--resume uses the run's stored config"},
+		{[]string{"run", "--resume", "r", "--steps", "0"}, "--resume uses the run's stored config"},
+		{[]string{"eval", "--episodes", "0"}, "--episodes 0: need at least 1"},
+		{[]string{"eval", "--episodes", "-1"}, "--episodes -1: need at least 1"},
+		{[]string{"eval", "--rounds", "0"}, "--rounds 0: need at least 1"},
+		{[]string{"eval", "--deadlock-patience", "-2"}, "--deadlock-patience -2: need at least 1"},
+		{[]string{"eval", "--max-tokens", "-5"}, "--max-tokens -5: need at least 1"},
+		{[]string{"eval", "--max-tokens", "0"}, "--max-tokens 0: need at least 1"},
+		{[]string{"eval", "--concurrency", "0"}, "--concurrency 0: need at least 1"},
+		{[]string{"eval", "--retries", "-1"}, "--retries -1: need at least 0"},
+		{[]string{"eval", "--episode-replays", "-1"}, "--episode-replays -1: need at least 0"},
+		{[]string{"eval", "--request-timeout", "-1s"}, "--request-timeout -1s: need a positive duration"},
+		{[]string{"eval", "--request-timeout", "0s"}, "--request-timeout 0s: need a positive duration"},
+		{[]string{"serve", "--max-runs", "0"}, "--max-runs 0: need at least 1"},
+		{[]string{"bench", "--steps", "0"}, "--steps and --curve must be at least 1"},
+	} {
+		code, out, errs := cli(t, c.args...)
+		if code != 2 || !strings.Contains(errs, c.want) {
+			t.Errorf("grpo %v: exit %d, stderr %q; want exit 2 mentioning %q", c.args, code, errs, c.want)
+		}
+		if out != "" {
+			t.Errorf("grpo %v wrote %q on stdout", c.args, out)
+		}
+	}
+}
+
+// TestRunSeedAndStepsGiven: --seed 0 is a seed like any other (it used
+// to be taken as "unset" and silently replaced by run.seed); a flag left
+// out keeps the config's value.
+func TestRunSeedAndStepsGiven(t *testing.T) {
+	m := &Main{Stdout: &strings.Builder{}, Stderr: &strings.Builder{}, Getenv: func(string) string { return "" }}
+	for _, c := range []struct {
+		args  []string
+		steps int
+		seed  int64
+	}{
+		{nil, 16, 1},
+		{[]string{"--seed", "0"}, 16, 0},
+		{[]string{"--seed", "-7", "--steps", "3"}, 3, -7},
+		{[]string{"--steps", "1"}, 1, 1},
+	} {
+		var rc runCommand
+		if err := rc.parse(m, c.args); err != nil {
+			t.Fatalf("%v: %v", c.args, err)
+		}
+		cfg := config.Default()
+		cfg.Run.Steps, cfg.Run.Seed = 16, 1
+		rc.override(&cfg)
+		if cfg.Run.Steps != c.steps || cfg.Run.Seed != c.seed {
+			t.Errorf("%v: steps %d seed %d; want %d and %d", c.args, cfg.Run.Steps, cfg.Run.Seed, c.steps, c.seed)
+		}
+	}
+}
