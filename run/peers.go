@@ -99,7 +99,7 @@ func startPeers(ctx context.Context, cfg config.Config, opts Options) (*peers, e
 		trainerURL = cfg.Trainer.URL
 	}
 	p.fleet = inference.NewFleet(replicas, fleetOptions(cfg, opts))
-	p.trainer = trainer.NewJobClient(trainerURL, trainer.JobClientOptions{HTTPClient: hc, Retry: &retry, PollInterval: 20 * time.Millisecond, MaxPollInterval: 2 * time.Second})
+	p.trainer = trainer.NewJobClient(trainerURL, trainer.JobClientOptions{HTTPClient: hc, Retry: &retry, PollInterval: 20 * time.Millisecond, MaxPollInterval: 2 * time.Second, SubmitTimeout: time.Duration(cfg.Trainer.JobTimeout)})
 	if err := p.check(ctx, trainerURL); err != nil {
 		p.close()
 		return nil, err

@@ -13,6 +13,9 @@ var (
 	ErrJobCancelled = errors.New("trainer job cancelled")
 	// ErrJobTimeout is wrapped by Wait when a job outlives its timeout.
 	ErrJobTimeout = errors.New("trainer job timed out")
+	// ErrSubmitTimeout is wrapped by Submit when the create (every
+	// attempt) outlives JobClientOptions.SubmitTimeout.
+	ErrSubmitTimeout = errors.New("trainer job create timed out")
 	// ErrJobNotFound is wrapped when the trainer does not know a job id
 	// (for example after it restarted and lost its queue): resubmit it.
 	ErrJobNotFound = errors.New("trainer job not found")

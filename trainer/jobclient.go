@@ -40,6 +40,13 @@ type JobClientOptions struct {
 	// httpx.DefaultPolicy().
 	Retry *httpx.Policy
 
+	// SubmitTimeout, when positive, bounds a whole Submit: every attempt
+	// and every wait between them (each attempt stays bounded by
+	// RequestTimeout). A run sets it to trainer.job_timeout, so a create
+	// that hangs fails within the job's own bound; 0 leaves Submit bounded
+	// by the retry policy alone.
+	SubmitTimeout time.Duration
+
 	// MaxPollErrors is how many consecutive transient poll failures Wait
 	// tolerates before giving up: a restarting trainer is not a failed job.
 	MaxPollErrors int
@@ -53,6 +60,7 @@ type JobClient struct {
 	pollInterval    time.Duration
 	maxPollInterval time.Duration
 	requestTimeout  time.Duration
+	submitTimeout   time.Duration
 	maxPollErrors   int
 }
 
@@ -64,6 +72,7 @@ func NewJobClient(baseURL string, opts JobClientOptions) *JobClient {
 		pollInterval:    opts.PollInterval,
 		maxPollInterval: opts.MaxPollInterval,
 		requestTimeout:  opts.RequestTimeout,
+		submitTimeout:   max(0, opts.SubmitTimeout),
 		maxPollErrors:   opts.MaxPollErrors,
 	}
 	if c.pollInterval <= 0 {
@@ -102,13 +111,24 @@ func (c *JobClient) Submit(ctx context.Context, req JobRequest) (Job, error) {
 	if err != nil {
 		return Job{}, fmt.Errorf("submit trainer job %s: %w", req.ID, err)
 	}
+	parent := ctx
+	if c.submitTimeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeoutCause(ctx, c.submitTimeout, ErrSubmitTimeout)
+		defer cancel()
+	}
 	var job Job
-	err = c.request(ctx, http.MethodPost, c.baseURL+"/v1/jobs", body, func(r *httpx.Response) error {
+	url := c.baseURL + "/v1/jobs"
+	err = c.request(ctx, http.MethodPost, url, body, func(r *httpx.Response) error {
 		var err error
 		job, err = decodeJob(r, req.ID)
 		return err
 	})
 	if err != nil {
+		if parent.Err() == nil && errors.Is(context.Cause(ctx), ErrSubmitTimeout) {
+			return Job{}, fmt.Errorf("submit trainer job %s: POST %s: not accepted within the job timeout %s (trainer.job_timeout, which bounds every attempt of the create; each attempt up to %s): %w: %v",
+				req.ID, url, c.submitTimeout, c.requestTimeout, ErrSubmitTimeout, err)
+		}
 		return Job{}, fmt.Errorf("submit trainer job %s: %w", req.ID, err)
 	}
 	return job, nil
