@@ -70,6 +70,8 @@ type evalOptions struct {
 	replays     int
 	maxErrored  float64
 	out         string
+	maxRecord   int64
+	maxOut      int64
 	json        bool
 }
 
@@ -98,6 +100,8 @@ func (c *EvalCommand) ParseFlags(args []string) error {
 	replays := fs.Int("episode-replays", 2, "times an episode whose call still fails after the retries is replayed from its seeds (the same episode) before it counts as errored")
 	maxErrored := fs.Float64("max-errored-fraction", 0.1, "fail when more than this fraction of a model's episodes at one n errored after replays (1: never)")
 	out := fs.String("out", "", "write one JSON record per episode (config, metrics, reward terms, transcripts) to this .jsonl file")
+	maxRecord := fs.Int64("max-record-bytes", defaultMaxRecordBytes, "with --out: largest record (one episode, transcripts included) written; a larger one fails the evaluation")
+	maxOut := fs.Int64("max-out-bytes", defaultMaxOutBytes, "with --out: largest file written (whole records only); a record that would pass it fails the evaluation")
 	asJSON := fs.Bool("json", false, "print a machine-readable summary on stdout instead of the table")
 	if err := parse(fs, args); err != nil {
 		return err
@@ -106,7 +110,7 @@ func (c *EvalCommand) ParseFlags(args []string) error {
 		return usagef("unexpected argument %q", fs.Arg(0))
 	}
 	o := &c.opts
-	*o = evalOptions{episodes: *episodes, seed: *seed, concurrency: *concurrency, timeout: *timeout, retries: *retries, replays: *replays, maxErrored: *maxErrored, out: *out, json: *asJSON}
+	*o = evalOptions{episodes: *episodes, seed: *seed, concurrency: *concurrency, timeout: *timeout, retries: *retries, replays: *replays, maxErrored: *maxErrored, out: *out, maxRecord: *maxRecord, maxOut: *maxOut, json: *asJSON}
 	for _, c := range []struct {
 		name   string
 		v, min int
@@ -121,6 +125,12 @@ func (c *EvalCommand) ParseFlags(args []string) error {
 	}
 	if err := positive("request-timeout", o.timeout); err != nil {
 		return err
+	}
+	if o.maxRecord < 1 {
+		return usagef("--max-record-bytes %d: need at least 1", o.maxRecord)
+	}
+	if o.maxOut < 1 {
+		return usagef("--max-out-bytes %d: need at least 1", o.maxOut)
 	}
 	if !(o.maxErrored >= 0 && o.maxErrored <= 1) {
 		return usagef("--max-errored-fraction %v: need a fraction from 0 to 1", o.maxErrored)
@@ -263,11 +273,14 @@ func (m *Main) runEval(ctx context.Context, o evalOptions) error {
 	var sink *jsonlSink
 	if o.out != "" {
 		var err error
-		if sink, err = createJSONL(o.out); err != nil {
+		if sink, err = createJSONL(o.out, o.maxRecord, o.maxOut); err != nil {
 			return err
 		}
 		defer sink.Close()
 	}
+	// A record --out refuses stops the evaluation: its error is the cause.
+	ctx, stop := context.WithCancelCause(ctx)
+	defer stop(nil)
 	limit := rollout.NewLimiter(o.concurrency)
 	// One connection pool sized to the requests in flight: a smaller one
 	// closes and reopens connections on every call beyond it.
@@ -285,14 +298,16 @@ func (m *Main) runEval(ctx context.Context, o evalOptions) error {
 			OnEpisode: func(ep rollout.Episode) {
 				bar.Add(1)
 				if sink != nil {
-					sink.Write(ep)
+					if err := sink.Write(ep); err != nil {
+						stop(err)
+					}
 				}
 			},
 		}
 		for _, n := range o.ns {
 			res, err := evaluate.Run(ctx, opts, evalSet(t.Name, n, o))
-			if cerr := ctx.Err(); cerr != nil {
-				return cerr
+			if ctx.Err() != nil {
+				return context.Cause(ctx)
 			}
 			if err != nil {
 				return fmt.Errorf("model %s, n=%d: %w", t.Name, n, err)
@@ -357,42 +372,95 @@ func printEval(w io.Writer, results []evalResult) {
 	}
 }
 
-// jsonlSink writes one JSON record per line as episodes finish, so a
-// crash loses nothing already played.
-type jsonlSink struct {
-	mu   sync.Mutex
-	f    *os.File
-	enc  *json.Encoder
-	err  error
-	once sync.Once
+// Defaults of the caps on --out.
+const (
+	defaultMaxRecordBytes = 64 << 20 // one episode's record
+	defaultMaxOutBytes    = 1 << 30  // the whole file
+)
+
+// outFile is what a jsonlSink writes to: an *os.File.
+type outFile interface {
+	io.Writer
+	Truncate(size int64) error
+	Close() error
+	Name() string
 }
 
-func createJSONL(path string) (*jsonlSink, error) {
+// jsonlSink writes one JSON record per line as episodes finish, so a
+// crash loses nothing already played. Each record is written whole or
+// not at all: a record over maxRecord, or one that would take the file
+// past maxTotal, is refused (the first error sticks and later records
+// are dropped), and a failed write is cut back to the last whole line.
+type jsonlSink struct {
+	mu        sync.Mutex
+	f         outFile
+	written   int64
+	maxRecord int64
+	maxTotal  int64
+	count     int // whole records written
+	err       error
+	once      sync.Once
+}
+
+func createJSONL(path string, maxRecord, maxTotal int64) (*jsonlSink, error) {
 	f, err := os.Create(path)
 	if err != nil {
 		return nil, fmt.Errorf("create --out file: %w", err)
 	}
-	return &jsonlSink{f: f, enc: json.NewEncoder(f)}, nil
+	return newJSONLSink(f, maxRecord, maxTotal), nil
 }
 
-func (s *jsonlSink) Write(v any) {
+func newJSONLSink(f outFile, maxRecord, maxTotal int64) *jsonlSink {
+	return &jsonlSink{f: f, maxRecord: maxRecord, maxTotal: maxTotal}
+}
+
+// Write appends ep's record; the error (also kept for Close) says which
+// cap refused it or why the write failed.
+func (s *jsonlSink) Write(ep rollout.Episode) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.err == nil {
-		s.err = s.enc.Encode(v)
+	if s.err != nil {
+		return s.err
 	}
+	b, err := json.Marshal(ep)
+	if err != nil {
+		s.err = fmt.Errorf("--out %s: encode episode %s: %w", s.f.Name(), ep.Spec.ID, err)
+		return s.err
+	}
+	b = append(b, '\n')
+	n := int64(len(b))
+	switch {
+	case n > s.maxRecord:
+		s.err = fmt.Errorf("--out %s: episode %s's record is %d bytes, over --max-record-bytes %d (raise it, or lower --max-tokens); %d whole records written",
+			s.f.Name(), ep.Spec.ID, n, s.maxRecord, s.lines())
+	case s.written+n > s.maxTotal:
+		s.err = fmt.Errorf("--out %s: episode %s's record (%d bytes) would take the file to %d bytes, over --max-out-bytes %d (raise it, or evaluate fewer episodes); the file keeps the %d bytes of whole records written",
+			s.f.Name(), ep.Spec.ID, n, s.written+n, s.maxTotal, s.written)
+	}
+	if s.err != nil {
+		return s.err
+	}
+	if _, err := s.f.Write(b); err != nil {
+		s.err = fmt.Errorf("--out %s: write episode %s: %w", s.f.Name(), ep.Spec.ID, err)
+		if terr := s.f.Truncate(s.written); terr != nil {
+			s.err = fmt.Errorf("%w; cutting the partial line failed too: %v", s.err, terr)
+		}
+		return s.err
+	}
+	s.written += n
+	s.count++
+	return nil
 }
+
+func (s *jsonlSink) lines() int { return s.count }
 
 func (s *jsonlSink) Close() error {
 	s.once.Do(func() {
 		s.mu.Lock()
 		defer s.mu.Unlock()
-		if err := s.f.Close(); s.err == nil {
-			s.err = err
+		if err := s.f.Close(); s.err == nil && err != nil {
+			s.err = fmt.Errorf("--out %s: %w", s.f.Name(), err)
 		}
 	})
-	if s.err != nil {
-		return fmt.Errorf("write %s: %w", s.f.Name(), s.err)
-	}
-	return nil
+	return s.err
 }

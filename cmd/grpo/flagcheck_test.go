@@ -30,6 +30,8 @@ func TestBadNumericFlags(t *testing.T) {
 		{[]string{"eval", "--episode-replays", "-1"}, "--episode-replays -1: need at least 0"},
 		{[]string{"eval", "--request-timeout", "-1s"}, "--request-timeout -1s: need a positive duration"},
 		{[]string{"eval", "--request-timeout", "0s"}, "--request-timeout 0s: need a positive duration"},
+		{[]string{"eval", "--max-record-bytes", "0"}, "--max-record-bytes 0: need at least 1"},
+		{[]string{"eval", "--max-out-bytes", "-1"}, "--max-out-bytes -1: need at least 1"},
 		{[]string{"serve", "--max-runs", "0"}, "--max-runs 0: need at least 1"},
 		{[]string{"bench", "--steps", "0"}, "--steps and --curve must be at least 1"},
 	} {
