@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -158,6 +159,10 @@ func (c *runCommand) play(ctx context.Context, m *Main) error {
 	err = r.Play(ctx)
 	view.finish()
 	if err != nil {
+		if errors.Is(err, checkpoint.ErrLeased) {
+			return fmt.Errorf("run %s: %w; this process changed nothing. To play it here, stop it there first (daemon: POST /api/v1/runs/%s/cancel; CLI: Ctrl-C), then 'grpo run --resume %s --db %s'",
+				cfg.Run.Name, err, cfg.Run.Name, cfg.Run.Name, cfg.Run.DB)
+		}
 		if ctx.Err() != nil {
 			return fmt.Errorf("run %s interrupted (%v); continue it with: grpo run --resume %s --db %s", cfg.Run.Name, err, cfg.Run.Name, cfg.Run.DB)
 		}

@@ -1,0 +1,98 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestResumeWhileDaemonPlays (issue 13): 'grpo run --resume' of a run
+// that a 'grpo serve' daemon is playing, both real binaries on one
+// store, is refused by the run's lease: exit 1, an error naming the
+// holder (the daemon's pid) and how to cancel it there; the run stays
+// 'running', is not marked failed, and the daemon keeps committing steps.
+func TestResumeWhileDaemonPlays(t *testing.T) {
+	bin := buildBinary(t)
+	dir := t.TempDir()
+	db := filepath.Join(dir, "daemon.db")
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	daemon := exec.Command(bin, "serve", "--addr", addr, "--db", db)
+	if err := daemon.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { daemon.Process.Kill(); daemon.Wait() })
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		if resp, err := http.Get("http://" + addr + "/healthz"); err == nil {
+			resp.Body.Close()
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("daemon did not come up")
+		}
+	}
+	type runState struct {
+		State string            `json:"state"`
+		Error string            `json:"error"`
+		Steps []json.RawMessage `json:"steps"`
+	}
+	get := func() runState {
+		var rs runState
+		resp, err := http.Get("http://" + addr + "/api/v1/runs/p")
+		if err != nil {
+			return rs
+		}
+		defer resp.Body.Close()
+		json.NewDecoder(resp.Body).Decode(&rs)
+		return rs
+	}
+	// Long enough that it is still playing when the test ends.
+	resp, err := http.Post("http://"+addr+"/api/v1/runs", "application/yaml", strings.NewReader("run: {name: p, steps: 5000, seed: 2}\nvalidation: {episodes: 4}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusCreated {
+		t.Fatalf("launch: %s", resp.Status)
+	}
+	for deadline := time.Now().Add(60 * time.Second); len(get().Steps) < 2; time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the daemon's run made no progress: %+v", get())
+		}
+	}
+
+	var stdout, stderr bytes.Buffer
+	cli := exec.Command(bin, "run", "--resume", "p", "--db", db, "--quiet")
+	cli.Stdout, cli.Stderr = &stdout, &stderr
+	err = cli.Run()
+	var exit *exec.ExitError
+	if !errors.As(err, &exit) || exit.ExitCode() != 1 {
+		t.Fatalf("grpo run --resume of the daemon's run: %v; want exit 1\nstdout %s\nstderr %s", err, stdout.String(), stderr.String())
+	}
+	for _, want := range []string{"being played by another process", fmt.Sprintf("pid %d", daemon.Process.Pid), "/api/v1/runs/p/cancel"} {
+		if !strings.Contains(stderr.String(), want) {
+			t.Errorf("stderr %q does not mention %q", stderr.String(), want)
+		}
+	}
+	at := len(get().Steps)
+	for deadline := time.Now().Add(60 * time.Second); len(get().Steps) < at+2; time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the daemon stopped committing steps after the refused resume: %+v", get())
+		}
+	}
+	if rs := get(); rs.State != "running" || rs.Error != "" {
+		t.Fatalf("after the refused resume: state %q error %q; want running, no error", rs.State, rs.Error)
+	}
+}
