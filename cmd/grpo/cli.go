@@ -57,13 +57,14 @@ type command struct {
 func commands() []command {
 	return []command{
 		{"run", "run GRPO training (no arguments: the embedded default)", (*Main).run},
-		{"runs", "list runs, or show one run's steps (runs show RUN)", split(func(m *Main) Command { return &RunsCommand{Main: m} })},
+		{"runs", "list runs, show one run's steps (runs show RUN), or cancel one offline (runs cancel RUN)", split(func(m *Main) Command { return &RunsCommand{Main: m} })},
 		{"best", "print a run's selected step and adapter", split(func(m *Main) Command { return &BestCommand{Main: m} })},
 		{"serve", "run the daemon: HTTP API, /metrics, /ws, dashboard", (*Main).serve},
 		{"watch", "follow a daemon's runs live, one line per step (watch [RUN] --addr HOST:PORT)", (*Main).watch},
 		{"refmodel", "serve the embedded reference backend on its own (refmodel serve)", split(func(m *Main) Command { return &RefmodelCommand{Main: m} })},
 		{"eval", "evaluate one or more models on the Dining Philosophers table", split(func(m *Main) Command { return &EvalCommand{Main: m} })},
 		{"compare", "compare two eval outputs (Welch's t-test, Hedges' g)", split(func(m *Main) Command { return &CompareCommand{Main: m} })},
+		{"bench", "measure client CPU, rollout throughput, step time, the store (bench --help)", split(func(m *Main) Command { return &BenchCommand{Main: m} })},
 		{"version", "print the version", split(func(m *Main) Command { return &VersionCommand{Main: m} })},
 	}
 }
