@@ -6,6 +6,7 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"slices"
 	"sync"
 	"time"
 
@@ -250,7 +251,12 @@ func loadReport(ctx context.Context, store *checkpoint.Store, name string) (*rep
 func (r *report) print(w io.Writer) {
 	fmt.Fprintf(w, "\nrun %s (%s): selection %s on %s\n", r.run.Name, r.run.State, r.run.Policy, r.run.Metric)
 	tw := newTable(w)
-	fmt.Fprintln(tw, "STEP\tN\tTRAIN\tVALIDATION\t95% CI\tDEADLOCK\tMEALS\tJOB\t")
+	ns := r.validationSizes()
+	hdr := "STEP\tN\tTRAIN\tVALIDATION\t95% CI\tDEADLOCK\tMEALS\t"
+	for _, n := range ns {
+		hdr += fmt.Sprintf("VAL n=%d\t", n)
+	}
+	fmt.Fprintln(tw, hdr+"JOB\t")
 	for _, s := range r.steps {
 		train, job := "-", "-"
 		if s.Train != nil {
@@ -262,16 +268,29 @@ func (r *report) print(w io.Writer) {
 			job = "no signal"
 		}
 		val, ci, dl, meals := "-", "", "-", "-"
+		perN := make([]string, len(ns))
+		for i := range perN {
+			perN[i] = "-"
+		}
 		if ev, ok := r.evals[s.Step]; ok {
 			val = fmt.Sprintf("%.3f", ev.RewardMean)
 			ci = fmt.Sprintf("[%.3f, %.3f]", ev.RewardCI95[0], ev.RewardCI95[1])
 			dl, meals = fmt.Sprintf("%.2f", ev.DeadlockRate), fmt.Sprintf("%.2f", ev.MealsMean)
+			for _, p := range ev.PerN {
+				if i := slices.Index(ns, p.N); i >= 0 {
+					perN[i] = fmt.Sprintf("%.3f", p.RewardMean)
+				}
+			}
 		}
 		mark := ""
 		if r.sel != nil && r.sel.Step == s.Step {
 			mark = "<- best"
 		}
-		fmt.Fprintf(tw, "%d\t%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", s.Step, s.N, train, val, ci, dl, meals, job, mark)
+		cols := ""
+		for _, c := range perN {
+			cols += c + "\t"
+		}
+		fmt.Fprintf(tw, "%d\t%d\t%s\t%s\t%s\t%s\t%s\t%s%s\t%s\n", s.Step, s.N, train, val, ci, dl, meals, cols, job, mark)
 	}
 	tw.Flush()
 	if r.sel == nil || len(r.steps) == 0 {
@@ -286,6 +305,27 @@ func (r *report) print(w io.Writer) {
 	if okB && ok0 {
 		fmt.Fprintln(w, compareLine("best", best, "base", base))
 	}
+	if okB && (okL || ok0) && r.run.Policy == checkpoint.PolicyBestValidation {
+		fmt.Fprintf(w, "(selection-biased: the best step was chosen on these validation episodes, so they overstate it; measure it on the test split with 'grpo eval --db DB --run %s --step best,last,base')\n", r.run.Name)
+	}
+}
+
+// validationSizes are the table sizes of the run's validations when
+// there are several (one column each), else none.
+func (r *report) validationSizes() []int {
+	var ns []int
+	for _, ev := range r.evalList {
+		for _, p := range ev.PerN {
+			if !slices.Contains(ns, p.N) {
+				ns = append(ns, p.N)
+			}
+		}
+	}
+	if len(ns) < 2 {
+		return nil
+	}
+	slices.Sort(ns)
+	return ns
 }
 
 // compareLine compares two validations: means, 95% CIs, Welch p.
