@@ -531,6 +531,29 @@ func (c *EvalCommand) runCheckpoints(ctx context.Context) error {
 		episodes = cfg.Test.Episodes
 	}
 
+	results, _, err := testCheckpoints(ctx, c.Getenv, c.Stderr, cfg, k.run, picks, ns, episodes, o)
+	if err != nil {
+		return err
+	}
+	if o.json {
+		return json.NewEncoder(c.Stdout).Encode(map[string]any{"results": results})
+	}
+	fmt.Fprintf(c.Stdout, "run %s on its test split: %d tables per n from seed %d\n", k.run, episodes, cfg.Test.Seed)
+	for i := range results {
+		results[i].Model += " (" + results[i].SelectedBy + ")"
+	}
+	printEval(c.Stdout, results)
+	return nil
+}
+
+// testCheckpoints plays the test split of a run's config (ns x episodes
+// tables) with each picked checkpoint of run name, on the run's own peers:
+// a fresh embedded backend loading the adapters from their stored paths
+// (the run's data directory), or the run's endpoints, into which the
+// adapters are loaded (and unloaded after). It returns one result per pick
+// and n, and each step's full result (episodes in TestSet order).
+func testCheckpoints(ctx context.Context, getenv func(string) string, stderr io.Writer, cfg config.Config, name string, picks []pick, ns []int, episodes int, o evalOptions) ([]evalResult, map[int]evaluate.Result, error) {
+	var err error
 	// The run's own peers: the embedded backend, or its endpoints.
 	var completer rollout.Completer
 	fleet := &inference.Fleet{}
@@ -538,12 +561,12 @@ func (c *EvalCommand) runCheckpoints(ctx context.Context) error {
 	if cfg.Embedded() {
 		dir, err := os.MkdirTemp("", "grpo-eval-")
 		if err != nil {
-			return err
+			return nil, nil, err
 		}
 		defer os.RemoveAll(dir)
 		e, err := run.StartEmbedded(ctx, dir, cfg.Run.Seed, nil)
 		if err != nil {
-			return err
+			return nil, nil, err
 		}
 		defer e.Close()
 		completer = inference.NewChatClient(e.InferenceURL, chat)
@@ -556,7 +579,7 @@ func (c *EvalCommand) runCheckpoints(ctx context.Context) error {
 				env = "OPENAI_API_KEY"
 			}
 			co := chat
-			co.APIKey = c.Getenv(env)
+			co.APIKey = getenv(env)
 			clients = append(clients, inference.NewChatClient(ep.URL, co))
 			fleet.Endpoints = append(fleet.Endpoints, inference.NewAdminClient(ep.URL, inference.AdminOptions{APIKey: co.APIKey}))
 		}
@@ -566,11 +589,11 @@ func (c *EvalCommand) runCheckpoints(ctx context.Context) error {
 	var sink *jsonlSink
 	if o.out != "" {
 		if sink, err = createJSONL(o.out); err != nil {
-			return err
+			return nil, nil, err
 		}
 		defer sink.Close()
 	}
-	bar := newProgress(c.Stderr, len(picks)*len(ns)*episodes, "test episodes")
+	bar := newProgress(stderr, len(picks)*len(ns)*episodes, "test episodes")
 	opts := evaluate.Options{
 		Client: completer, Limit: rollout.NewLimiter(o.concurrency), Concurrency: o.concurrency,
 		OnEpisode: func(ep rollout.Episode) {
@@ -598,7 +621,7 @@ func (c *EvalCommand) runCheckpoints(ctx context.Context) error {
 			model = p.adapter.Name
 			if !loaded[model] {
 				if err := fleet.LoadEverywhere(ctx, model, p.adapter.Path); err != nil {
-					return fmt.Errorf("run %s step %d: load adapter %s from %s: %w", k.run, p.step, model, p.adapter.Path, err)
+					return nil, nil, fmt.Errorf("run %s step %d: load adapter %s from %s: %w", name, p.step, model, p.adapter.Path, err)
 				}
 				loaded[model] = true
 			}
@@ -607,34 +630,26 @@ func (c *EvalCommand) runCheckpoints(ctx context.Context) error {
 		if !ok {
 			// Each step once, even when best is last.
 			if res, err = evaluate.Run(ctx, opts, evaluate.TestSet(cfg, model, ns, episodes)); ctx.Err() != nil {
-				return ctx.Err()
+				return nil, nil, ctx.Err()
 			}
 			if err != nil {
-				return fmt.Errorf("run %s step %d: %w", k.run, p.step, err)
+				return nil, nil, fmt.Errorf("run %s step %d: %w", name, p.step, err)
 			}
 			done[p.step] = res
 		} else {
 			bar.Add(len(ns) * episodes)
 		}
 		for _, pn := range res.PerN {
-			r := newEvalResult(fmt.Sprintf("%s@%d", k.run, p.step), string(cfg.Reward.Function), pn.N, pn.Stats)
-			r.Run, r.Step, r.SelectedBy = k.run, &p.step, p.selectedBy
+			r := newEvalResult(fmt.Sprintf("%s@%d", name, p.step), string(cfg.Reward.Function), pn.N, pn.Stats)
+			r.Run, r.Step, r.SelectedBy = name, &p.step, p.selectedBy
 			results = append(results, r)
 		}
 	}
 	bar.Finish()
 	if sink != nil {
 		if err := sink.Close(); err != nil {
-			return err
+			return nil, nil, err
 		}
 	}
-	if o.json {
-		return json.NewEncoder(c.Stdout).Encode(map[string]any{"results": results})
-	}
-	fmt.Fprintf(c.Stdout, "run %s on its test split: %d tables per n from seed %d\n", k.run, episodes, cfg.Test.Seed)
-	for i := range results {
-		results[i].Model += " (" + results[i].SelectedBy + ")"
-	}
-	printEval(c.Stdout, results)
-	return nil
+	return results, done, nil
 }

@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -31,8 +32,14 @@ func TestEvalRunCheckpoints(t *testing.T) {
 	cfg := filepath.Join(dir, "run.yaml")
 	os.WriteFile(cfg, []byte("run: {name: held, steps: 3, seed: 2}\nvalidation: {episodes: 6}\ntest: {n: [5, 6], episodes: 4}\n"), 0o644)
 	db := filepath.Join(dir, "x.db")
-	if code, _, errs := cli(t, "run", "--config", cfg, "--db", db); code != 0 {
+	code, runOut, errs := cli(t, "run", "--config", cfg, "--db", db)
+	if code != 0 {
 		t.Fatalf("run: exit %d\n%s", code, errs)
+	}
+	// With a test section the summary measures best, last and base on it
+	// instead of comparing them on the validation episodes that chose best.
+	if !strings.Contains(runOut, "test split: 4 tables per n from seed 2000000") || strings.Contains(runOut, "Welch p") || !strings.Contains(runOut, "at n=6: difference") {
+		t.Fatalf("run summary with a test section:\n%s", runOut)
 	}
 	code, out, _ := cli(t, "best", "held", "--db", db, "--json")
 	var best struct {
@@ -43,7 +50,7 @@ func TestEvalRunCheckpoints(t *testing.T) {
 		t.Fatalf("best: %d %s", code, out)
 	}
 	jsonl := filepath.Join(dir, "test.jsonl")
-	code, out, errs := cli(t, "eval", "--db", db, "--run", "held", "--step", "base,best,last,1", "--json", "--out", jsonl)
+	code, out, errs = cli(t, "eval", "--db", db, "--run", "held", "--step", "base,best,last,1", "--json", "--out", jsonl)
 	if code != 0 {
 		t.Fatalf("eval --run: exit %d\n%s", code, errs)
 	}
@@ -63,6 +70,16 @@ func TestEvalRunCheckpoints(t *testing.T) {
 		if r.Run != "held" || r.Step == nil || *r.Step != w.step || r.SelectedBy != w.by ||
 			r.Model != "held@"+itoa(w.step) || r.N != []int{5, 6}[i%2] || r.Episodes != 4 {
 			t.Fatalf("result %d = %+v, want run held, step %d, selected_by %s, n %d, 4 episodes", i, r, w.step, w.by, []int{5, 6}[i%2])
+		}
+	}
+	// The end-of-run summary printed the same test results.
+	for _, r := range got.Results {
+		if r.SelectedBy == "step" {
+			continue
+		}
+		row := fmt.Sprintf("%d  %s step %d  %.3f", r.N, r.SelectedBy, *r.Step, r.Reward.Mean)
+		if !strings.Contains(runOut, row) {
+			t.Fatalf("run summary lacks %q:\n%s", row, runOut)
 		}
 	}
 	// Every episode played a test table: seeds 2000000..2000003 at each n,

@@ -12,6 +12,7 @@ import (
 
 	"github.com/grpo-dev/grpo/checkpoint"
 	"github.com/grpo-dev/grpo/config"
+	"github.com/grpo-dev/grpo/evaluate"
 	"github.com/grpo-dev/grpo/grpo"
 	"github.com/grpo-dev/grpo/orchestrator"
 	"github.com/grpo-dev/grpo/run"
@@ -151,7 +152,13 @@ func (c *runCommand) play(ctx context.Context, m *Main) error {
 	if err != nil {
 		return err
 	}
+	report.noValidationCompare = cfg.Test.Set()
 	report.print(m.Stdout)
+	if cfg.Test.Set() && report.sel != nil {
+		if err := report.printTest(ctx, m, cfg); err != nil {
+			return fmt.Errorf("run %s: test split: %w", cfg.Run.Name, err)
+		}
+	}
 	fmt.Fprintf(m.Stdout, "finished in %.1fs; store %s; read back with 'grpo runs show %s' and 'grpo best %s'\n",
 		time.Since(start).Seconds(), cfg.Run.DB, cfg.Run.Name, cfg.Run.Name)
 	return nil
@@ -231,6 +238,9 @@ type report struct {
 	sel   *checkpoint.Selection
 
 	evalList []checkpoint.Evaluation
+	// noValidationCompare drops the best-vs-last and best-vs-base lines
+	// on validation: the test split reports them instead.
+	noValidationCompare bool
 }
 
 func loadReport(ctx context.Context, store *checkpoint.Store, name string) (*report, error) {
@@ -296,6 +306,9 @@ func (r *report) print(w io.Writer) {
 	if r.sel == nil || len(r.steps) == 0 {
 		return
 	}
+	if r.noValidationCompare {
+		return
+	}
 	best, okB := r.evals[r.sel.Step]
 	last, okL := r.evals[r.steps[len(r.steps)-1].Step]
 	base, ok0 := r.evals[0]
@@ -334,4 +347,79 @@ func compareLine(an string, a checkpoint.Evaluation, bn string, b checkpoint.Eva
 	return fmt.Sprintf("%s step %d: %.3f [%.3f, %.3f] vs %s step %d: %.3f [%.3f, %.3f]; difference %+.3f, Welch p = %.3g",
 		an, a.Step, a.RewardMean, a.RewardCI95[0], a.RewardCI95[1],
 		bn, b.Step, b.RewardMean, b.RewardCI95[0], b.RewardCI95[1], w.Diff, w.P)
+}
+
+// printTest measures the best, last and base checkpoints on the config's
+// test split and compares them table by table (paired t, Holm across the
+// comparisons printed, Hedges' g).
+func (r *report) printTest(ctx context.Context, m *Main, cfg config.Config) error {
+	picks, err := r.choose([]string{"best", "last", "base"})
+	if err != nil {
+		return err
+	}
+	t := cfg.Test
+	results, done, err := testCheckpoints(ctx, m.Getenv, m.Stderr, cfg, r.run.Name, picks, t.N, t.Episodes,
+		evalOptions{concurrency: cfg.Inference.Concurrency, timeout: time.Duration(cfg.Inference.RequestTimeout), retries: cfg.Inference.Retries})
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(m.Stdout, "test split: %d tables per n from seed %d, never used for training or selection\n", t.Episodes, t.Seed)
+	tw := newTable(m.Stdout)
+	fmt.Fprintln(tw, "N\tCHECKPOINT\tREWARD\t95% CI\tDEADLOCK\tMEALS\tINVALID\t")
+	for _, n := range t.N {
+		for _, res := range results {
+			if res.N == n {
+				fmt.Fprintf(tw, "%d\t%s step %d\t%.3f\t[%.3f, %.3f]\t%.2f\t%.2f\t%.3f\t\n", n, res.SelectedBy, *res.Step,
+					res.Reward.Mean, res.Reward.CI95[0], res.Reward.CI95[1], res.DeadlockRate, res.MealsMean, res.InvalidRate)
+			}
+		}
+	}
+	tw.Flush()
+	type cmp struct {
+		label string
+		pr    grpo.PairedResult
+		g     float64
+	}
+	var cs []cmp
+	best, last := picks[0], picks[1]
+	for _, n := range t.N {
+		for _, other := range []pick{last, picks[2]} {
+			if other.step == best.step {
+				continue
+			}
+			a, b := testPairs(done[other.step], done[best.step], n)
+			pr, err := grpo.Paired(a, b)
+			if err != nil {
+				return err
+			}
+			cs = append(cs, cmp{fmt.Sprintf("best step %d vs %s step %d at n=%d", best.step, other.selectedBy, other.step, n), pr, grpo.HedgesG(a, b)})
+		}
+	}
+	ps := make([]float64, len(cs))
+	for i, c := range cs {
+		ps[i] = c.pr.P
+	}
+	for i, ph := range grpo.Holm(ps) {
+		c := cs[i]
+		fmt.Fprintf(m.Stdout, "%s: difference %+.3f [%.3f, %.3f] over %d tables, paired p = %.3g, Holm p = %.3g, Hedges' g %+.2f\n",
+			c.label, c.pr.Diff, c.pr.CI95[0], c.pr.CI95[1], c.pr.N, c.pr.P, ph, c.g)
+	}
+	if best.step == last.step {
+		fmt.Fprintf(m.Stdout, "the best step is the last step (%d)\n", best.step)
+	}
+	return nil
+}
+
+// testPairs are the rewards of a and b at size n on the tables both
+// scored, in table order (both played evaluate.TestSet's tables).
+func testPairs(a, b evaluate.Result, n int) (ra, rb []float64) {
+	ea, eb := a.Episodes, b.Episodes
+	for i := range min(len(ea), len(eb)) {
+		x, y := ea[i], eb[i]
+		if x.Spec.Env.N != n || x.Errored || y.Errored || x.Spec.Env.Seed != y.Spec.Env.Seed {
+			continue
+		}
+		ra, rb = append(ra, x.Reward), append(rb, y.Reward)
+	}
+	return ra, rb
 }

@@ -16,7 +16,7 @@ func stepTable(t *testing.T, out string) string {
 	t.Helper()
 	var keep []string
 	for _, l := range strings.Split(out, "\n") {
-		if strings.HasPrefix(l, "run ") || strings.HasPrefix(l, "finished in") {
+		if strings.HasPrefix(l, "run ") || strings.HasPrefix(l, "finished in") || strings.HasPrefix(l, "(selection-biased") {
 			continue
 		}
 		keep = append(keep, l)
