@@ -531,8 +531,11 @@ func (c *EvalCommand) runCheckpoints(ctx context.Context) error {
 		episodes = cfg.Test.Episodes
 	}
 
-	results, _, err := testCheckpoints(ctx, c.Getenv, c.Stderr, cfg, k.run, picks, ns, episodes, o)
+	results, done, err := testCheckpoints(ctx, c.Getenv, c.Stderr, cfg, k.run, picks, ns, episodes, o)
 	if err != nil {
+		return err
+	}
+	if err := storeTests(ctx, checkpoint.New(k.db, checkpoint.Options{}), k.run, cfg.Test.Seed, done); err != nil {
 		return err
 	}
 	if o.json {
@@ -652,4 +655,21 @@ func testCheckpoints(ctx context.Context, getenv func(string) string, stderr io.
 		}
 	}
 	return results, done, nil
+}
+
+// storeTests keeps every test episode measured, per step, in the run's
+// store (a later measurement of a step replaces the earlier one).
+func storeTests(ctx context.Context, store *checkpoint.Store, name string, seed int64, done map[int]evaluate.Result) error {
+	steps := make([]int, 0, len(done))
+	for s := range done {
+		steps = append(steps, s)
+	}
+	slices.Sort(steps)
+	for _, s := range steps {
+		te := checkpoint.TestEvaluation{Split: checkpoint.SplitTest, Seed: seed, Evaluation: done[s].Evaluation(s)}
+		if err := store.PutTestEvaluation(ctx, name, te); err != nil {
+			return err
+		}
+	}
+	return nil
 }

@@ -116,6 +116,17 @@ func TestEvalRunCheckpoints(t *testing.T) {
 	if lines != wantLines {
 		t.Fatalf("--out has %d episodes, want %d", lines, wantLines)
 	}
+	// The measurements are stored: 'runs show' lists them per step and n.
+	code, shown, _ := cli(t, "runs", "show", "held", "--db", db)
+	if code != 0 || !strings.Contains(shown, "measured on the test split") {
+		t.Fatalf("runs show after eval --run:\n%s", shown)
+	}
+	for _, r := range got.Results {
+		row := fmt.Sprintf("%d     %d  4         %.3f", *r.Step, r.N, r.Reward.Mean)
+		if !strings.Contains(shown, row) {
+			t.Fatalf("runs show lacks the stored test result %q:\n%s", row, shown)
+		}
+	}
 	// The same checkpoints measure the same again; --n and --episodes
 	// override the test section.
 	code, again, _ := cli(t, "eval", "--db", db, "--run", "held", "--step", "base,best,last,1", "--json")

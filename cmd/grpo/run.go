@@ -238,6 +238,7 @@ type report struct {
 	sel   *checkpoint.Selection
 
 	evalList []checkpoint.Evaluation
+	tests    []checkpoint.TestEvaluation // stored measurements on the test split
 	// noValidationCompare drops the best-vs-last and best-vs-base lines
 	// on validation: the test split reports them instead.
 	noValidationCompare bool
@@ -249,6 +250,9 @@ func loadReport(ctx context.Context, store *checkpoint.Store, name string) (*rep
 		return nil, err
 	}
 	r := &report{run: run, steps: steps, evals: map[int]checkpoint.Evaluation{}, evalList: evals}
+	if r.tests, err = store.TestEvaluations(ctx, name, checkpoint.SplitTest); err != nil {
+		return nil, err
+	}
 	for _, ev := range evals {
 		r.evals[ev.Step] = ev
 	}
@@ -309,6 +313,17 @@ func (r *report) print(w io.Writer) {
 	if r.noValidationCompare {
 		return
 	}
+	if len(r.tests) > 0 {
+		fmt.Fprintln(w, "measured on the test split (grpo eval --run):")
+		tw := newTable(w)
+		fmt.Fprintln(tw, "STEP\tN\tEPISODES\tREWARD\tDEADLOCK\tMEALS\tINVALID\t")
+		for _, te := range r.tests {
+			for _, p := range te.Evaluation.PerN {
+				fmt.Fprintf(tw, "%d\t%d\t%d\t%.3f\t%.2f\t%.2f\t%.3f\t\n", te.Evaluation.Step, p.N, p.Episodes, p.RewardMean, p.DeadlockRate, p.MealsMean, p.InvalidRate)
+			}
+		}
+		tw.Flush()
+	}
 	best, okB := r.evals[r.sel.Step]
 	last, okL := r.evals[r.steps[len(r.steps)-1].Step]
 	base, ok0 := r.evals[0]
@@ -361,6 +376,9 @@ func (r *report) printTest(ctx context.Context, m *Main, cfg config.Config) erro
 	results, done, err := testCheckpoints(ctx, m.Getenv, m.Stderr, cfg, r.run.Name, picks, t.N, t.Episodes,
 		evalOptions{concurrency: cfg.Inference.Concurrency, timeout: time.Duration(cfg.Inference.RequestTimeout), retries: cfg.Inference.Retries})
 	if err != nil {
+		return err
+	}
+	if err := storeTests(ctx, checkpoint.New(cfg.Run.DB, checkpoint.Options{}), r.run.Name, t.Seed, done); err != nil {
 		return err
 	}
 	fmt.Fprintf(m.Stdout, "test split: %d tables per n from seed %d, never used for training or selection\n", t.Episodes, t.Seed)
