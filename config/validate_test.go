@@ -20,7 +20,7 @@ func TestValidate(t *testing.T) {
 		{"", ""},
 		{jobs, ""},
 		{"run: {steps: 0}", "run.steps: is 0; need at least 1 step"},
-		{"run: {name: a/b}", `run.name: "a/b" is not accepted; use 1 to 64 of A-Z a-z 0-9 . _ -`},
+		{"run: {name: a/../b}", `run.name: "a/../b" is not accepted; use 1 to 64 of A-Z a-z 0-9 . _ - in segments joined by '/'`},
 		{"run: {name: ..}", `run.name: ".." is not accepted`},
 		{"run: {name: " + strings.Repeat("a", 65) + "}", "run.name: "},
 		{"run: {name: " + strings.Repeat("a", 64) + "}", ""},
