@@ -50,10 +50,16 @@ func (c *ExperimentCommand) ParseFlags(args []string) error {
 	if err := parse(fs, args); err != nil {
 		return err
 	}
-	if fs.NArg() != 1 {
-		return usagef("want one experiment file; got %d argument(s)", fs.NArg())
+	if fs.NArg() > 0 {
+		// Flags may follow the file: grpo experiment FILE --json.
+		c.file = fs.Arg(0)
+		if err := parse(fs, fs.Args()[1:]); err != nil {
+			return err
+		}
 	}
-	c.file = fs.Arg(0)
+	if c.file == "" || fs.NArg() != 0 {
+		return usagef("want one experiment file (grpo experiment FILE.yaml [--out DIR] [--json])")
+	}
 	return nil
 }
 
