@@ -8,8 +8,9 @@ import (
 
 // WriteReport writes report.md: per arm, checkpoint kind and n, the test
 // reward mean with its 95% CI across seeds, deadlock rate, meals and
-// invalid rate; then every comparison with p, Holm's p and Hedges' g.
-func (f *File) WriteReport(w io.Writer, s Summary, command string) error {
+// invalid rate; then every comparison with p, Holm's p and Hedges' g;
+// then the plots (file names in the same directory).
+func (f *File) WriteReport(w io.Writer, s Summary, command string, plots []string) error {
 	var b strings.Builder
 	fmt.Fprintf(&b, "# Experiment %s\n\n", s.Experiment)
 	fmt.Fprintf(&b, "Reproduce with `%s`. Arms: %s; seeds (run.seed): %v; runs named `%s/<arm>/<seed>` in `%s`.\n\n",
@@ -37,6 +38,12 @@ func (f *File) WriteReport(w io.Writer, s Summary, command string) error {
 		b.WriteString("| A | B | n | pairs | A − B | 95% CI | p | p (Holm) | g |\n|---|---|---|---|---|---|---|---|---|\n")
 		for _, c := range s.Comparisons {
 			fmt.Fprintf(&b, "| %s | %s | %d | %d | %+.3f | [%.3f, %.3f] | %.3g | %.3g | %+.2f |\n", c.A, c.B, c.N, c.Pairs, c.Diff, c.CI95[0], c.CI95[1], c.P, c.PHolm, c.G)
+		}
+	}
+	if len(plots) > 0 {
+		b.WriteString("\n## Plots\n\n")
+		for _, p := range plots {
+			fmt.Fprintf(&b, "![%s](%s)\n\n", strings.TrimSuffix(p, ".png"), p)
 		}
 	}
 	_, err := io.WriteString(w, b.String())

@@ -18,6 +18,9 @@ type RunResult struct {
 	BestStep int
 	LastStep int
 	Tests    map[string]checkpoint.Evaluation // base | best | last -> on the test split
+	// Validation is the run's validation reward by step (the curve the
+	// best step was chosen on), for the plots.
+	Validation map[int]float64
 }
 
 // Summary is summary.json (DESIGN §11).

@@ -119,8 +119,12 @@ func (c *ExperimentCommand) Run(ctx context.Context) error {
 	if err := os.WriteFile(filepath.Join(f.Out, "summary.json"), append(js, '\n'), 0o644); err != nil {
 		return fmt.Errorf("write summary.json: %w", err)
 	}
+	plots, err := f.WritePlots(f.Out, sum, results)
+	if err != nil {
+		return err
+	}
 	var rep bytes.Buffer
-	if err := f.WriteReport(&rep, sum, "grpo experiment "+c.file); err != nil {
+	if err := f.WriteReport(&rep, sum, "grpo experiment "+c.file, plots); err != nil {
 		return err
 	}
 	if err := os.WriteFile(filepath.Join(f.Out, "report.md"), rep.Bytes(), 0o644); err != nil {
@@ -225,6 +229,10 @@ func (c *ExperimentCommand) measure(ctx context.Context, f *experiment.File, sto
 	}
 	for _, p := range picks {
 		res.Tests[p.selectedBy] = stored[p.step]
+	}
+	res.Validation = map[int]float64{}
+	for s, ev := range rep.evals {
+		res.Validation[s] = ev.RewardMean
 	}
 	return res, measured, nil
 }

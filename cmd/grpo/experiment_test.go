@@ -109,6 +109,12 @@ func TestExperiment(t *testing.T) {
 		t.Fatalf("report.md: %v\n%s", err, report)
 	}
 
+	for _, png := range []string{"curves.png", "test.png"} {
+		b, err := os.ReadFile(filepath.Join(dir, "tiny", png))
+		if err != nil || len(b) < 1000 || string(b[1:4]) != "PNG" || !strings.Contains(string(report), "]("+png+")") {
+			t.Fatalf("plot %s: %v, %d bytes; report links it: %v", png, err, len(b), strings.Contains(string(report), png))
+		}
+	}
 	// Again: nothing trained, nothing measured, the same summary.
 	code, again, errs := cli(t, "experiment", file, "--json")
 	if code != 0 || again != out {
