@@ -67,11 +67,13 @@ type Endpoint struct {
 type Adapters struct {
 	Naming string `yaml:"naming" json:"naming"` // per-step | inplace
 	Keep   int    `yaml:"keep" json:"keep"`
+	// Inplace is how an inplace name gets new weights: auto | load_inplace | reload.
+	Inplace string `yaml:"inplace" json:"inplace"`
 }
 
 // Inference is where rollouts are sampled.
 type Inference struct {
-	Endpoints          []Endpoint     `yaml:"endpoints" json:"endpoints"` // empty: the embedded reference backend
+	Endpoints          []Endpoint     `yaml:"endpoints" json:"endpoints"` // empty: the embedded reference backend (with trainer.kind art: must be empty, ART's vLLM is used)
 	Model              string         `yaml:"model" json:"model"`
 	Temperature        float64        `yaml:"temperature" json:"temperature"`
 	MaxTokens          int            `yaml:"max_tokens" json:"max_tokens"`
@@ -80,6 +82,8 @@ type Inference struct {
 	RequestTimeout     Duration       `yaml:"request_timeout" json:"request_timeout"`
 	Retries            int            `yaml:"retries" json:"retries"`
 	Adapters           Adapters       `yaml:"adapters" json:"adapters"`
+	// OutageWindow is how long requests wait for an endpoint when none is live (0: fail at once).
+	OutageWindow Duration `yaml:"outage_window" json:"outage_window"`
 }
 
 // LoRA is the adapter shape asked of the trainer.

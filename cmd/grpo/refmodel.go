@@ -11,12 +11,21 @@ import (
 )
 
 const refmodelSynopsis = `Usage: grpo refmodel serve [--addr HOST:PORT] [--data-dir DIR] [--seed S]
+                           [--strict [--enable-auto-tool-choice] [--quirks F]]
 
 Serves the embedded reference backend on its own: a small learnable policy
 behind vLLM's OpenAI-compatible API (/v1/chat/completions, /v1/models,
 /v1/load_lora_adapter, /v1/unload_lora_adapter, /health, /metrics) and the
 trainer job API (/v1/jobs, /healthz) on one address. Its base model is
 served as "refmodel"; trained adapters are written under --data-dir.
+
+--strict behaves like vLLM where grpo could go wrong: tool_choice "auto"
+is refused with vLLM's 400 unless --enable-auto-tool-choice is given too;
+load_inplace is ignored (a second load of a name answers 400 "has already
+been loaded", as vLLM before the option); temperatures between 0 and 0.01
+are raised to 0.01; and a share --quirks of tool calls (default 0.05,
+seeded) come back as unparsed <tool_call> text, several tool calls, or cut
+with finish_reason "length".
 `
 
 // RefmodelCommand is `grpo refmodel serve`.
@@ -24,6 +33,8 @@ type RefmodelCommand struct {
 	*Main
 	addr, dataDir string
 	seed          int64
+	strict, auto  bool
+	quirks        float64
 }
 
 // ParseFlags parses the command line of `grpo refmodel serve`.
@@ -32,6 +43,9 @@ func (c *RefmodelCommand) ParseFlags(args []string) error {
 	fs.StringVar(&c.addr, "addr", "127.0.0.1:8000", "listen address")
 	fs.StringVar(&c.dataDir, "data-dir", "refmodel-data", "directory for adapters and job records")
 	fs.Int64Var(&c.seed, "seed", 1, "seed of the server's sampler for requests without a seed")
+	fs.BoolVar(&c.strict, "strict", false, "behave like vLLM where grpo could go wrong")
+	fs.BoolVar(&c.auto, "enable-auto-tool-choice", false, "with --strict: accept tool_choice \"auto\", as vLLM started with --enable-auto-tool-choice --tool-call-parser hermes")
+	fs.Float64Var(&c.quirks, "quirks", 0.05, "with --strict: share of tool calls answered as vLLM's parser sometimes does, 0 to 1")
 	if err := parse(fs, args); err != nil {
 		return err
 	}
@@ -44,6 +58,9 @@ func (c *RefmodelCommand) ParseFlags(args []string) error {
 	if fs.NArg() > 0 {
 		return usagef("unexpected argument %q", fs.Arg(0))
 	}
+	if !(c.quirks >= 0 && c.quirks <= 1) {
+		return usagef("--quirks %v: accepted 0 to 1", c.quirks)
+	}
 	return nil
 }
 
@@ -53,7 +70,11 @@ func (c *RefmodelCommand) Run(ctx context.Context) error {
 	if err := os.MkdirAll(c.dataDir, 0o755); err != nil {
 		return fmt.Errorf("data directory: %w", err)
 	}
-	b, err := refmodel.New(refmodel.Options{DataDir: c.dataDir, Seed: c.seed, Logger: logger})
+	opts := refmodel.Options{DataDir: c.dataDir, Seed: c.seed, Logger: logger}
+	if c.strict {
+		opts.Strict = &refmodel.Strict{AutoToolChoice: c.auto, Quirks: c.quirks}
+	}
+	b, err := refmodel.New(opts)
 	if err != nil {
 		return err
 	}
