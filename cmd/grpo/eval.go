@@ -558,9 +558,8 @@ func (c *EvalCommand) runCheckpoints(ctx context.Context) error {
 func testCheckpoints(ctx context.Context, getenv func(string) string, stderr io.Writer, cfg config.Config, name string, picks []pick, ns []int, episodes int, o evalOptions) ([]evalResult, map[int]evaluate.Result, error) {
 	var err error
 	// The run's own peers: the embedded backend, or its endpoints.
-	var completer rollout.Completer
-	fleet := &inference.Fleet{}
 	chat := inference.ChatOptions{RequestTimeout: o.timeout, Retry: retryPolicy(o.retries)}
+	var replicas []inference.Replica
 	if cfg.Embedded() {
 		dir, err := os.MkdirTemp("", "grpo-eval-")
 		if err != nil {
@@ -572,10 +571,8 @@ func testCheckpoints(ctx context.Context, getenv func(string) string, stderr io.
 			return nil, nil, err
 		}
 		defer e.Close()
-		completer = inference.NewChatClient(e.InferenceURL, chat)
-		fleet.Endpoints = []*inference.AdminClient{inference.NewAdminClient(e.InferenceURL, inference.AdminOptions{})}
+		replicas = []inference.Replica{{Chat: inference.NewChatClient(e.InferenceURL, chat), Admin: inference.NewAdminClient(e.InferenceURL, inference.AdminOptions{})}}
 	} else {
-		var clients []*inference.ChatClient
 		for _, ep := range cfg.Inference.Endpoints {
 			env := ep.APIKeyEnv
 			if env == "" {
@@ -583,11 +580,14 @@ func testCheckpoints(ctx context.Context, getenv func(string) string, stderr io.
 			}
 			co := chat
 			co.APIKey = getenv(env)
-			clients = append(clients, inference.NewChatClient(ep.URL, co))
-			fleet.Endpoints = append(fleet.Endpoints, inference.NewAdminClient(ep.URL, inference.AdminOptions{APIKey: co.APIKey}))
+			replicas = append(replicas, inference.Replica{Chat: inference.NewChatClient(ep.URL, co), Admin: inference.NewAdminClient(ep.URL, inference.AdminOptions{APIKey: co.APIKey})})
 		}
-		completer = inference.NewPool(clients...)
 	}
+	// Per-step adapter names, whatever the run used: each checkpoint is
+	// loaded under its own name next to the others.
+	fleet := inference.NewFleet(replicas, inference.FleetOptions{Concurrency: o.concurrency, OutageWindow: -1})
+	defer fleet.Close()
+	var completer rollout.Completer = fleet
 
 	var sink *jsonlSink
 	if o.out != "" {
