@@ -101,3 +101,22 @@ func TestSummarize(t *testing.T) {
 	near(t, "mean", rows[0].Reward.Mean, 1.75, 1e-12)
 	near(t, "table ci lo", rows[0].Reward.CI95[0], 1.75-3.176551, 1e-5)
 }
+
+// TestShippedExperiments loads every experiment file under
+// examples/experiments/, which checks each arm's config.
+func TestShippedExperiments(t *testing.T) {
+	files, err := filepath.Glob("../examples/experiments/*.yaml")
+	if err != nil || len(files) == 0 {
+		t.Fatalf("no experiment files: %v", err)
+	}
+	for _, p := range files {
+		f, err := Load(p)
+		if err != nil {
+			t.Errorf("%s: %v", p, err)
+			continue
+		}
+		if len(f.Seeds) < 5 {
+			t.Errorf("%s: %d seeds; shipped experiments use at least 5", p, len(f.Seeds))
+		}
+	}
+}
