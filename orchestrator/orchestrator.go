@@ -5,6 +5,13 @@
 // the best step. A run resumes from its last committed step after a crash,
 // never training a committed step twice and never skipping one.
 //
+// # The asynchronous pipeline
+//
+// With grpo.max_off_policy_steps k > 0, a step's rollouts are sampled
+// while earlier steps train, with a model at most k steps older than the
+// one the step trains from; submitting, loading and committing stay in
+// step order (pipeline.go has the rules). k = 0 is the synchronous loop.
+//
 // # A run's state
 //
 // The orchestrator is the one writer of a run's state in the store: Start
@@ -63,6 +70,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"sync"
 	"time"
 
 	"github.com/grpo-dev/grpo/checkpoint"
@@ -129,6 +137,9 @@ type Options struct {
 	// another cause than ErrCancelled: checkpoint.StateCancelled (the
 	// default) or checkpoint.StateRunning, to be resumed later.
 	Interrupted string
+	// Lease tunes the lease a run is played under (one process at a time;
+	// see checkpoint.AcquireLease); zero fields take the defaults.
+	Lease checkpoint.LeaseOptions
 }
 
 // Orchestrator runs training runs.
@@ -171,12 +182,28 @@ func (o *Orchestrator) Start(ctx context.Context, cfg config.Config) error {
 	if err != nil {
 		return fmt.Errorf("create run %s: %w", cfg.Run.Name, err)
 	}
-	return o.play(ctx, cfg, false)
+	lease, err := o.opts.Store.AcquireLease(ctx, cfg.Run.Name, o.opts.Lease)
+	if err != nil {
+		return err
+	}
+	return o.play(ctx, cfg, false, lease)
 }
 
 // Resume continues run name from its last committed step, with the config
 // it was started with.
 func (o *Orchestrator) Resume(ctx context.Context, name string) error {
+	// One process plays a run: another one playing it keeps it, and
+	// nothing is recorded here.
+	lease, err := o.opts.Store.AcquireLease(ctx, name, o.opts.Lease)
+	if err != nil {
+		return fmt.Errorf("resume run %s: %w", name, err)
+	}
+	played := false
+	defer func() {
+		if !played {
+			lease.Release(context.WithoutCancel(ctx))
+		}
+	}()
 	run, err := o.opts.Store.GetRun(ctx, name)
 	if err != nil {
 		return fmt.Errorf("resume run %s: %w", name, err)
@@ -200,17 +227,31 @@ func (o *Orchestrator) Resume(ctx context.Context, name string) error {
 	if err := o.opts.Store.SetRunState(ctx, name, checkpoint.StateRunning, ""); err != nil {
 		return fmt.Errorf("resume run %s: %w", name, err)
 	}
-	return o.play(ctx, cfg, true)
+	played = true
+	return o.play(ctx, cfg, true, lease)
 }
 
-// play runs the step loop and records how the run ended.
-func (o *Orchestrator) play(ctx context.Context, cfg config.Config, resumed bool) error {
-	r := &run{o: o, cfg: cfg, name: cfg.Run.Name, keeper: inference.AdapterKeeper{Keep: cfg.Inference.Adapters.Keep}}
-	err := r.loop(ctx, resumed)
-	state, msg := o.endState(ctx, err)
-	// The run's context may be cancelled: record the end regardless.
+// play runs the step loop under lease, records how the run ended and
+// releases the lease. A run whose lease is lost (another process took it
+// over) stops and records nothing more: the run is the other process's.
+func (o *Orchestrator) play(ctx context.Context, cfg config.Config, resumed bool, lease *checkpoint.Lease) error {
+	ctx, stop := context.WithCancelCause(ctx)
+	defer stop(nil)
+	lease.Keep(stop)
 	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 	defer cancel()
+	defer lease.Release(sctx)
+	r := &run{o: o, cfg: cfg, name: cfg.Run.Name, keeper: inference.AdapterKeeper{Keep: cfg.Inference.Adapters.Keep}}
+	rec, err := o.opts.Store.GetRun(ctx, r.name)
+	if err == nil {
+		r.jobKey = trainer.JobKey(r.name, rec.ID)
+		err = r.loop(ctx, resumed)
+	}
+	if cause := context.Cause(ctx); errors.Is(cause, checkpoint.ErrLeaseLost) {
+		return fmt.Errorf("run %s: %w", r.name, cause)
+	}
+	state, msg := o.endState(ctx, err)
+	// The run's context may be cancelled: record the end regardless.
 	if serr := o.opts.Store.SetRunState(sctx, r.name, state, msg); serr != nil && err == nil {
 		err = serr
 	}
@@ -240,12 +281,21 @@ type run struct {
 	o        *Orchestrator
 	cfg      config.Config
 	name     string
+	jobKey   string           // the run part of its job ids (trainer.JobKey)
 	adapter  *trainer.Adapter // current adapter; nil = base model
 	keeper   inference.AdapterKeeper
 	promoted int // curriculum promotions so far
 	last     int // last committed step
 	best     *checkpoint.Selection
 	limiter  *rollout.Limiter
+
+	// mu guards adapter and version, which rollouts sampled ahead read.
+	mu      sync.Mutex
+	version int // the model in use is the one current after this step
+	// past holds, after a restart, the older models the steps sampled
+	// next would have used had the run not stopped (pipeline.go).
+	past map[int]policy
+	pipe *pipeline
 }
 
 // emit sends e, stamped with the run's name and the time, to the observer.
@@ -258,6 +308,12 @@ func (r *run) emit(e Event) {
 
 // model is the served name rollouts use: the current adapter or the base.
 func (r *run) model() string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.modelLocked()
+}
+
+func (r *run) modelLocked() string {
 	if r.adapter == nil {
 		return r.cfg.Inference.Model
 	}
@@ -284,6 +340,7 @@ func (r *run) loop(ctx context.Context, resumed bool) error {
 		from = last + 1
 	}
 	r.emit(Event{Type: EventRunStarted, Step: from, RunStarted: &RunStarted{Steps: r.cfg.Run.Steps, Resumed: resumed, From: from}})
+	r.limit()
 	if ok {
 		if err := r.restore(ctx); err != nil {
 			return err
@@ -293,8 +350,22 @@ func (r *run) loop(ctx context.Context, resumed bool) error {
 			return err
 		}
 	}
-	for s := max(from, 1); s <= r.cfg.Run.Steps; s++ {
-		if err := r.step(ctx, s); err != nil {
+	first := max(from, 1)
+	inf, err := store.GetInFlight(ctx, r.name)
+	if err != nil {
+		return err
+	}
+	next := first
+	if inf != nil && inf.Step == first {
+		next++ // its rollouts are in the job already
+	}
+	p := r.newPipeline(ctx, next)
+	r.pipe = p
+	defer p.stop()
+	r.advance(first - 1)
+	p.fill()
+	for s := first; s <= r.cfg.Run.Steps; s++ {
+		if err := r.step(ctx, s, p); err != nil {
 			return fmt.Errorf("step %d: %w", s, err)
 		}
 	}
@@ -311,6 +382,7 @@ func (r *run) restore(ctx context.Context) error {
 		return err
 	}
 	adapterStep := 0
+	after := map[int]*trainer.Adapter{} // the adapter in use after each step
 	for _, s := range steps {
 		r.last = s.Step
 		if s.Adapter != nil && (r.adapter == nil || s.Adapter.Name != r.adapter.Name) {
@@ -318,6 +390,13 @@ func (r *run) restore(ctx context.Context) error {
 			r.adapter, adapterStep = &a, s.Step
 			r.keeper.Track(r.servedName(a.Name))
 		}
+		after[s.Step] = r.adapter
+	}
+	if err := r.restorePast(ctx, after); err != nil {
+		return err
+	}
+	if r.adapter != nil {
+		r.keeper.Track(r.servedName(r.adapter.Name))
 	}
 	for _, ev := range evals {
 		r.notePromotion(ev)
@@ -347,7 +426,7 @@ func (r *run) baseStep(ctx context.Context) error {
 }
 
 // step plays training step s.
-func (r *run) step(ctx context.Context, s int) error {
+func (r *run) step(ctx context.Context, s int, p *pipeline) error {
 	store := r.o.opts.Store
 	n := r.cfg.TableSize(s, r.promoted)
 	step := checkpoint.Step{Step: s, N: n, Seconds: map[string]float64{}}
@@ -372,13 +451,19 @@ func (r *run) step(ctx context.Context, s int) error {
 		step.N, step.Train = inf.N, inf.Train
 		r.emit(Event{Type: EventStepStarted, Step: s, StepStarted: &StepStarted{N: inf.N, Validation: r.validationEpisodesAt(s), Reattach: true}})
 	} else {
-		r.emit(Event{Type: EventStepStarted, Step: s, StepStarted: &StepStarted{N: n, Episodes: r.cfg.GRPO.Groups * r.cfg.GRPO.EpisodesPerGroup, Validation: r.validationEpisodesAt(s)}})
+		episodes := r.cfg.GRPO.Groups * r.cfg.GRPO.EpisodesPerGroup
+		if p.sampledAhead(s) {
+			episodes = 0 // sampled while earlier steps trained
+		}
+		r.emit(Event{Type: EventStepStarted, Step: s, StepStarted: &StepStarted{N: n, Episodes: episodes, Validation: r.validationEpisodesAt(s)}})
 		t0 := time.Now()
-		batch, err := r.sample(ctx, s, n)
+		batch, secs, err := p.take(ctx, s, n)
 		if err != nil {
 			return err
 		}
-		step.Seconds["rollout"] = time.Since(t0).Seconds()
+		step.Seconds["rollout"] = secs
+		step.Seconds["rollout_wait"] = time.Since(t0).Seconds()
+		n, step.N = batch.n, batch.n
 		step.Train = &batch.stats
 		if len(batch.trajectories) > 0 {
 			req = r.jobRequest(s, batch.trajectories)
@@ -418,6 +503,10 @@ func (r *run) step(ctx context.Context, s int) error {
 		}
 		step.Seconds["load"] = time.Since(t0).Seconds()
 	}
+	// The model current after step s is in use: sample ahead what the
+	// bound allows while s validates.
+	r.advance(s)
+	p.fill()
 	if r.adapter != nil {
 		a := checkpoint.Adapter(*r.adapter)
 		step.Adapter = &a

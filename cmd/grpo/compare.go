@@ -19,7 +19,9 @@ const compareSynopsis = `Usage: grpo compare [--paired] [--json] A.jsonl B.jsonl
 Compares two 'grpo eval --out' files per table size n: mean reward of A and
 of B, the difference B - A with its 95% CI (Welch), Welch's t-test p-value
 (two-sided) and Hedges' g (B vs A, pooled standard deviation). Errored
-episodes are left out.
+episodes are left out. A table size with scored episodes in only one file
+cannot be compared: compare names it on stderr (and under "unmatched" with
+--json).
 
 --paired: both files played the same tables (same seeds, as every model of
 one 'grpo eval' and every checkpoint of 'grpo eval --run' do); compare table
@@ -49,6 +51,18 @@ type comparison struct {
 	Test    string     `json:"test"`            // welch | paired-t
 	Pairs   int        `json:"pairs,omitempty"` // paired-t: tables scored on both sides
 	Boot95  [2]float64 `json:"boot_ci95"`       // paired-t: bootstrap 95% CI of diff
+}
+
+// unmatchedN is a table size with scored episodes in only one file.
+type unmatchedN struct {
+	N        int    `json:"n"`
+	File     string `json:"file"`
+	Episodes int    `json:"episodes"`
+}
+
+type compareJSON struct {
+	Comparisons []comparison `json:"comparisons"`
+	Unmatched   []unmatchedN `json:"unmatched"`
 }
 
 // CompareCommand is `grpo compare`.
@@ -92,9 +106,16 @@ func (c *CompareCommand) Run(ctx context.Context) error {
 		}
 	}
 	var out []comparison
+	var unmatched []unmatchedN
+	for _, n := range sortedKeys(b.rewards) {
+		if _, ok := a.rewards[n]; !ok {
+			unmatched = append(unmatched, unmatchedN{N: n, File: c.pathB, Episodes: len(b.rewards[n])})
+		}
+	}
 	for _, n := range sortedKeys(a.rewards) {
 		rb, ok := b.rewards[n]
 		if !ok {
+			unmatched = append(unmatched, unmatchedN{N: n, File: c.pathA, Episodes: len(a.rewards[n])})
 			continue
 		}
 		ra := a.rewards[n]
@@ -133,11 +154,18 @@ func (c *CompareCommand) Run(ctx context.Context) error {
 	for i, p := range grpo.Holm(ps) {
 		out[i].PHolm = p
 	}
+	slices.SortFunc(unmatched, func(x, y unmatchedN) int { return x.N - y.N })
+	for _, u := range unmatched {
+		fmt.Fprintf(c.Stderr, "grpo compare: n=%d has %d scored episode(s) only in %s; not compared\n", u.N, u.Episodes, u.File)
+	}
 	if len(out) == 0 {
 		return fmt.Errorf("%s and %s share no table size n with scored episodes", c.pathA, c.pathB)
 	}
 	if c.json {
-		return json.NewEncoder(c.Stdout).Encode(map[string]any{"comparisons": out})
+		if unmatched == nil {
+			unmatched = []unmatchedN{}
+		}
+		return json.NewEncoder(c.Stdout).Encode(compareJSON{Comparisons: out, Unmatched: unmatched})
 	}
 	printComparisons(c.Stdout, out)
 	return nil

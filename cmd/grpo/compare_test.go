@@ -12,9 +12,9 @@ import (
 	"github.com/grpo-dev/grpo/rollout"
 )
 
-// writeEpisodes writes an eval --out file: reward rewards[i] on table
+// writeSeededEpisodes writes an eval --out file: reward rewards[i] on table
 // seeds[i] at each table size in ns.
-func writeEpisodes(t *testing.T, path, model string, ns []int, seeds []int64, rewards []float64) string {
+func writeSeededEpisodes(t *testing.T, path, model string, ns []int, seeds []int64, rewards []float64) string {
 	t.Helper()
 	var b strings.Builder
 	for _, n := range ns {
@@ -50,8 +50,8 @@ func TestComparePaired(t *testing.T) {
 	}
 	revSeeds := []int64{19, 18, 17, 16, 15, 14, 13, 12, 11, 10}
 	dir := t.TempDir()
-	a := writeEpisodes(t, filepath.Join(dir, "a.jsonl"), "base", []int{5, 7}, seeds, g1)
-	b := writeEpisodes(t, filepath.Join(dir, "b.jsonl"), "grpo", []int{5, 7}, revSeeds, rev(g2))
+	a := writeSeededEpisodes(t, filepath.Join(dir, "a.jsonl"), "base", []int{5, 7}, seeds, g1)
+	b := writeSeededEpisodes(t, filepath.Join(dir, "b.jsonl"), "grpo", []int{5, 7}, revSeeds, rev(g2))
 	code, out, errs := cli(t, "compare", "--paired", "--json", a, b)
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, errs)
@@ -79,11 +79,11 @@ func TestComparePaired(t *testing.T) {
 	}
 
 	// Files on other tables cannot be paired; a table played twice neither.
-	other := writeEpisodes(t, filepath.Join(dir, "c.jsonl"), "grpo", []int{5}, []int64{90, 91, 92, 93, 94, 95, 96, 97, 98, 99}, g2)
+	other := writeSeededEpisodes(t, filepath.Join(dir, "c.jsonl"), "grpo", []int{5}, []int64{90, 91, 92, 93, 94, 95, 96, 97, 98, 99}, g2)
 	if code, _, errs := cli(t, "compare", "--paired", a, other); code == 0 || !strings.Contains(errs, "share no table") {
 		t.Fatalf("--paired on other tables: exit %d %s", code, errs)
 	}
-	twice := writeEpisodes(t, filepath.Join(dir, "d.jsonl"), "grpo", []int{5}, []int64{10, 10, 12, 13, 14, 15, 16, 17, 18, 19}, g2)
+	twice := writeSeededEpisodes(t, filepath.Join(dir, "d.jsonl"), "grpo", []int{5}, []int64{10, 10, 12, 13, 14, 15, 16, 17, 18, 19}, g2)
 	if code, _, errs := cli(t, "compare", "--paired", a, twice); code == 0 || !strings.Contains(errs, "a second episode on table n=5 seed 10") {
 		t.Fatalf("--paired with a table played twice: exit %d %s", code, errs)
 	}

@@ -6,6 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"net/url"
 	"os"
 	"slices"
 	"strconv"
@@ -90,6 +91,8 @@ type evalOptions struct {
 	concurrency int
 	timeout     time.Duration
 	retries     int
+	replays     int
+	maxErrored  float64
 	out         string
 	json        bool
 }
@@ -116,6 +119,8 @@ func (c *EvalCommand) ParseFlags(args []string) error {
 	concurrency := fs.Int("concurrency", 64, "max in-flight requests")
 	timeout := fs.Duration("request-timeout", 60*time.Second, "timeout of one request attempt")
 	retries := fs.Int("retries", 3, "retries of a failed request (429, 5xx, connection errors, timeouts)")
+	replays := fs.Int("episode-replays", 2, "times an episode whose call still fails after the retries is replayed from its seeds (the same episode) before it counts as errored")
+	maxErrored := fs.Float64("max-errored-fraction", 0.1, "fail when more than this fraction of a model's episodes at one n errored after replays (1: never)")
 	out := fs.String("out", "", "write one JSON record per episode (config, metrics, reward terms, transcripts) to this .jsonl file")
 	asJSON := fs.Bool("json", false, "print a machine-readable summary on stdout instead of the table")
 	db := fs.String("db", "", "with --run: the store holding the run")
@@ -133,7 +138,13 @@ func (c *EvalCommand) ParseFlags(args []string) error {
 		return c.parseCheckpointFlags(set, *db, *runName, *stepList, *nList, *episodes, *concurrency, *timeout, *retries, *out, *asJSON)
 	}
 	o := &c.opts
-	*o = evalOptions{episodes: *episodes, seed: *seed, concurrency: *concurrency, timeout: *timeout, retries: *retries, out: *out, json: *asJSON}
+	*o = evalOptions{episodes: *episodes, seed: *seed, concurrency: *concurrency, timeout: *timeout, retries: *retries, replays: *replays, maxErrored: *maxErrored, out: *out, json: *asJSON}
+	if o.replays < 0 {
+		return usagef("--episode-replays %d: need 0 or more", o.replays)
+	}
+	if !(o.maxErrored >= 0 && o.maxErrored <= 1) {
+		return usagef("--max-errored-fraction %v: need a fraction from 0 to 1", o.maxErrored)
+	}
 	var err error
 	if o.ns, err = parseInts("n", *nList); err != nil {
 		return err
@@ -181,6 +192,9 @@ func (c *EvalCommand) ParseFlags(args []string) error {
 			return err
 		}
 	case *baseURL != "":
+		if err := checkURL("base-url", *baseURL, "http://127.0.0.1:8000/v1"); err != nil {
+			return err
+		}
 		if len(models) == 0 {
 			return usagef("--base-url needs at least one --model")
 		}
@@ -294,6 +308,9 @@ func readTargets(path string) ([]target, error) {
 		if t.Name == "" || t.URL == "" {
 			return nil, fmt.Errorf("models file %s: entry %d needs both name and url", path, i+1)
 		}
+		if u, err := url.Parse(t.URL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			return nil, fmt.Errorf("models file %s: entry %d (%s): url %q: want an http:// or https:// URL, e.g. http://127.0.0.1:8000/v1", path, i+1, t.Name, t.URL)
+		}
 	}
 	return ts, nil
 }
@@ -337,14 +354,19 @@ func (m *Main) runEval(ctx context.Context, o evalOptions) error {
 		defer sink.Close()
 	}
 	limit := rollout.NewLimiter(o.concurrency)
+	// One connection pool sized to the requests in flight: a smaller one
+	// closes and reopens connections on every call beyond it.
+	hc := httpx.NewHTTPClient(o.concurrency)
+	defer hc.CloseIdleConnections()
 	total := len(o.targets) * len(o.ns) * o.episodes
 	bar := newProgress(m.Stderr, total, "episodes")
 	var results []evalResult
 	for _, t := range o.targets {
 		opts := evaluate.Options{
-			Client:      inference.NewChatClient(t.URL, inference.ChatOptions{APIKey: t.apiKey, RequestTimeout: o.timeout, Retry: retryPolicy(o.retries)}),
+			Client:      inference.NewChatClient(t.URL, inference.ChatOptions{APIKey: t.apiKey, HTTPClient: hc, RequestTimeout: o.timeout, Retry: retryPolicy(o.retries)}),
 			Limit:       limit,
 			Concurrency: o.concurrency,
+			Replays:     o.replays, MaxErroredFraction: o.maxErrored,
 			OnEpisode: func(ep rollout.Episode) {
 				bar.Add(1)
 				if sink != nil {
@@ -359,6 +381,11 @@ func (m *Main) runEval(ctx context.Context, o evalOptions) error {
 			}
 			if err != nil {
 				return fmt.Errorf("model %s, n=%d: %w", t.Name, n, err)
+			}
+			st := res.Stats
+			if st.Errored > 0 {
+				fmt.Fprintf(m.Stderr, "grpo eval: WARNING: model %s, n=%d: %d of %d episodes errored even after %d replay(s); the figures leave them out and may be biased\n",
+					t.Name, n, st.Errored, st.Episodes, o.replays)
 			}
 			results = append(results, newEvalResult(t.Name, string(o.reward.Function), n, res.Stats))
 		}

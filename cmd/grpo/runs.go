@@ -3,8 +3,11 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
+	"io/fs"
+	"os"
 	"text/tabwriter"
 
 	"github.com/grpo-dev/grpo/checkpoint"
@@ -13,21 +16,43 @@ import (
 
 const runsSynopsis = `Usage: grpo runs [--db PATH] [--json]
        grpo runs show RUN [--db PATH] [--json]
+       grpo runs cancel RUN [--db PATH]
 
 Lists the runs in the store, or shows one run's configuration and steps
 (train reward, validation reward with 95% CI, deadlock rate, meals, adapter,
 trainer job). Safe while a run is training: the store is opened read-only
 for the moment of the read.
+
+'runs cancel' marks a running run cancelled in the store without any daemon
+(offline), so that no daemon resumes it, e.g. a run that crashes the daemon
+at every start. It refuses a run that a live process is playing: cancel
+it there (POST /api/v1/runs/RUN/cancel, or Ctrl-C).
 `
 
 func newTable(w io.Writer) *tabwriter.Writer { return tabwriter.NewWriter(w, 0, 0, 2, ' ', 0) }
 
+// openStore returns the store at path for reading; a missing file is an
+// error naming it (reading must not look like an empty store).
+func openStore(path string) (*checkpoint.Store, error) {
+	fi, err := os.Stat(path)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return nil, fmt.Errorf("store %s does not exist (--db names the bbolt file a run or the daemon wrote)", path)
+	case err != nil:
+		return nil, fmt.Errorf("open store: %w", err)
+	case fi.IsDir():
+		return nil, fmt.Errorf("store %s is a directory; --db names the bbolt file", path)
+	}
+	return checkpoint.New(path, checkpoint.Options{}), nil
+}
+
 // RunsCommand is `grpo runs` and `grpo runs show RUN`.
 type RunsCommand struct {
 	*Main
-	db   string
-	json bool
-	show string // the run to show; empty lists the runs
+	db     string
+	json   bool
+	show   string // the run to show; empty lists the runs
+	cancel string // the run to cancel
 }
 
 // ParseFlags parses the command line of `grpo runs`.
@@ -39,6 +64,23 @@ func (c *RunsCommand) ParseFlags(args []string) error {
 		return err
 	}
 	rest := fs.Args()
+	if len(rest) > 0 && rest[0] == "cancel" {
+		if err := parse(fs, rest[1:]); err != nil {
+			return err
+		}
+		names := fs.Args()
+		if len(names) == 0 {
+			return usagef("runs cancel needs a run name")
+		}
+		if err := parse(fs, names[1:]); err != nil {
+			return err
+		}
+		if fs.NArg() > 0 {
+			return usagef("unexpected argument %q", fs.Arg(0))
+		}
+		c.cancel = names[0]
+		return nil
+	}
 	if len(rest) > 0 && rest[0] == "show" {
 		// Flags may also follow the run name: grpo runs show RUN --json.
 		if err := parse(fs, rest[1:]); err != nil {
@@ -57,7 +99,7 @@ func (c *RunsCommand) ParseFlags(args []string) error {
 		return nil
 	}
 	if len(rest) > 0 {
-		return usagef("unexpected argument %q (want 'grpo runs' or 'grpo runs show RUN')", rest[0])
+		return usagef("unexpected argument %q (want 'grpo runs', 'grpo runs show RUN' or 'grpo runs cancel RUN')", rest[0])
 	}
 	return nil
 }
@@ -67,7 +109,22 @@ func (c *RunsCommand) Run(ctx context.Context) error {
 	if c.show != "" {
 		return c.showRun(ctx, c.db, c.show, c.json)
 	}
-	list, err := checkpoint.New(c.db, checkpoint.Options{}).ListRuns(ctx)
+	if c.cancel != "" {
+		store, err := openStore(c.db)
+		if err != nil {
+			return err
+		}
+		if err := store.CancelRun(ctx, c.cancel, "cancelled offline (grpo runs cancel)", checkpoint.LeaseOptions{}); err != nil {
+			return err
+		}
+		fmt.Fprintf(c.Stdout, "run %s cancelled in %s; no daemon will resume it\n", c.cancel, c.db)
+		return nil
+	}
+	store, err := openStore(c.db)
+	if err != nil {
+		return err
+	}
+	list, err := store.ListRuns(ctx)
 	if err != nil {
 		return err
 	}
@@ -90,7 +147,11 @@ func (c *RunsCommand) Run(ctx context.Context) error {
 }
 
 func (m *Main) showRun(ctx context.Context, db, name string, asJSON bool) error {
-	r, err := loadReport(ctx, checkpoint.New(db, checkpoint.Options{}), name)
+	store, err := openStore(db)
+	if err != nil {
+		return err
+	}
+	r, err := loadReport(ctx, store, name)
 	if err != nil {
 		return err
 	}
@@ -109,6 +170,10 @@ const bestSynopsis = `Usage: grpo best [RUN] [--db PATH] [--json]
 Prints the selected step of RUN (default: the most recent run) under the
 run's selection policy (best-validation by default), its adapter, its
 score, and the last step's score for comparison.
+
+A run that failed has no trustworthy result: best says so, with the run's
+error and the best of its committed steps, and exits 1. A run still
+running or cancelled is reported with its state.
 `
 
 // BestCommand is `grpo best`.
@@ -142,7 +207,10 @@ func (c *BestCommand) ParseFlags(args []string) error {
 // Run prints the run's selected step.
 func (c *BestCommand) Run(ctx context.Context) error {
 	name := c.name
-	store := checkpoint.New(c.db, checkpoint.Options{})
+	store, err := openStore(c.db)
+	if err != nil {
+		return err
+	}
 	if name == "" {
 		list, err := store.ListRuns(ctx)
 		if err != nil {
@@ -157,8 +225,15 @@ func (c *BestCommand) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	if r.run.State == checkpoint.StateFailed {
+		msg := fmt.Sprintf("run %s failed: %s", name, r.run.Error)
+		if r.sel != nil {
+			msg += fmt.Sprintf("; its best committed step was %d (%s %.4f), see 'grpo runs show %s'", r.sel.Step, r.run.Metric, r.sel.Value, name)
+		}
+		return errors.New(msg)
+	}
 	if r.sel == nil {
-		return fmt.Errorf("run %s has no selectable step yet under %s", name, r.run.Policy)
+		return fmt.Errorf("run %s (%s) has no selectable step yet under %s", name, r.run.State, r.run.Policy)
 	}
 	out := checkpoint.BestView{Run: name, Selection: *r.sel}
 	if c.json {
@@ -168,7 +243,11 @@ func (c *BestCommand) Run(ctx context.Context) error {
 	if a := r.sel.Adapter; a != nil {
 		adapter = a.Name + " at " + a.Path
 	}
-	fmt.Fprintf(c.Stdout, "run %s: best step %d by %s (%s %.4f); adapter %s\nlast step %d: %.4f\n",
-		name, r.sel.Step, r.sel.Policy, r.run.Metric, r.sel.Value, adapter, r.sel.LastStep, r.sel.LastValue)
+	state := ""
+	if r.run.State != checkpoint.StateSucceeded {
+		state = " (" + r.run.State + ")"
+	}
+	fmt.Fprintf(c.Stdout, "run %s%s: best step %d by %s (%s %.4f); adapter %s\nlast step %d: %.4f\n",
+		name, state, r.sel.Step, r.sel.Policy, r.run.Metric, r.sel.Value, adapter, r.sel.LastStep, r.sel.LastValue)
 	return nil
 }
