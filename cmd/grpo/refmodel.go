@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"net"
 	"os"
+	"path/filepath"
 
 	"github.com/grpo-dev/grpo/refmodel"
 )
@@ -17,6 +18,13 @@ behind vLLM's OpenAI-compatible API (/v1/chat/completions, /v1/models,
 /v1/load_lora_adapter, /v1/unload_lora_adapter, /health, /metrics) and the
 trainer job API (/v1/jobs, /healthz) on one address. Its base model is
 served as "refmodel"; trained adapters are written under --data-dir.
+
+Pointed at a finished run's data directory (grpo run keeps it next to the
+store as <db>.data; the daemon as <db>.data/<run>), it serves that run's
+adapters after the run ended: each step's adapter is loaded at start under
+the name the run gave it (e.g. dp5-shaped-1-step-0003), and any adapter
+directory can be loaded by path with POST /v1/load_lora_adapter, which is
+what 'grpo promote RUN --endpoint http://HOST:PORT/v1' does.
 `
 
 // RefmodelCommand is `grpo refmodel serve`.
@@ -24,6 +32,7 @@ type RefmodelCommand struct {
 	*Main
 	addr, dataDir string
 	seed          int64
+	preload       bool
 }
 
 // ParseFlags parses the command line of `grpo refmodel serve`.
@@ -32,6 +41,7 @@ func (c *RefmodelCommand) ParseFlags(args []string) error {
 	fs.StringVar(&c.addr, "addr", "127.0.0.1:8000", "listen address")
 	fs.StringVar(&c.dataDir, "data-dir", "refmodel-data", "directory for adapters and job records")
 	fs.Int64Var(&c.seed, "seed", 1, "seed of the server's sampler for requests without a seed")
+	fs.BoolVar(&c.preload, "preload", true, "serve the adapters already under --data-dir/adapters at start, under their names")
 	if err := parse(fs, args); err != nil {
 		return err
 	}
@@ -50,10 +60,15 @@ func (c *RefmodelCommand) ParseFlags(args []string) error {
 // Run serves the reference backend until ctx ends.
 func (c *RefmodelCommand) Run(ctx context.Context) error {
 	logger := slog.New(slog.NewTextHandler(c.Stderr, nil))
-	if err := os.MkdirAll(c.dataDir, 0o755); err != nil {
-		return fmt.Errorf("data directory: %w", err)
+	// Adapter paths go into /v1/models and to other programs: absolute.
+	dataDir, err := filepath.Abs(c.dataDir)
+	if err != nil {
+		return fmt.Errorf("--data-dir %s: %w", c.dataDir, err)
 	}
-	b, err := refmodel.New(refmodel.Options{DataDir: c.dataDir, Seed: c.seed, Logger: logger})
+	if err := os.MkdirAll(dataDir, 0o755); err != nil {
+		return fmt.Errorf("--data-dir %s: %w", c.dataDir, err)
+	}
+	b, err := refmodel.New(refmodel.Options{DataDir: dataDir, Seed: c.seed, Logger: logger})
 	if err != nil {
 		return err
 	}
@@ -61,6 +76,15 @@ func (c *RefmodelCommand) Run(ctx context.Context) error {
 		return err
 	}
 	defer b.Close()
+	if c.preload {
+		names, err := b.LoadStored()
+		if err != nil {
+			return err
+		}
+		if len(names) > 0 {
+			fmt.Fprintf(c.Stderr, "refmodel: serving %d stored adapters from %s (see /v1/models)\n", len(names), dataDir)
+		}
+	}
 	ln, err := net.Listen("tcp", c.addr)
 	if err != nil {
 		return fmt.Errorf("listen on --addr %s: %w", c.addr, err)

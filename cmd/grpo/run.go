@@ -13,6 +13,7 @@ import (
 	"github.com/grpo-dev/grpo/config"
 	"github.com/grpo-dev/grpo/grpo"
 	"github.com/grpo-dev/grpo/orchestrator"
+	"github.com/grpo-dev/grpo/promote"
 	"github.com/grpo-dev/grpo/run"
 )
 
@@ -250,7 +251,7 @@ func loadReport(ctx context.Context, store *checkpoint.Store, name string) (*rep
 func (r *report) print(w io.Writer) {
 	fmt.Fprintf(w, "\nrun %s (%s): selection %s on %s\n", r.run.Name, r.run.State, r.run.Policy, r.run.Metric)
 	tw := newTable(w)
-	fmt.Fprintln(tw, "STEP\tN\tTRAIN\tVALIDATION\t95% CI\tDEADLOCK\tMEALS\tJOB\t")
+	fmt.Fprintln(tw, "STEP\tN\tTRAIN\tVALIDATION\t95% CI\tDEADLOCK\tMEALS\tJOB\tADAPTER\t")
 	for _, s := range r.steps {
 		train, job := "-", "-"
 		if s.Train != nil {
@@ -271,7 +272,16 @@ func (r *report) print(w io.Writer) {
 		if r.sel != nil && r.sel.Step == s.Step {
 			mark = "<- best"
 		}
-		fmt.Fprintf(tw, "%d\t%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", s.Step, s.N, train, val, ci, dl, meals, job, mark)
+		// Whether the step's adapter can still be exported or promoted
+		// from this machine.
+		disk := "-"
+		if s.Adapter != nil {
+			disk = "missing"
+			if promote.OnDisk(s.Adapter) {
+				disk = "on disk"
+			}
+		}
+		fmt.Fprintf(tw, "%d\t%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", s.Step, s.N, train, val, ci, dl, meals, job, disk, mark)
 	}
 	tw.Flush()
 	if r.sel == nil || len(r.steps) == 0 {

@@ -42,6 +42,7 @@ function select(name) {
   state.selected = name;
   state.jobs = {};
   state.episodes = 0;
+  $("#promote-result").textContent = "";
   for (const tr of document.querySelectorAll("#runs tbody tr")) tr.classList.toggle("selected", tr.dataset.run === name);
   loadRun();
 }
@@ -228,6 +229,23 @@ $("#cancel").addEventListener("click", async () => {
     scheduleRefresh();
   } catch (err) {
     $("#run-error").textContent = err.message;
+  }
+});
+
+// Promote: load the selected step's adapter into the run's endpoints
+// under RUN-best, and say what each endpoint did.
+$("#promote").addEventListener("click", async () => {
+  const out = $("#promote-result");
+  out.className = "";
+  out.textContent = "promoting " + state.selected + "…";
+  try {
+    const r = await api("/api/v1/runs/" + encodeURIComponent(state.selected) + "/promote",
+      { method: "POST", body: "{}", headers: { "Content-Type": "application/json", ...authHeaders() } });
+    out.textContent = "step " + r.step + " served as " + r.name + ": " +
+      r.endpoints.map((e) => e.url + " " + e.action).join(", ");
+  } catch (err) {
+    out.className = "error";
+    out.textContent = "promote: " + err.message;
   }
 });
 
