@@ -37,7 +37,7 @@ var ErrNoEndpoints = errors.New("no live inference endpoint")
 // returns an error matching ErrNoEndpoints.
 func Endpoints(cfg config.Config, getenv func(string) string, opts inference.AdminOptions) ([]*inference.AdminClient, error) {
 	if len(cfg.Inference.Endpoints) == 0 {
-		return nil, fmt.Errorf("run %s used the embedded reference backend, which stopped with the run: %w; serve its adapters with 'grpo refmodel serve --data-dir <db>.data' and promote with --endpoint", cfg.Run.Name, ErrNoEndpoints)
+		return nil, fmt.Errorf("run %s uses the embedded reference backend, whose server lives only in the process playing the run: %w; serve the run's adapters with 'grpo refmodel serve --data-dir <db>.data' (a daemon's run: <data-dir>/<run>) and promote with --endpoint", cfg.Run.Name, ErrNoEndpoints)
 	}
 	var out []*inference.AdminClient
 	for _, ep := range cfg.Inference.Endpoints {
