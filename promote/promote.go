@@ -128,6 +128,12 @@ func promoteOne(ctx context.Context, c *inference.AdminClient, name, path string
 		return fail(err)
 	}
 	r.Before = before
+	reload := func() error {
+		if err := c.UnloadAdapter(ctx, name); err != nil && !errors.Is(err, inference.ErrAdapterNotFound) {
+			return err
+		}
+		return c.LoadAdapter(ctx, name, path, false)
+	}
 	switch err := c.LoadAdapter(ctx, name, path, served); {
 	case err == nil && served:
 		r.Action = ActionReplaced
@@ -136,10 +142,7 @@ func promoteOne(ctx context.Context, c *inference.AdminClient, name, path string
 	case errors.Is(err, inference.ErrAdapterExists):
 		// The server kept the old adapter: it does not honour
 		// load_inplace (or the name appeared meanwhile). Replace it.
-		if err := c.UnloadAdapter(ctx, name); err != nil && !errors.Is(err, inference.ErrAdapterNotFound) {
-			return fail(err)
-		}
-		if err := c.LoadAdapter(ctx, name, path, false); err != nil {
+		if err := reload(); err != nil {
 			return fail(err)
 		}
 		r.Action = ActionReloaded
@@ -147,6 +150,15 @@ func promoteOne(ctx context.Context, c *inference.AdminClient, name, path string
 		return fail(err)
 	}
 	after, ok, err := servedPath(ctx, c, name)
+	if err == nil && ok && served && r.Action == ActionReplaced && after != "" && after == before && before != path {
+		// Accepted, but ignored: the server answered 200 to load_inplace
+		// and still serves the old path.
+		if err := reload(); err != nil {
+			return fail(err)
+		}
+		r.Action = ActionReloaded
+		after, ok, err = servedPath(ctx, c, name)
+	}
 	switch {
 	case err != nil:
 		return fail(fmt.Errorf("after loading: %w", err))

@@ -331,7 +331,10 @@ func TestPromoteAgainstRefmodel(t *testing.T) {
 
 // noInplace is a vLLM-like server that ignores load_inplace, as older
 // vLLM releases do: loading a served name answers 400 "already loaded".
+//
+// With silent set it answers 200 instead and keeps the old adapter.
 type noInplace struct {
+	silent  bool
 	mu      sync.Mutex
 	served  map[string]string
 	unloads int
@@ -353,6 +356,10 @@ func (s *noInplace) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 		json.NewEncoder(w).Encode(list)
 	case "/v1/load_lora_adapter":
+		if _, ok := s.served[req.LoraName]; ok && s.silent {
+			io.WriteString(w, "Success")
+			return
+		}
 		if _, ok := s.served[req.LoraName]; ok {
 			w.Header().Set("Content-Type", "application/json")
 			w.WriteHeader(http.StatusBadRequest)
@@ -401,6 +408,27 @@ func TestPromoteFallsBackWithoutInplace(t *testing.T) {
 		if a != "Bearer k3y" {
 			t.Fatalf("Authorization %q, want the key of api_key_env TEST_KEY", a)
 		}
+	}
+}
+
+func TestPromoteFallsBackWhenInplaceIgnored(t *testing.T) {
+	fake := &noInplace{silent: true, served: map[string]string{"r1-best": "/old/adapter"}}
+	srv := httptest.NewServer(fake)
+	defer srv.Close()
+	f := newFixture(t, srv.URL+"/v1")
+	best := f.resolve(t, promote.Pick{By: "best"})
+	clients, _ := promote.Endpoints(best.Config, func(string) string { return "" }, inference.AdminOptions{})
+	res, err := promote.Promote(context.Background(), clients, "r1-best", best)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if e := res.Endpoints[0]; e.Action != promote.ActionReloaded || e.Served != f.adapters[1] {
+		t.Fatalf("endpoint %+v", e)
+	}
+	fake.mu.Lock()
+	defer fake.mu.Unlock()
+	if fake.unloads != 1 || fake.served["r1-best"] != f.adapters[1] {
+		t.Fatalf("unloads %d served %v", fake.unloads, fake.served)
 	}
 }
 
