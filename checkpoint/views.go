@@ -17,16 +17,16 @@ type RunView struct {
 
 // StepView is one step of a RunView: the step and its validation.
 type StepView struct {
-	Step       int         `json:"step"`
-	N          int         `json:"n"`
-	Train      *TrainStats `json:"train"`
-	Validation *Evaluation `json:"validation"`
-	Adapter    *Adapter    `json:"adapter"`
+	Step       int                `json:"step"`
+	N          int                `json:"n"`
+	Train      *TrainStats        `json:"train"`
+	Validation *Evaluation        `json:"validation"`
+	Adapter    *Adapter           `json:"adapter"`
+	Job        *Job               `json:"job"`
+	Seconds    map[string]float64 `json:"seconds,omitempty"`
 	// AdapterOnDisk, when set, says whether the adapter directory was
-	// found on the reader's machine (grpo runs show, the daemon).
-	AdapterOnDisk *bool              `json:"adapter_on_disk,omitempty"`
-	Job           *Job               `json:"job"`
-	Seconds       map[string]float64 `json:"seconds,omitempty"`
+	// found on the reader's machine (set by grpo runs show).
+	AdapterOnDisk *bool `json:"adapter_on_disk,omitempty"`
 }
 
 // BestView is a run's selected step, as `grpo best --json` prints it and

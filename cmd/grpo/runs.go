@@ -17,8 +17,9 @@ const runsSynopsis = `Usage: grpo runs [--db PATH] [--json]
 
 Lists the runs in the store, or shows one run's configuration and steps
 (train reward, validation reward with 95% CI, deadlock rate, meals, trainer
-job, and whether the step's adapter directory is on this machine's disk). Safe while a run is training: the store is opened read-only
-for the moment of the read.
+job, and whether the step's adapter directory is on this machine's disk).
+Safe while a run is training: the store is opened read-only for the moment
+of the read.
 `
 
 func newTable(w io.Writer) *tabwriter.Writer { return tabwriter.NewWriter(w, 0, 0, 2, ' ', 0) }
