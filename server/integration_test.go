@@ -151,6 +151,9 @@ scrape_configs:
 	}
 	t.Logf("run took %v", time.Since(t0))
 	last := r.Steps[len(r.Steps)-1].Validation.RewardMean
+	// The run may outlast the first deadline on a loaded machine: give
+	// Prometheus its own minute from here to scrape the last value.
+	deadline = time.Now().Add(60 * time.Second)
 	for {
 		res := promQuery(t, promBase, "/api/v1/query", url.Values{"query": {`grpo_reward_mean{run="curve",split="validation"}`}})
 		if len(res) == 1 {
