@@ -131,4 +131,8 @@ type InFlight struct {
 	Request       json.RawMessage `json:"request"`
 	Train         *TrainStats     `json:"train"`
 	Submitted     time.Time       `json:"submitted"`
+	// TrainerState is what a trainer without idempotency keys recorded
+	// before the job was submitted, to tell after a restart whether it ran
+	// (ART: its step before training); empty for the job API.
+	TrainerState json.RawMessage `json:"trainer_state,omitempty"`
 }

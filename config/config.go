@@ -70,7 +70,7 @@ type Adapters struct {
 
 // Inference is where rollouts are sampled.
 type Inference struct {
-	Endpoints          []Endpoint     `yaml:"endpoints" json:"endpoints"` // empty: the embedded reference backend
+	Endpoints          []Endpoint     `yaml:"endpoints" json:"endpoints"` // empty: the embedded reference backend (with trainer.kind art: must be empty, ART's vLLM is used)
 	Model              string         `yaml:"model" json:"model"`
 	Temperature        float64        `yaml:"temperature" json:"temperature"`
 	MaxTokens          int            `yaml:"max_tokens" json:"max_tokens"`

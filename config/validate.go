@@ -165,9 +165,11 @@ func (c Config) validateTrainer() error {
 			return invalid("trainer.url", "%v; trainer.kind jobs needs the job API's address", err)
 		}
 	case TrainerART:
-		return invalid("trainer.kind", "%q is not implemented yet; accepted: %s, %s", t.Kind, TrainerEmbedded, TrainerJobs)
+		if err := c.validateART(); err != nil {
+			return err
+		}
 	default:
-		return invalid("trainer.kind", "%q is not accepted; accepted: %s, %s", t.Kind, TrainerEmbedded, TrainerJobs)
+		return invalid("trainer.kind", "%q is not accepted; accepted: %s, %s, %s", t.Kind, TrainerEmbedded, TrainerJobs, TrainerART)
 	}
 	h := t.Hyperparameters
 	switch {
@@ -194,6 +196,26 @@ func (c Config) validateTrainer() error {
 		if m == "" {
 			return invalid(fmt.Sprintf("trainer.lora.target_modules[%d]", i), "is empty; give a module name such as q_proj")
 		}
+	}
+	return nil
+}
+
+// validateART checks what trainer.kind art needs besides the trainer's
+// common keys. The advantage settings depend on the ART server's version
+// and are checked against it when the run starts.
+func (c Config) validateART() error {
+	t := c.Trainer
+	switch {
+	case httpURL(t.URL) != nil:
+		return invalid("trainer.url", "%v; trainer.kind art needs the address of ART's backend server (`art run`, port 7999 by default)", httpURL(t.URL))
+	case len(c.Inference.Endpoints) > 0:
+		return invalid("inference.endpoints", "set, but trainer.kind art samples only from the vLLM server ART starts and loads its checkpoints into (the address ART answers to /_prepare_backend_for_training); remove the endpoints")
+	case c.Inference.Adapters.Naming != NamingPerStep:
+		return invalid("inference.adapters.naming", "%q is not accepted with trainer.kind art: ART names the adapters it serves itself; accepted: %s", c.Inference.Adapters.Naming, NamingPerStep)
+	case t.Hyperparameters.Epochs != 1:
+		return invalid("trainer.hyperparameters.epochs", "is %d; trainer.kind art accepts only 1 (ART makes one pass over a step's trajectories)", t.Hyperparameters.Epochs)
+	case t.LoRA.Alpha != math.Trunc(t.LoRA.Alpha) || t.LoRA.Alpha > math.MaxInt32:
+		return invalid("trainer.lora.alpha", "is %v; trainer.kind art needs a whole number (ART's peft_args.lora_alpha is an integer)", t.LoRA.Alpha)
 	}
 	return nil
 }

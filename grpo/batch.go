@@ -54,12 +54,29 @@ func meanPopStd(xs []float64) (float64, float64) {
 	return m, math.Sqrt(v * (n - 1) / n)
 }
 
+// TrajectoryOptions change which scored trajectories Trajectories keeps.
+type TrajectoryOptions struct {
+	// KeepZeroAdvantage keeps the trajectories whose advantage is 0 in
+	// groups that carry signal (not ZeroVariance). A trainer that
+	// recomputes group statistics from what it receives (OpenPipe ART
+	// divides by the group's standard deviation) needs them, since they
+	// count in the statistics. Groups without signal are still left out:
+	// every advantage in them is 0, so they train nothing anywhere.
+	KeepZeroAdvantage bool
+}
+
 // Trajectories turns scored groups into trainer trajectories: every
 // philosopher's conversation of a scored episode carries the episode's
 // reward and advantage, and the sampling settings its requests were sent
 // with; trajectories with advantage 0 are not sent. PolicyStep is left
 // unset: the caller that knows which adapter sampled an episode sets it.
 func Trajectories(groups []Group, outcomes []GroupOutcome) []trainer.Trajectory {
+	return TrajectoriesWith(groups, outcomes, TrajectoryOptions{})
+}
+
+// TrajectoriesWith is Trajectories with options: with KeepZeroAdvantage,
+// the zero-advantage trajectories of groups with signal are kept.
+func TrajectoriesWith(groups []Group, outcomes []GroupOutcome, opt TrajectoryOptions) []trainer.Trajectory {
 	var out []trainer.Trajectory
 	tools := rollout.ToolsJSON()
 	for gi, g := range groups {
@@ -70,7 +87,7 @@ func Trajectories(groups []Group, outcomes []GroupOutcome) []trainer.Trajectory 
 			}
 			adv := outcomes[gi].Advantages[k]
 			k++
-			if adv == 0 {
+			if adv == 0 && !(opt.KeepZeroAdvantage && !outcomes[gi].ZeroVariance) {
 				continue
 			}
 			sampling := SamplingOf(ep.Spec)

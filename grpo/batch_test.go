@@ -92,3 +92,36 @@ func TestSamplingOf(t *testing.T) {
 		}
 	}
 }
+
+func TestTrajectoriesKeepZeroAdvantage(t *testing.T) {
+	groups := []Group{
+		// Rewards 1, 0.5, 0 (+1 errored): mean 0.5, population std
+		// sqrt(1/6) = 0.408248: advantages 1.224745, 0, -1.224745.
+		{ID: "g1", Episodes: []rollout.Episode{ep("a", 1, false), ep("b", 0.5, false), ep("x", 3, true), ep("c", 0, false)}},
+		// Constant: no signal, left out even with the option.
+		{ID: "g2", Episodes: []rollout.Episode{ep("d", 0.5, false), ep("e", 0.5, false)}},
+	}
+	var outs []GroupOutcome
+	for _, g := range groups {
+		outs = append(outs, Score(g, DefaultAdvantageOptions()))
+	}
+	if n := len(Trajectories(groups, outs)); n != 4 { // a and c, 2 philosophers each
+		t.Fatalf("default: %d trajectories, want 4", n)
+	}
+	trs := TrajectoriesWith(groups, outs, TrajectoryOptions{KeepZeroAdvantage: true})
+	if len(trs) != 6 { // a, b, c x 2 philosophers; nothing of g2 or the errored x
+		t.Fatalf("KeepZeroAdvantage: %d trajectories, want 6", len(trs))
+	}
+	want := []struct {
+		episode string
+		adv     float64
+	}{{"a", 1.224745}, {"a", 1.224745}, {"b", 0}, {"b", 0}, {"c", -1.224745}, {"c", -1.224745}}
+	for i, w := range want {
+		if trs[i].Episode != w.episode || trs[i].Group != "g1" || math.Abs(trs[i].Advantage-w.adv) > 1e-5 {
+			t.Errorf("trajectory %d: episode %s group %s advantage %v, want %s g1 %v", i, trs[i].Episode, trs[i].Group, trs[i].Advantage, w.episode, w.adv)
+		}
+	}
+	if trs[2].Reward != 0.5 || trs[2].Advantage != 0 {
+		t.Errorf("zero-advantage trajectory: reward %v advantage %v, want 0.5 and exactly 0", trs[2].Reward, trs[2].Advantage)
+	}
+}

@@ -16,6 +16,19 @@
 // asked), else Options.Interrupted (default cancelled; the daemon says
 // running, so that its next start resumes the run).
 //
+// # Trainers
+//
+// Options.Trainer is the job API's client or, with trainer.kind art,
+// OpenPipe ART behind the same seam (built by the run package). A trainer
+// may implement more: ResumableTrainer when it has no idempotency key (its
+// state before a job is recorded with the in-flight job and handed back
+// after a restart, so that a step is never trained twice),
+// CheckpointKeeper when it keeps checkpoints of its own (told after each
+// commit to keep the best step's and the last), and ValidationLogger when
+// it records validations (handed each validation's trajectories). With
+// trainer.kind art the batch keeps the zero-advantage trajectories of the
+// groups it trains on, which ART's group statistics count.
+//
 // # Events
 //
 // Options.Events receives an Event for everything that happens, in order.
@@ -64,6 +77,35 @@ type Trainer interface {
 	Submit(ctx context.Context, req trainer.JobRequest) (trainer.Job, error)
 	Wait(ctx context.Context, id string, timeout time.Duration, onUpdate func(trainer.Job)) (trainer.Job, error)
 	Cancel(ctx context.Context, id string) error
+}
+
+// ResumableTrainer is a Trainer without idempotency keys (OpenPipe ART):
+// submitting a request twice would train twice. Before a job is recorded
+// in flight, the orchestrator calls Before and records its answer with the
+// job; after a restart it hands that answer back through Reattach before
+// submitting the request again, so that the trainer can tell whether the
+// job already ran (ART: its step has passed the one recorded).
+type ResumableTrainer interface {
+	Trainer
+	Before(ctx context.Context, req trainer.JobRequest) (json.RawMessage, error)
+	Reattach(ctx context.Context, req trainer.JobRequest, state json.RawMessage) error
+}
+
+// CheckpointKeeper is implemented by a Trainer that keeps the checkpoints
+// it trains (ART). After each commit the orchestrator names the adapters
+// to keep, the best step's and the last step's (nil: the base model); the
+// trainer may delete the others. An error is logged, not fatal.
+type CheckpointKeeper interface {
+	KeepCheckpoints(ctx context.Context, best, last *trainer.Adapter) error
+}
+
+// ValidationLogger is implemented by a Trainer that records validations
+// of its own (ART's /_log, split "val"). After each validation the
+// orchestrator hands it the episodes' trajectories, one group per table
+// size, with the episode reward and no advantage. An error is logged, not
+// fatal.
+type ValidationLogger interface {
+	LogValidation(ctx context.Context, step int, trajs []trainer.Trajectory) error
 }
 
 // Adapters loads and unloads adapters on every inference endpoint.
@@ -322,6 +364,11 @@ func (r *run) step(ctx context.Context, s int) error {
 		if err := json.Unmarshal(inf.Request, req); err != nil {
 			return fmt.Errorf("decode in-flight job %s: %w", inf.JobID, err)
 		}
+		if rt, ok := r.o.opts.Trainer.(ResumableTrainer); ok {
+			if err := rt.Reattach(ctx, *req, inf.TrainerState); err != nil {
+				return fmt.Errorf("reattach trainer job %s: %w", inf.JobID, err)
+			}
+		}
 		step.N, step.Train = inf.N, inf.Train
 		r.emit(Event{Type: EventStepStarted, Step: s, StepStarted: &StepStarted{N: inf.N, Validation: r.validationEpisodesAt(s), Reattach: true}})
 	} else {
@@ -339,9 +386,15 @@ func (r *run) step(ctx context.Context, s int) error {
 			if err != nil {
 				return fmt.Errorf("encode job: %w", err)
 			}
+			var state json.RawMessage
+			if rt, ok := r.o.opts.Trainer.(ResumableTrainer); ok {
+				if state, err = rt.Before(ctx, *req); err != nil {
+					return fmt.Errorf("prepare trainer job %s: %w", req.ID, err)
+				}
+			}
 			err = store.SetInFlight(ctx, r.name, checkpoint.InFlight{
 				Step: s, N: n, JobID: req.ID, OutputAdapter: req.OutputAdapter,
-				Request: body, Train: step.Train, Submitted: r.o.now(),
+				Request: body, Train: step.Train, Submitted: r.o.now(), TrainerState: state,
 			})
 			if err != nil {
 				return err
@@ -405,7 +458,26 @@ func (r *run) commit(ctx context.Context, step checkpoint.Step, ev *checkpoint.E
 		r.emit(Event{Type: EventBestChanged, Step: step.Step, BestChanged: bestChanged(sel)})
 	}
 	r.best = &sel
+	r.keepCheckpoints(ctx)
 	return r.pruneAdapters(ctx)
+}
+
+// keepCheckpoints tells a trainer that keeps checkpoints (ART) which to
+// keep: the best step's and the last one's.
+func (r *run) keepCheckpoints(ctx context.Context) {
+	k, ok := r.o.opts.Trainer.(CheckpointKeeper)
+	if !ok {
+		return
+	}
+	var best *trainer.Adapter
+	if r.best != nil && r.best.Adapter != nil {
+		a := trainer.Adapter(*r.best.Adapter)
+		best = &a
+	}
+	if err := k.KeepCheckpoints(ctx, best, r.adapter); err != nil {
+		// Not fatal: the checkpoints only cost the trainer's disk.
+		r.o.opts.Logger.Warn("delete trainer checkpoints", "run", r.name, "err", err)
+	}
 }
 
 func (r *run) selectBest(steps []checkpoint.Step, evals []checkpoint.Evaluation) (checkpoint.Selection, error) {

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/grpo-dev/grpo/checkpoint"
+	"github.com/grpo-dev/grpo/config"
 	"github.com/grpo-dev/grpo/evaluate"
 	"github.com/grpo-dev/grpo/grpo"
 	"github.com/grpo-dev/grpo/rollout"
@@ -135,7 +136,9 @@ func (r *run) sample(ctx context.Context, s, n int) (*batch, error) {
 		ZeroVarianceGroups: zero, FracRewardZeroStd: float64(zero) / float64(g.Groups),
 		Groups: stats,
 	}}
-	b.trajectories = grpo.Trajectories(groups, outcomes)
+	// ART recomputes group statistics from what it receives: it needs the
+	// zero-advantage trajectories of the groups it trains on.
+	b.trajectories = grpo.TrajectoriesWith(groups, outcomes, grpo.TrajectoryOptions{KeepZeroAdvantage: r.cfg.Trainer.Kind == config.TrainerART})
 	b.stats.Trajectories = len(b.trajectories)
 	return b, nil
 }
@@ -289,5 +292,32 @@ func (r *run) validate(ctx context.Context, s int) (*checkpoint.Evaluation, erro
 	}
 	ev := res.Evaluation(s)
 	r.emit(Event{Type: EventValidationDone, Step: s, ValidationDone: validationDone(ev)})
+	if l, ok := r.o.opts.Trainer.(ValidationLogger); ok {
+		if err := l.LogValidation(ctx, s, validationTrajectories(s, res.Episodes)); err != nil {
+			// Not fatal: the store has the validation.
+			r.o.opts.Logger.Warn("log validation with the trainer", "run", r.name, "step", s, "err", err)
+		}
+	}
 	return &ev, nil
+}
+
+// validationTrajectories are the scored validation episodes as trainer
+// trajectories for a ValidationLogger: one group per table size, each
+// philosopher's conversation with the episode's reward and advantage 0.
+func validationTrajectories(s int, eps []rollout.Episode) []trainer.Trajectory {
+	var out []trainer.Trajectory
+	tools := rollout.ToolsJSON()
+	for _, ep := range eps {
+		if ep.Errored {
+			continue
+		}
+		for _, tr := range ep.Transcripts {
+			out = append(out, trainer.Trajectory{
+				MessagesAndChoices: tr.MessagesAndChoices, Tools: tools, Reward: ep.Reward,
+				Group: fmt.Sprintf("v%d-n%d", s, ep.Spec.Env.N), Episode: ep.Spec.ID, Agent: tr.Agent,
+				Sampling: grpo.SamplingOf(ep.Spec),
+			})
+		}
+	}
+	return out
 }

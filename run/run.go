@@ -1,9 +1,10 @@
 // Package run owns a training run's life, for the CLI (`grpo run`) and the
 // daemon (`grpo serve`) alike: Open a new run (or Reopen a stored one),
 // which names it, starts its peers (the embedded reference backend, or
-// clients of the configured inference endpoints and trainer) and checks
-// that they answer; Play it; Close it. Nothing else builds an
-// orchestrator.
+// clients of the configured inference endpoints and trainer, or with
+// trainer.kind art OpenPipe ART's backend server and the vLLM it starts:
+// see art.go) and checks that they answer; Play it; Close it. Nothing else
+// builds an orchestrator.
 //
 // The run's state in the store is decided by the orchestrator (see its
 // package documentation); the one choice left to the caller is
@@ -62,6 +63,7 @@ type Run struct {
 	resume   bool
 	finished bool // every step was committed when reopened
 	peers    *peers
+	art      *artTrainer // with trainer.kind art: ART behind the trainer seam
 	once     sync.Once
 	err      error
 }
@@ -148,7 +150,15 @@ func (o Options) check() (Options, error) {
 }
 
 func (r *Run) start(ctx context.Context) error {
-	p, err := startPeers(ctx, r.cfg, r.opts)
+	var (
+		p   *peers
+		err error
+	)
+	if r.cfg.Trainer.Kind == config.TrainerART {
+		p, r.art, err = startART(ctx, &r.cfg, r.opts, r.resume)
+	} else {
+		p, err = startPeers(ctx, r.cfg, r.opts)
+	}
 	if err != nil {
 		return fmt.Errorf("run %s: %w", r.cfg.Run.Name, err)
 	}
@@ -181,6 +191,9 @@ func (r *Run) Play(ctx context.Context) error {
 	switch {
 	case r.peers != nil:
 		opts.Completer, opts.Trainer, opts.Adapters = r.peers.completer, r.peers.trainer, r.peers.fleet
+		if r.art != nil {
+			opts.Trainer, opts.Adapters = r.art, artAdapters{}
+		}
 		if r.opts.WrapCompleter != nil {
 			opts.Completer = r.opts.WrapCompleter(opts.Completer)
 		}

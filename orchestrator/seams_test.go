@@ -1,0 +1,148 @@
+package orchestrator_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"sync"
+	"testing"
+
+	"github.com/grpo-dev/grpo/checkpoint"
+	"github.com/grpo-dev/grpo/orchestrator"
+	"github.com/grpo-dev/grpo/trainer"
+)
+
+// seamTrainer is the job API client with every optional trainer seam,
+// recording how the orchestrator uses them.
+type seamTrainer struct {
+	*trainer.JobClient
+	mu        sync.Mutex
+	before    map[string]string // job id -> state answered
+	reattach  map[string]string // job id -> state handed back
+	keeps     [][2]*trainer.Adapter
+	validated map[int][]trainer.Trajectory
+}
+
+var (
+	_ orchestrator.ResumableTrainer = (*seamTrainer)(nil)
+	_ orchestrator.CheckpointKeeper = (*seamTrainer)(nil)
+	_ orchestrator.ValidationLogger = (*seamTrainer)(nil)
+)
+
+func newSeamTrainer(c *trainer.JobClient) *seamTrainer {
+	return &seamTrainer{JobClient: c, before: map[string]string{}, reattach: map[string]string{}, validated: map[int][]trainer.Trajectory{}}
+}
+
+func (s *seamTrainer) Before(_ context.Context, req trainer.JobRequest) (json.RawMessage, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	state := fmt.Sprintf(`{"before":%d}`, len(s.before)+100)
+	s.before[req.ID] = state
+	return json.RawMessage(state), nil
+}
+
+func (s *seamTrainer) Reattach(_ context.Context, req trainer.JobRequest, state json.RawMessage) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.reattach[req.ID] = string(state)
+	return nil
+}
+
+func (s *seamTrainer) KeepCheckpoints(_ context.Context, best, last *trainer.Adapter) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.keeps = append(s.keeps, [2]*trainer.Adapter{best, last})
+	return errors.New("keeping fails: the run goes on")
+}
+
+func (s *seamTrainer) LogValidation(_ context.Context, step int, trajs []trainer.Trajectory) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.validated[step] = trajs
+	return errors.New("logging fails: the run goes on")
+}
+
+func TestOptionalTrainerSeams(t *testing.T) {
+	dir := t.TempDir()
+	data, db := filepath.Join(dir, "data"), filepath.Join(dir, "grpo.db")
+	e := newEnv(t, data, db)
+	st := newSeamTrainer(e.trainer)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var once sync.Once
+	o := orchestrator.New(orchestrator.Options{Store: e.store, Completer: e.chat, Trainer: st, Adapters: e.fleet, Events: func(ev orchestrator.Event) {
+		if ev.Type == orchestrator.EventJobState && ev.Step == 2 {
+			once.Do(cancel) // stop with step 2's job in flight
+		}
+	}})
+	cfg := smallConfig(t, "seams", 3)
+	if err := o.Start(ctx, cfg); !errors.Is(err, context.Canceled) {
+		t.Fatalf("interrupted run: %v", err)
+	}
+	inf, err := e.store.GetInFlight(context.Background(), "seams")
+	if err != nil || inf == nil {
+		t.Fatalf("in-flight job: %+v %v", inf, err)
+	}
+	id := trainer.JobID("seams", 2)
+	if inf.JobID != id || string(inf.TrainerState) != st.before[id] {
+		t.Fatalf("in-flight %s with trainer state %s, want %s with %s (what Before answered)", inf.JobID, inf.TrainerState, id, st.before[id])
+	}
+	e.stop()
+	e2 := newEnv(t, data, db)
+	st.JobClient = e2.trainer
+	o2 := orchestrator.New(orchestrator.Options{Store: e2.store, Completer: e2.chat, Trainer: st, Adapters: e2.fleet})
+	if err := o2.Resume(context.Background(), "seams"); err != nil {
+		t.Fatalf("Resume: %v", err)
+	}
+	if len(st.reattach) != 1 || st.reattach[id] != st.before[id] {
+		t.Fatalf("Reattach got %v, want only %s with %s", st.reattach, id, st.before[id])
+	}
+	run, steps, evals := snapshot(t, e2.store, "seams")
+	if run.State != checkpoint.StateSucceeded {
+		t.Fatalf("state %s: the seams' errors must not fail the run", run.State)
+	}
+	// Before ran once per job: steps 1 to 3 (2 only once, before the stop).
+	for _, s := range steps[1:] {
+		if _, ok := st.before[trainer.JobID("seams", s.Step)]; (s.Job != nil) != ok {
+			t.Errorf("step %d: job %v, Before called %v", s.Step, s.Job != nil, ok)
+		}
+	}
+	// After the last commit: keep the best step's adapter and the last.
+	sel, err := checkpoint.Select(run.Policy, run.Metric, run.EMA, steps, evals)
+	if err != nil {
+		t.Fatal(err)
+	}
+	k := st.keeps[len(st.keeps)-1]
+	name := func(a *trainer.Adapter) string {
+		if a == nil {
+			return "base"
+		}
+		return a.Name
+	}
+	wantBest := "base"
+	if sel.Adapter != nil {
+		wantBest = sel.Adapter.Name
+	}
+	wantLast := "base"
+	if a := steps[len(steps)-1].Adapter; a != nil {
+		wantLast = a.Name
+	}
+	if name(k[0]) != wantBest || name(k[1]) != wantLast {
+		t.Errorf("last KeepCheckpoints(best %s, last %s), want (%s, %s)", name(k[0]), name(k[1]), wantBest, wantLast)
+	}
+	// Every validation handed over: 8 episodes x 5 philosophers, one group
+	// per table size, the episode's reward, no advantage.
+	for _, ev := range evals {
+		trajs := st.validated[ev.Step]
+		if len(trajs) != (ev.Episodes-ev.Errored)*5 {
+			t.Fatalf("step %d: %d validation trajectories, want %d", ev.Step, len(trajs), (ev.Episodes-ev.Errored)*5)
+		}
+		for i, tr := range trajs {
+			if tr.Group != fmt.Sprintf("v%d-n5", ev.Step) || tr.Advantage != 0 || tr.Reward != ev.Rewards[i/5] || len(tr.MessagesAndChoices) == 0 {
+				t.Fatalf("step %d trajectory %d: group %s reward %v advantage %v, want v%d-n5, %v, 0", ev.Step, i, tr.Group, tr.Reward, tr.Advantage, ev.Step, ev.Rewards[i/5])
+			}
+		}
+	}
+}

@@ -1,0 +1,206 @@
+package art
+
+import (
+	"encoding/json"
+	"fmt"
+	"math"
+	"strings"
+
+	"github.com/grpo-dev/grpo/grpo"
+	"github.com/grpo-dev/grpo/trainer"
+)
+
+// TrajectoryGroup is ART's TrajectoryGroup: the trajectories over which ART
+// computes group statistics.
+type TrajectoryGroup struct {
+	Trajectories []Trajectory     `json:"trajectories"`
+	Exceptions   []map[string]any `json:"exceptions"` // always empty: failed episodes are not sent
+}
+
+// Trajectory is ART's Trajectory. MessagesAndChoices holds grpo's items
+// unchanged: OpenAI messages, and each sampled turn as the choice object
+// the inference server returned (ART parses those as openai Choice objects
+// and reads logprobs.content[].token in vLLM's "token_id:<n>" form).
+type Trajectory struct {
+	MessagesAndChoices []json.RawMessage  `json:"messages_and_choices"`
+	Tools              json.RawMessage    `json:"tools,omitempty"`
+	Reward             float64            `json:"reward"`
+	Metrics            map[string]float64 `json:"metrics"`
+	Metadata           map[string]any     `json:"metadata"`
+}
+
+// Metadata and metric keys that carry grpo's identifiers and values into
+// ART's logs.
+const (
+	MetaGroup       = "grpo_group"
+	MetaEpisode     = "grpo_episode"
+	MetaAgent       = "grpo_agent"
+	MetricReward    = "grpo_reward"
+	MetricAdvantage = "grpo_advantage"
+)
+
+// TrainGroups turns a step's trajectories into ART trajectory groups for
+// /_train_model: one ART group per grpo group, in order of first
+// appearance, with each trajectory's advantage sent as ART's reward (ART
+// recomputes advantages from rewards; see the package doc) and its
+// episode reward kept as the metric grpo_reward.
+//
+// trajs must hold every scored trajectory of each group, including those
+// with advantage 0: ART's group standard deviation counts them, so leaving
+// them out would rescale the others. Every sampled choice must carry
+// logprobs (ART refuses choices without them).
+func TrainGroups(trajs []trainer.Trajectory) ([]TrajectoryGroup, error) {
+	return groups(trajs, true)
+}
+
+// LogGroups turns validation trajectories into ART trajectory groups for
+// /_log, with the episode reward as ART's reward (ART logs its mean as
+// val/reward). Choices need no logprobs there.
+func LogGroups(trajs []trainer.Trajectory) ([]TrajectoryGroup, error) {
+	return groups(trajs, false)
+}
+
+func groups(trajs []trainer.Trajectory, forTraining bool) ([]TrajectoryGroup, error) {
+	index := map[string]int{}
+	var out []TrajectoryGroup
+	for _, t := range trajs {
+		if err := checkChoices(t, forTraining); err != nil {
+			return nil, err
+		}
+		gi, ok := index[t.Group]
+		if !ok {
+			gi = len(out)
+			index[t.Group] = gi
+			out = append(out, TrajectoryGroup{Exceptions: []map[string]any{}})
+		}
+		reward := t.Reward
+		if forTraining {
+			reward = t.Advantage
+		}
+		out[gi].Trajectories = append(out[gi].Trajectories, Trajectory{
+			MessagesAndChoices: t.MessagesAndChoices,
+			Tools:              t.Tools,
+			Reward:             reward,
+			Metrics:            map[string]float64{MetricReward: t.Reward, MetricAdvantage: t.Advantage},
+			Metadata:           map[string]any{MetaGroup: t.Group, MetaEpisode: t.Episode, MetaAgent: t.Agent},
+		})
+	}
+	return out, nil
+}
+
+// checkChoices refuses a sampled choice (an item with "message" and no
+// "role") whose logprobs are missing or whose tokens are not "token_id:<n>":
+// ART's tokenizer asserts on the first and parses the number out of the
+// second, and either failure fails the whole training call. /_log reads
+// neither, so for logging only the items' JSON is checked.
+func checkChoices(t trainer.Trajectory, forTraining bool) error {
+	for i, raw := range t.MessagesAndChoices {
+		var item struct {
+			Role     *string         `json:"role"`
+			Message  json.RawMessage `json:"message"`
+			Logprobs *struct {
+				Content []struct {
+					Token string `json:"token"`
+				} `json:"content"`
+			} `json:"logprobs"`
+		}
+		if err := json.Unmarshal(raw, &item); err != nil {
+			return fmt.Errorf("group %s episode %s agent %d item %d: not a JSON object: %w", t.Group, t.Episode, t.Agent, i, err)
+		}
+		if !forTraining || item.Role != nil || item.Message == nil {
+			continue // a message, not a sampled choice
+		}
+		if item.Logprobs == nil || len(item.Logprobs.Content) == 0 {
+			return fmt.Errorf("group %s episode %s agent %d item %d: sampled choice without logprobs; ART trains only on choices with logprobs.content (ask the inference server for logprobs)", t.Group, t.Episode, t.Agent, i)
+		}
+		for j, c := range item.Logprobs.Content {
+			if !strings.HasPrefix(c.Token, "token_id:") {
+				return fmt.Errorf("group %s episode %s agent %d item %d token %d: %q is not in vLLM's token_id:<n> form; ART reads the sampled token ids from it (vLLM's --return-tokens-as-token-ids, which ART's own vLLM sets)", t.Group, t.Episode, t.Agent, i, j, c.Token)
+			}
+		}
+	}
+	return nil
+}
+
+// ValidateAdvantage refuses advantage settings whose values ART would
+// change on the way. ART computes, per group of trajectories,
+// (reward - mean) and, unless told scale_rewards=false, divides by the
+// group's population standard deviation plus 1e-6. grpo sends its
+// advantages as the rewards, and they already have mean 0, so:
+//
+//   - With a server that accepts scale_rewards (p.ScaleRewards), Train sends
+//     scale_rewards=false and ART trains on grpo's advantages as they are:
+//     every setting is accepted.
+//   - Otherwise ART rescales every group to unit standard deviation. That is
+//     what grpo's default estimator already produces (population std, mean
+//     baseline, std normalisation on), up to grpo's own 1e-6: accepted.
+//     std_normalize: false (Dr. GRPO) would be turned into GRPO,
+//     std: unbiased would lose its sqrt(n/(n-1)) factor and
+//     baseline: leave-one-out would lose its n/(n-1) factor: refused.
+func ValidateAdvantage(opt grpo.AdvantageOptions, p Protocol) error {
+	if p.ScaleRewards {
+		return nil
+	}
+	why := "this ART server (" + p.Releases + ", without scale_rewards) divides every group's advantages by their standard deviation"
+	switch {
+	case !opt.StdNormalize:
+		return fmt.Errorf("grpo.advantage.std_normalize: false is not accepted with trainer.kind: art: %s, which would undo it; accepted: std_normalize: true, std: %s, baseline: %s, or an ART server of 0.4.12 or later", why, grpo.StdPopulation, grpo.BaselineMean)
+	case opt.Std != grpo.StdPopulation:
+		return fmt.Errorf("grpo.advantage.std: %q is not accepted with trainer.kind: art: %s using the population std, which would undo it; accepted: %s, or an ART server of 0.4.12 or later", opt.Std, why, grpo.StdPopulation)
+	case opt.Baseline != grpo.BaselineMean:
+		return fmt.Errorf("grpo.advantage.baseline: %q is not accepted with trainer.kind: art: %s, which would remove the leave-one-out n/(n-1) scale; accepted: %s, or an ART server of 0.4.12 or later", opt.Baseline, why, grpo.BaselineMean)
+	}
+	return nil
+}
+
+// Tolerances of checkAdvantages. grpo's advantages have a group mean of 0
+// up to rounding. Their standard deviation is s/(s+1e-6) for a reward std
+// s, within 1% of 1 for any s above 1e-4.
+const (
+	meanTolerance = 1e-6
+	stdTolerance  = 1e-2
+)
+
+// checkAdvantages verifies that ART will train on the advantages as sent:
+// each group's advantages (sent as rewards) must have mean 0 and, when the
+// server divides by their std, a population std of 1 or all be 0. A group
+// that fails was built by another estimator than ValidateAdvantage
+// accepts, or lost its zero-advantage trajectories.
+func checkAdvantages(groups []TrajectoryGroup, p Protocol) error {
+	for gi, g := range groups {
+		n := float64(len(g.Trajectories))
+		if n == 0 {
+			continue
+		}
+		var sum, maxAbs float64
+		for _, t := range g.Trajectories {
+			sum += t.Reward
+			maxAbs = max(maxAbs, math.Abs(t.Reward))
+		}
+		mean := sum / n
+		name := groupName(g, gi)
+		if math.Abs(mean) > meanTolerance*max(1, maxAbs) {
+			return fmt.Errorf("ART group %s: advantages average %g, not 0; ART subtracts the group mean, so they would not be trained as sent", name, mean)
+		}
+		if p.ScaleRewards || maxAbs == 0 {
+			continue
+		}
+		var ss float64
+		for _, t := range g.Trajectories {
+			ss += (t.Reward - mean) * (t.Reward - mean)
+		}
+		if std := math.Sqrt(ss / n); math.Abs(std-1) > stdTolerance {
+			return fmt.Errorf("ART group %s: advantages have standard deviation %g; this ART server (%s) divides them by it, so they would not be trained as sent (were zero-advantage trajectories left out, or is the reward spread under 1e-4?)", name, std, p.Releases)
+		}
+	}
+	return nil
+}
+
+func groupName(g TrajectoryGroup, i int) string {
+	if len(g.Trajectories) > 0 {
+		if s, ok := g.Trajectories[0].Metadata[MetaGroup].(string); ok && s != "" {
+			return s
+		}
+	}
+	return fmt.Sprintf("#%d", i)
+}
