@@ -66,6 +66,8 @@ type Endpoint struct {
 type Adapters struct {
 	Naming string `yaml:"naming" json:"naming"` // per-step | inplace
 	Keep   int    `yaml:"keep" json:"keep"`
+	// Inplace is how an inplace name gets new weights: auto | load_inplace | reload.
+	Inplace string `yaml:"inplace" json:"inplace"`
 }
 
 // Inference is where rollouts are sampled.
@@ -79,6 +81,8 @@ type Inference struct {
 	RequestTimeout     Duration       `yaml:"request_timeout" json:"request_timeout"`
 	Retries            int            `yaml:"retries" json:"retries"`
 	Adapters           Adapters       `yaml:"adapters" json:"adapters"`
+	// OutageWindow is how long requests wait for an endpoint when none is live (0: fail at once).
+	OutageWindow Duration `yaml:"outage_window" json:"outage_window"`
 }
 
 // LoRA is the adapter shape asked of the trainer.

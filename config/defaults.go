@@ -19,6 +19,11 @@ const (
 const (
 	NamingPerStep = "per-step"
 	NamingInplace = "inplace"
+
+	// How an inplace adapter name gets new weights (inference.adapters.inplace).
+	InplaceAuto   = "auto"
+	InplaceLoad   = "load_inplace"
+	InplaceReload = "reload"
 )
 
 // DefaultModel is the base model of the study, served under its Hugging
@@ -53,7 +58,8 @@ func Default() Config {
 			Concurrency:        64,
 			RequestTimeout:     Duration(60 * time.Second),
 			Retries:            3,
-			Adapters:           Adapters{Naming: NamingPerStep, Keep: 2},
+			Adapters:           Adapters{Naming: NamingPerStep, Keep: 2, Inplace: InplaceAuto},
+			OutageWindow:       Duration(2 * time.Minute),
 		},
 		Trainer: Trainer{
 			Kind:      TrainerEmbedded,

@@ -184,7 +184,7 @@ func TestParse_Errors(t *testing.T) {
 		{"tab", "run:\n\tsteps: 3\n",
 			`line 2: found character that cannot start any token (YAML indents with spaces, not tabs)`},
 		{"merged unknown key", "validation: &v\n  episodes: 4\ninference:\n  <<: *v\n",
-			`line 2, column 3: inference.episodes: unknown key; accepted: endpoints, model, temperature, max_tokens, chat_template_kwargs, concurrency, request_timeout, retries, adapters`},
+			`line 2, column 3: inference.episodes: unknown key; accepted: endpoints, model, temperature, max_tokens, chat_template_kwargs, concurrency, request_timeout, retries, adapters, outage_window`},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			_, err := config.Parse([]byte(tt.in))

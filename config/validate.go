@@ -143,6 +143,10 @@ func (c Config) validateInference() error {
 		return invalid("inference.adapters.naming", "%q is not accepted; accepted: %s, %s", in.Adapters.Naming, NamingPerStep, NamingInplace)
 	case in.Adapters.Keep < 1:
 		return invalid("inference.adapters.keep", "is %d; need at least 1 adapter loaded", in.Adapters.Keep)
+	case in.Adapters.Inplace != InplaceAuto && in.Adapters.Inplace != InplaceLoad && in.Adapters.Inplace != InplaceReload:
+		return invalid("inference.adapters.inplace", "%q is not accepted; accepted: %s, %s, %s", in.Adapters.Inplace, InplaceAuto, InplaceLoad, InplaceReload)
+	case in.OutageWindow < 0:
+		return invalid("inference.outage_window", "is %v; need 0 (fail at once) or a duration such as 2m", in.OutageWindow)
 	}
 	if _, err := json.Marshal(in.ChatTemplateKwargs); err != nil {
 		return invalid("inference.chat_template_kwargs", "cannot be sent as JSON: %v", err)

@@ -49,6 +49,8 @@ func TestValidate(t *testing.T) {
 		{"inference: {request_timeout: -5}", "inference.request_timeout: is -5s; need a duration > 0"},
 		{"inference: {retries: -1}", "inference.retries: is -1; need 0 or more"},
 		{"inference: {adapters: {naming: random}}", `inference.adapters.naming: "random" is not accepted; accepted: per-step, inplace`},
+		{"inference: {adapters: {inplace: maybe}}", `inference.adapters.inplace: "maybe" is not accepted; accepted: auto, load_inplace, reload`},
+		{"inference: {outage_window: -1s}", `inference.outage_window: is -1s; need 0 (fail at once) or a duration such as 2m`},
 		{"inference: {adapters: {naming: inplace}}", ""},
 		{"inference: {adapters: {keep: 0}}", "inference.adapters.keep: is 0; need at least 1 adapter loaded"},
 		{"trainer: {kind: jobs, url: 'http://127.0.0.1:7000'}\ninference:\n  endpoints: [{url: 'http://127.0.0.1:8000/v1'}, {url: '127.0.0.1:8001'}]\n",

@@ -91,10 +91,31 @@ func (c *AdminClient) Models(ctx context.Context) ([]Model, error) {
 	return models, nil
 }
 
+// Adapter returns the model the endpoint serves under name, as GET
+// /v1/models lists it (an adapter's Root is its path); ok is false when it
+// serves nothing of that name.
+func (c *AdminClient) Adapter(ctx context.Context, name string) (m Model, ok bool, err error) {
+	models, err := c.Models(ctx)
+	if err != nil {
+		return Model{}, false, err
+	}
+	for _, m := range models {
+		if m.ID == name {
+			return m, true, nil
+		}
+	}
+	return Model{}, false, nil
+}
+
 func (c *AdminClient) models(ctx context.Context) ([]Model, error) {
 	a, err := c.do(ctx, http.MethodGet, c.base+"/models", nil)
 	if err != nil {
 		return nil, err
+	}
+	if a.status == http.StatusTooManyRequests || a.status >= 500 && a.status != http.StatusNotImplemented {
+		// The server is there but failing (after the retries): say so as
+		// an AdminError, which a fleet counts as the endpoint's failure.
+		return nil, a.adminError(nil)
 	}
 	var list struct {
 		Data *[]Model `json:"data"`

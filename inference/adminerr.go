@@ -18,6 +18,10 @@ var (
 	ErrAdapterExists = errors.New("adapter already loaded")
 	// ErrAdapterNotFound: the server has no adapter of that name.
 	ErrAdapterNotFound = errors.New("adapter not found")
+	// ErrAdapterPathNotFound: a load found nothing at the adapter's path
+	// (vLLM's 404 NotFoundError, or older vLLM's 400 "No adapter found");
+	// on a shared filesystem the files may not have appeared yet.
+	ErrAdapterPathNotFound = errors.New("adapter path not found")
 )
 
 // AdminError is a non-success answer of an inference server's admin API.
@@ -64,10 +68,20 @@ func (a answer) adminError(classify func(status int, se httpx.ServerError) error
 }
 
 // classifyLoad recognises vLLM's "The lora adapter 'x' has already been
-// loaded" answer.
+// loaded" answer, and its answers for a path with no adapter: 404
+// NotFoundError in current vLLM, 400 "Loading lora x failed: No adapter
+// found for ..." in older ones. A 404 that is not vLLM's error body is a
+// missing route.
 func classifyLoad(status int, se httpx.ServerError) error {
-	if status == http.StatusBadRequest && se.OpenAI && strings.Contains(strings.ToLower(se.Message), "already") {
+	msg := strings.ToLower(se.Message)
+	switch {
+	case !se.OpenAI:
+		return nil
+	case status == http.StatusBadRequest && strings.Contains(msg, "already"):
 		return ErrAdapterExists
+	case status == http.StatusNotFound || se.Type == "NotFoundError" ||
+		(status == http.StatusBadRequest && strings.Contains(msg, "no adapter found")):
+		return ErrAdapterPathNotFound
 	}
 	return nil
 }

@@ -1,9 +1,11 @@
 // Package inference talks to OpenAI-compatible inference servers (vLLM,
 // the embedded reference backend, any OpenAI-compatible API): chat
 // completions that keep each sampled choice as the server returned it
-// (ChatClient, spread over replicas by Pool), LoRA adapter loading through
-// vLLM's runtime API and model listing (AdminClient, across replicas by
-// Fleet), health and back-pressure metrics. Every request goes through
+// (ChatClient), LoRA adapter loading through vLLM's runtime API and model
+// listing (AdminClient), health and back-pressure metrics; and Fleet, the
+// replicas of one run as one completer and adapter loader that drains a
+// replica that fails, readmits it with its adapters loaded, waits out an
+// outage and adapts each replica's concurrency to its vLLM queue. Every request goes through
 // internal/httpx, so ChatOptions.Retry and AdminOptions.Retry mean the
 // same thing. This file holds the admin wire types; the reference backend
 // serves the same ones.

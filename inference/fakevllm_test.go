@@ -20,6 +20,23 @@ type fakeVLLM struct {
 	health   int               // status of /health; 0 = 200
 	metrics  string
 	authSeen []string
+
+	// old makes it behave as vLLM before load_inplace: the field is
+	// ignored, so a second load of a name answers 400.
+	old bool
+	// silent answers 200 to a load of a name it has, keeping the old
+	// weights (and root).
+	silent bool
+	// notFound answers that many loads with vLLM's 404 NotFoundError, as
+	// while an adapter's files have not appeared on a shared filesystem.
+	notFound int
+	// chat is the status of chat completions (0: 200 with okCompletion);
+	// chatBlock, if set, holds each completion until it is closed.
+	chat      int
+	chatBlock chan struct{}
+	// events records loads, unloads and completions in order:
+	// "load NAME PATH", "unload NAME", "chat MODEL".
+	events []string
 }
 
 func newFakeVLLM(tb testing.TB) (*fakeVLLM, *httptest.Server) {
@@ -29,6 +46,7 @@ func newFakeVLLM(tb testing.TB) (*fakeVLLM, *httptest.Server) {
 	mux.HandleFunc("POST /v1/load_lora_adapter", f.auth(f.load))
 	mux.HandleFunc("POST /v1/unload_lora_adapter", f.auth(f.unload))
 	mux.HandleFunc("GET /v1/models", f.auth(f.models))
+	mux.HandleFunc("POST /v1/chat/completions", f.auth(f.complete))
 	mux.HandleFunc("GET /health", func(w http.ResponseWriter, r *http.Request) {
 		f.mu.Lock()
 		code := f.health
@@ -74,8 +92,20 @@ func (f *fakeVLLM) load(w http.ResponseWriter, r *http.Request) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.inplace = append(f.inplace, req.LoadInplace)
+	if f.old {
+		req.LoadInplace = false
+	}
+	if f.notFound > 0 {
+		f.notFound--
+		vllmError(w, http.StatusNotFound, "NotFoundError", fmt.Sprintf("No adapter found for %s", req.LoraPath))
+		return
+	}
 	if req.LoraName == "" || req.LoraPath == "" {
 		vllmError(w, http.StatusBadRequest, "InvalidUserInput", "Both 'lora_name' and 'lora_path' must be provided.")
+		return
+	}
+	if _, ok := f.adapters[req.LoraName]; ok && f.silent {
+		_, _ = fmt.Fprintf(w, "Success: LoRA adapter '%s' added successfully.", req.LoraName)
 		return
 	}
 	if _, ok := f.adapters[req.LoraName]; ok && !req.LoadInplace {
@@ -84,6 +114,7 @@ func (f *fakeVLLM) load(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	f.adapters[req.LoraName] = req.LoraPath
+	f.events = append(f.events, "load "+req.LoraName+" "+req.LoraPath)
 	_, _ = fmt.Fprintf(w, "Success: LoRA adapter '%s' added successfully.", req.LoraName)
 }
 
@@ -97,6 +128,7 @@ func (f *fakeVLLM) unload(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	delete(f.adapters, req.LoraName)
+	f.events = append(f.events, "unload "+req.LoraName)
 	_, _ = fmt.Fprintf(w, "Success: LoRA adapter '%s' removed successfully.", req.LoraName)
 }
 
@@ -109,6 +141,50 @@ func (f *fakeVLLM) models(w http.ResponseWriter, r *http.Request) {
 		list.Data = append(list.Data, Model{ID: name, Object: "model", OwnedBy: "vllm", Root: path, Parent: &parent})
 	}
 	writeBody(w, http.StatusOK, list)
+}
+
+func (f *fakeVLLM) complete(w http.ResponseWriter, r *http.Request) {
+	var req struct {
+		Model string `json:"model"`
+	}
+	_ = json.NewDecoder(r.Body).Decode(&req)
+	f.mu.Lock()
+	f.events = append(f.events, "chat "+req.Model)
+	code, block := f.chat, f.chatBlock
+	f.mu.Unlock()
+	if block != nil {
+		select {
+		case <-block:
+		case <-r.Context().Done():
+			return
+		}
+	}
+	if code != 0 {
+		vllmError(w, code, "InternalServerError", "engine dead")
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	_, _ = w.Write([]byte(okCompletion))
+}
+
+// set changes the fake's behaviour under its lock.
+func (f *fakeVLLM) set(fn func(f *fakeVLLM)) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	fn(f)
+}
+
+// log returns the events so far.
+func (f *fakeVLLM) log() []string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return append([]string(nil), f.events...)
+}
+
+func (f *fakeVLLM) root(name string) string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.adapters[name]
 }
 
 func (f *fakeVLLM) has(name string) bool {

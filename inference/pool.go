@@ -2,41 +2,217 @@ package inference
 
 import (
 	"context"
-	"sync"
+	"errors"
+	"fmt"
+	"time"
 
 	"github.com/grpo-dev/grpo/rollout"
 )
 
-// Pool spreads chat completions over several endpoints (replicas serving
-// the same models) by least outstanding requests.
-type Pool struct {
-	mu          sync.Mutex
-	clients     []*ChatClient
-	outstanding []int
-}
+var _ rollout.Completer = (*Fleet)(nil)
 
-var _ rollout.Completer = (*Pool)(nil)
-
-// NewPool returns a pool over clients (at least one).
-func NewPool(clients ...*ChatClient) *Pool {
-	return &Pool{clients: clients, outstanding: make([]int, len(clients))}
-}
-
-// Complete sends req to the endpoint with the fewest requests in flight.
-func (p *Pool) Complete(ctx context.Context, req *rollout.Request) (*rollout.Completion, error) {
-	p.mu.Lock()
-	best := 0
-	for i, n := range p.outstanding {
-		if n < p.outstanding[best] {
-			best = i
+// Complete sends req to the live endpoint with the fewest requests in
+// flight that is under its concurrency limit, waiting while every one is
+// at its limit. A request that fails at its endpoint (after the chat
+// client's retries: unreachable, timeout, 429/5xx, garbage), or whose
+// endpoint is drained while it is in flight, drains that endpoint and is
+// sent again to another. When no endpoint is live, it waits for one to be
+// readmitted for the outage window, then fails with ErrNoEndpoint. Errors
+// that are the request's (a 400) are returned at once.
+func (f *Fleet) Complete(ctx context.Context, req *rollout.Request) (*rollout.Completion, error) {
+	var since time.Time // when this request first found no endpoint or failed
+	for {
+		ep, epoch, epCtx, err := f.acquire(ctx, &since)
+		if err != nil {
+			return nil, fmt.Errorf("chat completion (model %q): %w", req.Model, err)
+		}
+		rctx, cancel := context.WithCancel(ctx)
+		stop := context.AfterFunc(epCtx, cancel)
+		comp, err := ep.chat.Complete(rctx, req)
+		drained := !stop()
+		cancel()
+		f.release(ep)
+		switch {
+		case err == nil:
+			f.succeeded(ep)
+			return comp, nil
+		case ctx.Err() != nil:
+			return nil, err
+		case drained || endpointFailure(err):
+			f.drain(ep, epoch, err)
+			if since.IsZero() {
+				since = f.now()
+			}
+		default:
+			return nil, err
 		}
 	}
-	p.outstanding[best]++
-	p.mu.Unlock()
-	defer func() {
-		p.mu.Lock()
-		p.outstanding[best]--
-		p.mu.Unlock()
-	}()
-	return p.clients[best].Complete(ctx, req)
+}
+
+// acquire takes a slot at an endpoint, waiting while none is free. since
+// is when the caller's wait for a live endpoint began (set here when it
+// finds none); it fails once the outage window has passed since then.
+func (f *Fleet) acquire(ctx context.Context, since *time.Time) (*endpoint, int, context.Context, error) {
+	for {
+		f.mu.Lock()
+		if ep := f.pickLocked(); ep != nil {
+			ep.inflight++
+			ep.peak = max(ep.peak, ep.inflight)
+			f.inflight++
+			epoch, epCtx := ep.epoch, ep.ctx
+			f.mu.Unlock()
+			return ep, epoch, epCtx, nil
+		}
+		wait := f.changed
+		var timeout <-chan time.Time
+		if !f.anyLiveLocked() {
+			if since.IsZero() {
+				*since = f.now()
+			}
+			rem := since.Add(f.opts.OutageWindow).Sub(f.now())
+			if rem <= 0 {
+				err := f.noneLiveLocked()
+				f.mu.Unlock()
+				return nil, 0, nil, err
+			}
+			t := time.NewTimer(rem)
+			defer t.Stop()
+			timeout = t.C
+		}
+		f.waiting++
+		f.mu.Unlock()
+		select {
+		case <-wait:
+		case <-timeout:
+		case <-ctx.Done():
+		}
+		f.mu.Lock()
+		f.waiting--
+		f.mu.Unlock()
+		if err := ctx.Err(); err != nil {
+			return nil, 0, nil, err
+		}
+	}
+}
+
+// waitLive waits until an endpoint is live, for the outage window since
+// the wait began.
+func (f *Fleet) waitLive(ctx context.Context, since time.Time) error {
+	for {
+		f.mu.Lock()
+		if f.anyLiveLocked() {
+			f.mu.Unlock()
+			return nil
+		}
+		rem := since.Add(f.opts.OutageWindow).Sub(f.now())
+		if rem <= 0 {
+			err := f.noneLiveLocked()
+			f.mu.Unlock()
+			return err
+		}
+		wait := f.changed
+		f.waiting++
+		f.mu.Unlock()
+		t := time.NewTimer(rem)
+		select {
+		case <-wait:
+		case <-t.C:
+		case <-ctx.Done():
+		}
+		t.Stop()
+		f.mu.Lock()
+		f.waiting--
+		f.mu.Unlock()
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+	}
+}
+
+// pickLocked is the live endpoint under its limit with the fewest requests
+// in flight (ties go round the endpoints), or nil when none is free or the
+// fleet is at its overall concurrency.
+func (f *Fleet) pickLocked() *endpoint {
+	if f.inflight >= f.opts.Concurrency {
+		return nil
+	}
+	var best *endpoint
+	n := len(f.eps)
+	for k := range n {
+		ep := f.eps[(f.rr+k)%n]
+		if ep.live && ep.inflight < ep.limit && (best == nil || ep.inflight < best.inflight) {
+			best = ep
+		}
+	}
+	if best != nil {
+		f.rr = (f.rr + 1) % n
+	}
+	return best
+}
+
+func (f *Fleet) anyLiveLocked() bool {
+	for _, ep := range f.eps {
+		if ep.live {
+			return true
+		}
+	}
+	return false
+}
+
+// noneLiveLocked is the error of a wait for a live endpoint that ran out,
+// naming each endpoint's last failure.
+func (f *Fleet) noneLiveLocked() error {
+	var errs []error
+	for _, ep := range f.eps {
+		if ep.lastErr != nil {
+			errs = append(errs, fmt.Errorf("endpoint %s: %w", ep.url, ep.lastErr))
+		}
+	}
+	return fmt.Errorf("%w after waiting %s for one to come back: %w", ErrNoEndpoint, f.opts.OutageWindow, errors.Join(errs...))
+}
+
+func (f *Fleet) release(ep *endpoint) {
+	f.mu.Lock()
+	ep.inflight--
+	f.inflight--
+	if f.waiting > 0 {
+		f.signalLocked()
+	}
+	f.mu.Unlock()
+}
+
+func (f *Fleet) succeeded(ep *endpoint) {
+	f.mu.Lock()
+	ep.drains = 0
+	f.mu.Unlock()
+}
+
+// signalLocked wakes every waiter.
+func (f *Fleet) signalLocked() {
+	close(f.changed)
+	f.changed = make(chan struct{})
+}
+
+// drain stops sending to ep after err: its requests in flight are
+// cancelled (and sent elsewhere by Complete), and it is probed back after
+// a delay that doubles with each drain without a success in between.
+// epoch, when not negative, is the endpoint's epoch the failing request
+// saw: a failure from before a readmission does not drain it again.
+func (f *Fleet) drain(ep *endpoint, epoch int, err error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if !ep.live || (epoch >= 0 && epoch != ep.epoch) {
+		return
+	}
+	ep.live = false
+	ep.epoch++
+	ep.lastErr = err
+	ep.cancel()
+	backoff := f.opts.ProbeInterval << min(ep.drains, 5)
+	ep.drains++
+	ep.retryAt = f.now().Add(backoff)
+	ep.m.setUp(false)
+	ep.m.drained()
+	f.signalLocked()
+	f.opts.Logger.Warn("inference endpoint drained", "endpoint", ep.url, "err", err, "probe_in", backoff)
 }

@@ -2,12 +2,19 @@ package inference
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"runtime"
+	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
 )
 
 func TestPoolSpreadsByOutstanding(t *testing.T) {
@@ -26,15 +33,13 @@ func TestPoolSpreadsByOutstanding(t *testing.T) {
 		w.Write([]byte(okCompletion))
 	}))
 	defer b.Close()
-	p := NewPool(NewChatClient(a.URL+"/v1", ChatOptions{}), NewChatClient(b.URL+"/v1", ChatOptions{}))
+	p := testFleet(t, FleetOptions{}, a.URL, b.URL)
 	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
+	wg.Go(func() {
 		if _, err := p.Complete(context.Background(), chatReq()); err != nil {
 			t.Error(err)
 		}
-	}()
+	})
 	for hitsA.Load() == 0 {
 		// wait until the first request is in flight at A
 		runtime.Gosched()
@@ -49,4 +54,221 @@ func TestPoolSpreadsByOutstanding(t *testing.T) {
 	if hitsA.Load() != 1 || hitsB.Load() != 5 {
 		t.Fatalf("hits A=%d B=%d, want 1 and 5", hitsA.Load(), hitsB.Load())
 	}
+}
+
+func TestPool_DrainsEndpointAnswering500(t *testing.T) {
+	// A answers 500 to everything and has nothing in flight; B is healthy.
+	// Least-outstanding alone would keep choosing A.
+	bad, badSrv := newFakeVLLM(t)
+	bad.chat = http.StatusInternalServerError
+	bad.health = http.StatusInternalServerError
+	good, goodSrv := newFakeVLLM(t)
+	reg := NewFleetMetrics(prometheus.NewRegistry())
+	p := testFleet(t, FleetOptions{Metrics: reg, Run: "r"}, badSrv.URL, goodSrv.URL)
+	for range 6 {
+		if _, err := p.Complete(context.Background(), chatReq()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	count := func(f *fakeVLLM) int {
+		n := 0
+		for _, e := range f.log() {
+			if strings.HasPrefix(e, "chat ") {
+				n++
+			}
+		}
+		return n
+	}
+	if got, want := count(bad), 1; got > want {
+		t.Fatalf("failing endpoint got %d requests, want at most %d", got, want)
+	}
+	if got, want := count(good), 6; got != want {
+		t.Fatalf("healthy endpoint got %d requests, want %d", got, want)
+	}
+	if got, want := p.Live(), []bool{false, true}; !slices.Equal(got, want) {
+		t.Fatalf("Live()=%v, want %v", got, want)
+	}
+	// Probing does not readmit it while /health fails.
+	p.Tick(context.Background())
+	if p.Live()[0] {
+		t.Fatal("readmitted an endpoint whose /health fails")
+	}
+	badURL := badSrv.URL + "/v1"
+	if got := metricValue(t, reg.up.WithLabelValues("r", badURL)); got != 0 {
+		t.Fatalf("up=%v, want 0", got)
+	}
+	if got := metricValue(t, reg.drains.WithLabelValues("r", badURL)); got != 1 {
+		t.Fatalf("drains=%v, want 1", got)
+	}
+}
+
+func TestPool_ReadmissionLoadsAdaptersFirst(t *testing.T) {
+	a, sa := newFakeVLLM(t)
+	b, sb := newFakeVLLM(t)
+	reg := NewFleetMetrics(prometheus.NewRegistry())
+	p := testFleet(t, FleetOptions{Metrics: reg, Run: "r"}, sa.URL, sb.URL)
+	ctx := context.Background()
+	if err := p.LoadEverywhere(ctx, "r-step-0001", "/a/1"); err != nil {
+		t.Fatal(err)
+	}
+	// B goes down: health fails, the probe drains it.
+	b.set(func(f *fakeVLLM) {
+		f.health = http.StatusServiceUnavailable
+		f.adapters = map[string]string{}
+		f.events = nil
+	})
+	p.Tick(ctx)
+	if got, want := p.Live(), []bool{true, false}; !slices.Equal(got, want) {
+		t.Fatalf("Live()=%v, want %v", got, want)
+	}
+	// Step 2's adapter goes to the live endpoint only.
+	if err := p.LoadEverywhere(ctx, "r-step-0002", "/a/2"); err != nil {
+		t.Fatal(err)
+	}
+	if !a.has("r-step-0002") || b.has("r-step-0002") {
+		t.Fatal("step 2 adapter should be on A only")
+	}
+	// B answers again (restarted, empty): readmitted with both adapters
+	// loaded before any request reaches it.
+	b.set(func(f *fakeVLLM) { f.health = 0 })
+	time.Sleep(2 * time.Millisecond) // past the probe delay
+	p.Tick(ctx)
+	if got, want := p.Live(), []bool{true, true}; !slices.Equal(got, want) {
+		t.Fatalf("Live() after recovery=%v, want %v", got, want)
+	}
+	for range 4 {
+		if _, err := p.Complete(ctx, chatReq()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	log := b.log()
+	if len(log) < 3 || log[0] != "load r-step-0001 /a/1" || log[1] != "load r-step-0002 /a/2" || !strings.HasPrefix(log[2], "chat ") {
+		t.Fatalf("B's events=%v, want both loads before the first chat", log)
+	}
+	if got := metricValue(t, reg.readmissions.WithLabelValues("r", sb.URL+"/v1")); got != 1 {
+		t.Fatalf("readmissions=%v, want 1", got)
+	}
+}
+
+func TestPool_InflightOnDrainedEndpointGoesElsewhere(t *testing.T) {
+	a, sa := newFakeVLLM(t)
+	a.chatBlock = make(chan struct{}) // A hangs
+	defer close(a.chatBlock)
+	_, sb := newFakeVLLM(t)
+	p := testFleet(t, FleetOptions{}, sa.URL, sb.URL)
+	ctx := context.Background()
+	done := make(chan error, 1)
+	go func() {
+		_, err := p.Complete(ctx, chatReq())
+		done <- err
+	}()
+	// Wait until the request is in flight at A (or went to B at once).
+	for deadline := time.Now().Add(5 * time.Second); len(a.log()) == 0 && time.Now().Before(deadline); {
+		time.Sleep(time.Millisecond)
+	}
+	if len(a.log()) == 0 {
+		t.Skip("the first request went to B; nothing in flight at A")
+	}
+	a.set(func(f *fakeVLLM) { f.health = http.StatusServiceUnavailable })
+	p.Tick(ctx)
+	if err := <-done; err != nil {
+		t.Fatalf("request in flight at a drained endpoint: %v, want it answered by the other", err)
+	}
+}
+
+func TestPool_OutageWindow(t *testing.T) {
+	a, sa := newFakeVLLM(t)
+	a.chat = http.StatusServiceUnavailable
+	a.health = http.StatusServiceUnavailable
+	p := testFleet(t, FleetOptions{OutageWindow: time.Minute}, sa.URL)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	p.Start(ctx)
+	done := make(chan error, 1)
+	go func() {
+		_, err := p.Complete(ctx, chatReq())
+		done <- err
+	}()
+	// The only endpoint fails: the request waits instead of failing.
+	for deadline := time.Now().Add(5 * time.Second); p.Live()[0] && time.Now().Before(deadline); {
+		time.Sleep(time.Millisecond)
+	}
+	select {
+	case err := <-done:
+		t.Fatalf("request ended during the outage: %v", err)
+	case <-time.After(50 * time.Millisecond):
+	}
+	a.set(func(f *fakeVLLM) { f.chat, f.health = 0, 0 })
+	if err := <-done; err != nil {
+		t.Fatalf("request after the outage: %v", err)
+	}
+
+	// With a window that has run out, the error says what happened.
+	b, sb := newFakeVLLM(t)
+	b.chat, b.health = http.StatusServiceUnavailable, http.StatusServiceUnavailable
+	q := testFleet(t, FleetOptions{OutageWindow: time.Millisecond}, sb.URL)
+	_, err := q.Complete(context.Background(), chatReq())
+	if !errors.Is(err, ErrNoEndpoint) || !strings.Contains(err.Error(), sb.URL) || !strings.Contains(err.Error(), "503") {
+		t.Fatalf("Complete()=%v, want ErrNoEndpoint naming the endpoint and its 503", err)
+	}
+}
+
+func TestPool_RequestErrorsAreNotDrained(t *testing.T) {
+	a, sa := newFakeVLLM(t)
+	a.chat = http.StatusBadRequest
+	p := testFleet(t, FleetOptions{}, sa.URL)
+	if _, err := p.Complete(context.Background(), chatReq()); err == nil {
+		t.Fatal("Complete() succeeded on a 400")
+	}
+	if !p.Live()[0] {
+		t.Fatal("endpoint drained for the request's own 400")
+	}
+}
+
+func TestPool_ConcurrencyBoundsInflight(t *testing.T) {
+	a, sa := newFakeVLLM(t)
+	a.chatBlock = make(chan struct{})
+	p := testFleet(t, FleetOptions{Concurrency: 2}, sa.URL)
+	var wg sync.WaitGroup
+	for range 5 {
+		wg.Go(func() {
+			if _, err := p.Complete(context.Background(), chatReq()); err != nil {
+				t.Error(err)
+			}
+		})
+	}
+	for deadline := time.Now().Add(5 * time.Second); len(a.log()) < 2 && time.Now().Before(deadline); {
+		time.Sleep(time.Millisecond)
+	}
+	time.Sleep(20 * time.Millisecond) // let a third request through, if the bound were broken
+	if got := len(a.log()); got != 2 {
+		t.Fatalf("requests in flight=%d, want the concurrency bound 2", got)
+	}
+	close(a.chatBlock)
+	wg.Wait()
+	if got := len(a.log()); got != 5 {
+		t.Fatalf("requests served=%d, want 5", got)
+	}
+}
+
+// BenchmarkFleet_AcquireRelease is the fleet's own cost per request:
+// picking an endpoint and releasing it, with every core contending.
+func BenchmarkFleet_AcquireRelease(b *testing.B) {
+	var rs []Replica
+	for i := range 4 {
+		u := fmt.Sprintf("http://127.0.0.1:%d/v1", 9000+i)
+		rs = append(rs, Replica{Chat: NewChatClient(u, ChatOptions{}), Admin: NewAdminClient(u, AdminOptions{})})
+	}
+	f := NewFleet(rs, FleetOptions{Concurrency: 1 << 20})
+	ctx := context.Background()
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			var since time.Time
+			ep, _, _, err := f.acquire(ctx, &since)
+			if err != nil {
+				b.Fatal(err)
+			}
+			f.release(ep)
+		}
+	})
 }

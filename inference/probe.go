@@ -2,7 +2,11 @@ package inference
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"net/http"
+	"sync"
+	"time"
 )
 
 // Probe checks that the endpoint is an OpenAI-compatible server: GET
@@ -12,6 +16,160 @@ import (
 func (c *AdminClient) Probe(ctx context.Context) error {
 	if _, err := c.models(ctx); err != nil {
 		return fmt.Errorf("probe %s: %w", c.base, err)
+	}
+	return nil
+}
+
+// Start begins the fleet's probe loop, until Close: every ProbeInterval
+// it checks every endpoint's GET /health (Healthy), drains a live one
+// that fails, readmits a drained one that answers (after its probe delay,
+// loading the fleet's adapters first), and adapts each live endpoint's
+// concurrency to its vLLM /metrics. Calling it again does nothing.
+func (f *Fleet) Start(ctx context.Context) {
+	f.startOnce.Do(func() {
+		ctx, f.cancel = context.WithCancel(ctx)
+		f.wg.Go(func() {
+			t := time.NewTicker(f.opts.ProbeInterval)
+			defer t.Stop()
+			for {
+				select {
+				case <-ctx.Done():
+					return
+				case <-t.C:
+					f.Tick(ctx)
+				}
+			}
+		})
+	})
+}
+
+// Close stops the probe loop and waits for it. Safe to call twice, and
+// without Start.
+func (f *Fleet) Close() {
+	f.closeOnce.Do(func() {
+		f.startOnce.Do(func() {}) // a later Start does nothing
+		if f.cancel != nil {
+			f.cancel()
+		}
+		f.wg.Wait()
+	})
+}
+
+// Tick runs one round of the probe loop: health, readmission, and
+// concurrency from /metrics. The probe loop calls it; tests call it to
+// step the fleet.
+func (f *Fleet) Tick(ctx context.Context) {
+	// Probes are bounded; a readmission is not, beyond the admin client's
+	// own timeouts: loading a real adapter takes seconds.
+	pctx, cancel := context.WithTimeout(ctx, max(f.opts.ProbeInterval, 5*time.Second))
+	defer cancel()
+	health := f.Healthy(pctx)
+	for i, err := range health {
+		// An OpenAI-compatible server without vLLM's /health (404) is
+		// judged by its requests alone.
+		var ae *AdminError
+		if errors.As(err, &ae) && ae.StatusCode == http.StatusNotFound {
+			health[i] = nil
+		}
+	}
+	var wg sync.WaitGroup
+	for i, ep := range f.eps {
+		f.mu.Lock()
+		live, due := ep.live, !ep.live && !f.now().Before(ep.retryAt)
+		f.mu.Unlock()
+		switch {
+		case live && health[i] != nil:
+			f.drain(ep, -1, health[i])
+		case live:
+			wg.Go(func() { f.adapt(pctx, ep) })
+		case due && health[i] == nil:
+			wg.Go(func() { f.readmit(ctx, ep) })
+		case due:
+			f.mu.Lock()
+			ep.lastErr = health[i]
+			ep.retryAt = f.now().Add(f.opts.ProbeInterval)
+			f.mu.Unlock()
+		}
+	}
+	wg.Wait()
+}
+
+// adapt reads the endpoint's queue and moves its concurrency limit. A
+// server without vLLM's gauges keeps its limit.
+func (f *Fleet) adapt(ctx context.Context, ep *endpoint) {
+	s, err := ep.admin.Load(ctx)
+	if err != nil {
+		return
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	ep.limit = f.aimd.next(ep.limit, s, ep.peak >= ep.limit)
+	ep.peak = ep.inflight
+	ep.m.setLimit(ep.limit)
+	f.signalLocked()
+}
+
+// readmit loads the fleet's adapters on a drained endpoint that answers
+// its health check, then lets it take requests. An endpoint whose load
+// fails stays drained and is probed again later.
+func (f *Fleet) readmit(ctx context.Context, ep *endpoint) {
+	f.adMu.Lock()
+	defer f.adMu.Unlock()
+	clear(ep.loaded)
+	for _, a := range f.adapters {
+		if err := f.loadOn(ctx, ep, a.name, a.path); err != nil {
+			f.mu.Lock()
+			ep.lastErr = err
+			backoff := f.opts.ProbeInterval << min(ep.drains, 5)
+			ep.retryAt = f.now().Add(backoff)
+			f.mu.Unlock()
+			f.opts.Logger.Warn("inference endpoint not readmitted", "endpoint", ep.url, "adapter", a.name, "err", err)
+			return
+		}
+		ep.loaded[a.name] = a.path
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	ep.live = true
+	ep.ctx, ep.cancel = context.WithCancel(context.Background())
+	ep.peak = 0
+	ep.m.setUp(true)
+	ep.m.readmitted()
+	f.signalLocked()
+	f.opts.Logger.Info("inference endpoint readmitted", "endpoint", ep.url, "adapters", len(f.adapters))
+}
+
+// Probe checks every endpoint as AdminClient.Probe does, before a run
+// starts. An endpoint that cannot be reached (refused, reset, timed out)
+// or answers 429/5xx is drained, to be probed back once Start runs, so that a run can start
+// with a replica down; one that answers but is not an OpenAI-compatible
+// server is a config error. It fails when no endpoint answers, naming
+// each.
+func (f *Fleet) Probe(ctx context.Context) error {
+	errs := make([]error, len(f.eps))
+	var wg sync.WaitGroup
+	for i, ep := range f.eps {
+		wg.Go(func() { errs[i] = ep.admin.Probe(ctx) })
+	}
+	wg.Wait()
+	var down []error
+	for i, err := range errs {
+		switch {
+		case err == nil:
+		case ctx.Err() == nil && endpointFailure(err):
+			down = append(down, err)
+		default:
+			return err
+		}
+		if err != nil {
+			f.drain(f.eps[i], -1, err)
+		}
+	}
+	if len(down) == len(f.eps) {
+		return errors.Join(down...)
+	}
+	for _, err := range down {
+		f.opts.Logger.Warn("inference endpoint does not answer; starting without it", "err", err)
 	}
 	return nil
 }

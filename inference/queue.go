@@ -105,3 +105,38 @@ func value(m *dto.Metric) (float64, bool) {
 	}
 	return 0, false
 }
+
+// aimd adapts an endpoint's concurrency limit to its vLLM queue, additive
+// increase, multiplicative decrease: while requests queue (any waiting, or
+// the KV cache at or above kvHigh) the limit halves, down to min; while
+// none queue and the endpoint used its whole limit since the last reading
+// it grows by step, up to max. An endpoint that is not busy keeps its
+// limit: nothing was learnt about more.
+type aimd struct {
+	min, max, step int
+	kvHigh         float64
+}
+
+// newAIMD bounds the limits of n endpoints sharing total requests in
+// flight: each may grow to total, and grows by total/16 (at least 1).
+func newAIMD(total int) aimd {
+	return aimd{min: 1, max: total, step: max(total/16, 1), kvHigh: 0.95}
+}
+
+// initial is an endpoint's limit before any reading: an even share of
+// total over n endpoints, rounded up.
+func (a aimd) initial(n int) int {
+	return min(max((a.max+n-1)/max(n, 1), a.min), a.max)
+}
+
+// next is the limit after a reading s, given whether the endpoint had
+// limit requests in flight at some point since the previous reading.
+func (a aimd) next(limit int, s QueueStats, busy bool) int {
+	switch {
+	case s.Waiting > 0 || s.KVCacheUsage >= a.kvHigh:
+		return max(limit/2, a.min)
+	case busy:
+		return min(limit+a.step, a.max)
+	}
+	return min(max(limit, a.min), a.max)
+}

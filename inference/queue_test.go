@@ -4,8 +4,11 @@ import (
 	"context"
 	"net/http"
 	"os"
+	"slices"
 	"strings"
 	"testing"
+
+	"github.com/prometheus/client_golang/prometheus"
 )
 
 func TestAdminClient_Load(t *testing.T) {
@@ -115,4 +118,96 @@ func FuzzParseQueueStats(f *testing.F) {
 			t.Fatalf("parseQueueStats() returned %+v with error %v", s, err)
 		}
 	})
+}
+
+func TestAIMD(t *testing.T) {
+	// inference.concurrency 64 over 2 endpoints: each starts at 32, grows
+	// by 64/16 = 4 while busy and unqueued, halves while requests queue.
+	a := newAIMD(64)
+	if got, want := a.initial(2), 32; got != want {
+		t.Fatalf("initial(2)=%d, want %d", got, want)
+	}
+	if got, want := a.initial(3), 22; got != want { // ceil(64/3)
+		t.Fatalf("initial(3)=%d, want %d", got, want)
+	}
+	if got, want := newAIMD(1).initial(4), 1; got != want {
+		t.Fatalf("newAIMD(1).initial(4)=%d, want %d", got, want)
+	}
+	type reading struct {
+		s    QueueStats
+		busy bool
+		want int
+	}
+	for _, tc := range []struct {
+		name  string
+		start int
+		seq   []reading
+	}{
+		{"grows while busy and nothing queues", 32, []reading{
+			{QueueStats{Running: 32}, true, 36},
+			{QueueStats{Running: 36, KVCacheUsage: 0.5}, true, 40},
+			{QueueStats{Running: 40, KVCacheUsage: 0.9}, true, 44},
+		}},
+		{"idle keeps the limit", 32, []reading{
+			{QueueStats{Running: 3}, false, 32},
+			{QueueStats{}, false, 32},
+		}},
+		{"halves when requests wait", 32, []reading{
+			{QueueStats{Running: 32, Waiting: 1}, true, 16},
+			{QueueStats{Running: 16, Waiting: 5}, true, 8},
+			{QueueStats{Running: 8}, true, 12},
+			{QueueStats{Running: 12}, true, 16},
+		}},
+		{"halves when the KV cache is full even without a queue", 40, []reading{
+			{QueueStats{Running: 40, KVCacheUsage: 0.95}, true, 20},
+			{QueueStats{Running: 20, KVCacheUsage: 0.97}, false, 10},
+		}},
+		{"never below 1", 2, []reading{
+			{QueueStats{Waiting: 9}, true, 1},
+			{QueueStats{Waiting: 9}, true, 1},
+			{QueueStats{}, true, 5},
+		}},
+		{"never above the run's concurrency", 60, []reading{
+			{QueueStats{Running: 60}, true, 64},
+			{QueueStats{Running: 64}, true, 64},
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			limit := tc.start
+			for i, r := range tc.seq {
+				limit = a.next(limit, r.s, r.busy)
+				if limit != r.want {
+					t.Fatalf("reading %d %+v busy=%v: limit=%d, want %d", i, r.s, r.busy, limit, r.want)
+				}
+			}
+		})
+	}
+}
+
+func TestFleet_AdaptsLimitFromMetrics(t *testing.T) {
+	// Two endpoints sharing 8: each starts at 4. A reports a queue, B none
+	// and no gauges at all (not vLLM): A halves, B keeps its limit.
+	a, sa := newFakeVLLM(t)
+	a.metrics = "vllm:num_requests_running 4\nvllm:num_requests_waiting 2\nvllm:gpu_cache_usage_perc 0.5\n"
+	_, sb := newFakeVLLM(t)
+	reg := NewFleetMetrics(prometheus.NewRegistry())
+	f := testFleet(t, FleetOptions{Concurrency: 8, Metrics: reg, Run: "r"}, sa.URL, sb.URL)
+	if got, want := f.Limits(), []int{4, 4}; !slices.Equal(got, want) {
+		t.Fatalf("Limits()=%v, want %v", got, want)
+	}
+	f.Tick(context.Background())
+	if got, want := f.Limits(), []int{2, 4}; !slices.Equal(got, want) {
+		t.Fatalf("Limits() after a queue at A=%v, want %v", got, want)
+	}
+	if got := metricValue(t, reg.limit.WithLabelValues("r", sa.URL+"/v1")); got != 2 {
+		t.Fatalf("limit gauge=%v, want 2", got)
+	}
+	// The queue clears but A was not busy: the limit stays.
+	a.set(func(f *fakeVLLM) {
+		f.metrics = "vllm:num_requests_running 0\nvllm:num_requests_waiting 0\nvllm:kv_cache_usage_perc 0.1\n"
+	})
+	f.Tick(context.Background())
+	if got, want := f.Limits(), []int{2, 4}; !slices.Equal(got, want) {
+		t.Fatalf("Limits() after an idle reading=%v, want %v", got, want)
+	}
 }

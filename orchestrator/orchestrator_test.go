@@ -52,11 +52,13 @@ func newEnv(t *testing.T, dataDir, db string) *env {
 	var once sync.Once
 	stop := func() { once.Do(func() { inf.Close(); tr.Close(); b.Close() }) }
 	t.Cleanup(stop)
+	chat := inference.NewChatClient(inf.URL+"/v1", inference.ChatOptions{Retry: &httpx.Policy{Retries: 3, BaseDelay: time.Millisecond}})
 	return &env{
-		stop:     stop,
-		store:    checkpoint.New(db, checkpoint.Options{}),
-		chat:     inference.NewChatClient(inf.URL+"/v1", inference.ChatOptions{Retry: &httpx.Policy{Retries: 3, BaseDelay: time.Millisecond}}),
-		fleet:    &inference.Fleet{Endpoints: []*inference.AdminClient{inference.NewAdminClient(inf.URL+"/v1", inference.AdminOptions{})}},
+		stop:  stop,
+		store: checkpoint.New(db, checkpoint.Options{}),
+		chat:  chat,
+		fleet: inference.NewFleet([]inference.Replica{{Chat: chat, Admin: inference.NewAdminClient(inf.URL+"/v1", inference.AdminOptions{})}},
+			inference.FleetOptions{OutageWindow: -1}),
 		trainer:  trainer.NewJobClient(tr.URL, trainer.JobClientOptions{PollInterval: 5 * time.Millisecond, MaxPollInterval: 50 * time.Millisecond}),
 		backend:  b,
 		inferURL: inf.URL + "/v1",

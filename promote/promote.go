@@ -174,14 +174,6 @@ func promoteOne(ctx context.Context, c *inference.AdminClient, name, path string
 // servedPath reports whether the endpoint serves name and the path (root)
 // it gives for it, which may be empty.
 func servedPath(ctx context.Context, c *inference.AdminClient, name string) (string, bool, error) {
-	models, err := c.Models(ctx)
-	if err != nil {
-		return "", false, err
-	}
-	for _, m := range models {
-		if m.ID == name {
-			return m.Root, true, nil
-		}
-	}
-	return "", false, nil
+	m, ok, err := c.Adapter(ctx, name)
+	return m.Root, ok, err
 }

@@ -26,6 +26,9 @@ type Options struct {
 	Seed int64
 	// Logger receives operational logs; nil discards them.
 	Logger *slog.Logger
+	// Strict, when set, makes the inference server behave like vLLM
+	// where grpo could go wrong (see Strict); nil is lenient.
+	Strict *Strict
 }
 
 // ErrClosed is returned when a closed Backend is opened again.
@@ -53,6 +56,9 @@ type Backend struct {
 func New(opts Options) (*Backend, error) {
 	if opts.DataDir == "" {
 		return nil, errors.New("refmodel: DataDir is required")
+	}
+	if err := opts.Strict.validate(); err != nil {
+		return nil, err
 	}
 	logger := opts.Logger
 	if logger == nil {

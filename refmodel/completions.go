@@ -151,6 +151,7 @@ func (b *Backend) handleChatCompletions(w http.ResponseWriter, r *http.Request) 
 	logp := c.model.policy.LogProbs(&c.x, c.temperature, c.mask)
 	u := b.uniform(c.seed)
 	a := Pick(&logp, c.temperature, u)
+	quirk := b.opts.Strict.quirk(float64(splitmix64(math.Float64bits(u))>>11) / (1 << 53))
 
 	// Prompt tokens are estimated as the request body's bytes / 4, the usual
 	// rule of thumb for English text and JSON; a completion is one token.
@@ -177,6 +178,7 @@ func (b *Backend) handleChatCompletions(w http.ResponseWriter, r *http.Request) 
 		}}
 		ch.FinishReason = "tool_calls"
 		b.metrics.toolCalls.Inc()
+		applyQuirk(ch, quirk, a)
 	}
 	if c.logprobs {
 		ch.Logprobs = &choiceLogprobs{Content: []tokenLogprob{{
@@ -220,7 +222,7 @@ func (b *Backend) prepare(req *chatRequest) (*completion, int, *requestError) {
 		if *t < 0 || math.IsNaN(*t) {
 			return nil, http.StatusBadRequest, badField("temperature", "%v: must be >= 0", *t)
 		}
-		c.temperature = *t
+		c.temperature = b.opts.Strict.temperature(*t)
 	}
 	for _, f := range []struct {
 		name string
@@ -263,6 +265,9 @@ func (b *Backend) prepare(req *chatRequest) (*completion, int, *requestError) {
 			return nil, http.StatusBadRequest, badField("messages["+strconv.Itoa(last)+"].content", "%v", err)
 		}
 		c.x, _ = stateFeatures(text)
+	}
+	if rerr := b.opts.Strict.checkToolChoice(req); rerr != nil {
+		return nil, http.StatusBadRequest, rerr
 	}
 	mask, rerr := requestMask(req)
 	if rerr != nil {

@@ -26,6 +26,12 @@
 // per 4 bytes of the request body (promptTokenIDs), as many as
 // prompt_tokens.
 //
+// By default the server is lenient where vLLM is not. Options.Strict (grpo
+// refmodel serve --strict) makes it behave like vLLM where the difference
+// can break a run or spoil it in silence — auto tool choice refused without
+// vLLM's flags, load_inplace ignored, tiny temperatures raised to 0.01,
+// seeded unparsed, multiple and truncated tool calls: see Strict.
+//
 // # Trainer
 //
 // A job turns each sampled choice into a Sample (SamplesOf; a choice whose

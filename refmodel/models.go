@@ -2,6 +2,8 @@ package refmodel
 
 import (
 	"encoding/json"
+	"errors"
+	"io/fs"
 	"net/http"
 	"sort"
 	"sync"
@@ -80,6 +82,9 @@ func (b *Backend) handleLoadAdapter(w http.ResponseWriter, r *http.Request) {
 		writeVLLMError(w, http.StatusBadRequest, re.param, re.msg)
 		return
 	}
+	if b.opts.Strict != nil {
+		req.LoadInplace = false // as vLLM before the option existed
+	}
 	switch {
 	case req.LoraName == "":
 		writeVLLMError(w, http.StatusBadRequest, "lora_name", "lora_name: required")
@@ -97,6 +102,12 @@ func (b *Backend) handleLoadAdapter(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	a, err := LoadAdapter(req.LoraPath)
+	if err != nil && b.opts.Strict != nil && errors.Is(err, fs.ErrNotExist) {
+		// Current vLLM: 404 NotFoundError, which grpo retries (the files
+		// may not have appeared yet on a shared filesystem).
+		writeVLLMError(w, http.StatusNotFound, "lora_path", "Loading lora "+req.LoraName+" failed: No adapter found for "+req.LoraPath)
+		return
+	}
 	if err != nil {
 		writeVLLMError(w, http.StatusBadRequest, "lora_path", "Loading lora "+req.LoraName+" failed: "+err.Error())
 		return

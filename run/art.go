@@ -91,7 +91,11 @@ func startART(ctx context.Context, cfg *config.Config, opts Options, resume bool
 	}
 	t := &artTrainer{client: client, model: m, proto: proto, logger: opts.Logger,
 		before: map[string]int{}, done: map[string]trainer.Job{}, pending: map[string]trainer.JobRequest{}, running: map[string]context.CancelFunc{}}
-	return &peers{completer: inference.NewPool(chat)}, t, nil
+	// ART's vLLM is the fleet's one endpoint: drained and waited for
+	// through an outage like any other; adapters are ART's business.
+	fleet := inference.NewFleet([]inference.Replica{{Chat: chat, Admin: admin}}, fleetOptions(*cfg, opts))
+	fleet.Start(context.WithoutCancel(ctx))
+	return &peers{fleet: fleet}, t, nil
 }
 
 // artTrainer is ART behind the orchestrator's trainer seam. ART trains

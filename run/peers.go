@@ -16,15 +16,20 @@ import (
 
 // peers are one run's inference endpoints and trainer.
 type peers struct {
-	completer *inference.Pool
-	fleet     *inference.Fleet
-	trainer   *trainer.JobClient
+	// fleet sends chat completions and loads adapters across the
+	// endpoints, draining those that fail.
+	fleet   *inference.Fleet
+	trainer *trainer.JobClient
 	// embedded is the in-process reference backend, nil for remote peers.
 	embedded *Embedded
 }
 
-// close stops the embedded backend, if any. Safe to call twice.
+// close stops the fleet's probes and the embedded backend, if any. Safe
+// to call twice.
 func (p *peers) close() error {
+	if p.fleet != nil {
+		p.fleet.Close()
+	}
 	if p.embedded != nil {
 		return p.embedded.Close()
 	}
@@ -52,7 +57,8 @@ func startPeers(ctx context.Context, cfg config.Config, opts Options) (*peers, e
 	adminOpts := func(apiKey string) inference.AdminOptions {
 		return inference.AdminOptions{APIKey: apiKey, HTTPClient: hc, Retry: &retry}
 	}
-	p := &peers{fleet: &inference.Fleet{Inplace: inf.Adapters.Naming == "inplace"}}
+	p := &peers{}
+	var replicas []inference.Replica
 	var trainerURL string
 	if cfg.Embedded() {
 		if dataDir == "" {
@@ -71,43 +77,66 @@ func startPeers(ctx context.Context, cfg config.Config, opts Options) (*peers, e
 			return nil, err
 		}
 		p.embedded = e
-		p.completer = inference.NewPool(inference.NewChatClient(e.InferenceURL, chatOpts("")))
-		p.fleet.Endpoints = []*inference.AdminClient{inference.NewAdminClient(e.InferenceURL, adminOpts(""))}
+		replicas = []inference.Replica{{
+			Chat: inference.NewChatClient(e.InferenceURL, chatOpts("")), Admin: inference.NewAdminClient(e.InferenceURL, adminOpts("")),
+		}}
 		trainerURL = e.TrainerURL
 	} else {
-		var clients []*inference.ChatClient
 		for _, ep := range inf.Endpoints {
 			env := ep.APIKeyEnv
 			if env == "" {
 				env = "OPENAI_API_KEY"
 			}
 			key := getenv(env)
-			clients = append(clients, inference.NewChatClient(ep.URL, chatOpts(key)))
-			p.fleet.Endpoints = append(p.fleet.Endpoints, inference.NewAdminClient(ep.URL, adminOpts(key)))
+			replicas = append(replicas, inference.Replica{
+				Chat: inference.NewChatClient(ep.URL, chatOpts(key)), Admin: inference.NewAdminClient(ep.URL, adminOpts(key)),
+			})
 		}
-		p.completer = inference.NewPool(clients...)
 		trainerURL = cfg.Trainer.URL
 	}
+	p.fleet = inference.NewFleet(replicas, fleetOptions(cfg, opts))
 	p.trainer = trainer.NewJobClient(trainerURL, trainer.JobClientOptions{HTTPClient: hc, Retry: &retry, PollInterval: 20 * time.Millisecond, MaxPollInterval: 2 * time.Second})
 	if err := p.check(ctx, trainerURL); err != nil {
 		p.close()
 		return nil, err
 	}
+	// Probes outlive the caller's context only until close.
+	p.fleet.Start(context.WithoutCancel(ctx))
 	return p, nil
 }
 
-// check asks every inference endpoint for its models (it must be an
-// OpenAI-compatible server) and the trainer for GET /healthz.
-func (p *peers) check(ctx context.Context, trainerURL string) error {
-	for _, admin := range p.fleet.Endpoints {
-		cctx, cancel := context.WithTimeout(ctx, healthTimeout)
-		err := admin.Probe(cctx)
-		cancel()
-		if err != nil {
-			return fmt.Errorf("inference endpoint: %w", err)
-		}
+// fleetOptions are the fleet's settings from the config: in-place loading,
+// the run's concurrency, the outage window.
+func fleetOptions(cfg config.Config, opts Options) inference.FleetOptions {
+	inf := cfg.Inference
+	fo := inference.FleetOptions{
+		Concurrency:  inf.Concurrency,
+		OutageWindow: time.Duration(inf.OutageWindow),
+		Metrics:      opts.FleetMetrics,
+		Run:          cfg.Run.Name,
+		Logger:       opts.Logger.With("run", cfg.Run.Name),
 	}
+	if fo.OutageWindow == 0 {
+		fo.OutageWindow = -1 // fail at once
+	}
+	if inf.Adapters.Naming == config.NamingInplace {
+		fo.Inplace = inf.Adapters.Inplace
+	}
+	return fo
+}
+
+// check asks every inference endpoint for its models (it must be an
+// OpenAI-compatible server; with several, one that cannot be reached is
+// drained and the run starts on the others) and the trainer for GET
+// /healthz.
+func (p *peers) check(ctx context.Context, trainerURL string) error {
 	cctx, cancel := context.WithTimeout(ctx, healthTimeout)
+	err := p.fleet.Probe(cctx)
+	cancel()
+	if err != nil {
+		return fmt.Errorf("inference endpoint: %w", err)
+	}
+	cctx, cancel = context.WithTimeout(ctx, healthTimeout)
 	defer cancel()
 	if err := p.trainer.Health(cctx); err != nil {
 		return fmt.Errorf("trainer %s: %w (trainer.url must point at the job API: POST /v1/jobs, GET /healthz)", trainerURL, err)

@@ -28,6 +28,7 @@ import (
 
 	"github.com/grpo-dev/grpo/checkpoint"
 	"github.com/grpo-dev/grpo/config"
+	"github.com/grpo-dev/grpo/inference"
 	"github.com/grpo-dev/grpo/orchestrator"
 	"github.com/grpo-dev/grpo/rollout"
 )
@@ -47,6 +48,9 @@ type Options struct {
 	// OnCall, when set, observes every LLM call (action decoded, latency,
 	// error).
 	OnCall func(action string, d time.Duration, err error)
+	// FleetMetrics, when set, receives the inference endpoints' health,
+	// concurrency limits and adapter loads.
+	FleetMetrics *inference.FleetMetrics
 	// WrapCompleter, when set, wraps the client of the inference endpoints
 	// (to count and time requests).
 	WrapCompleter func(rollout.Completer) rollout.Completer
@@ -190,7 +194,7 @@ func (r *Run) Play(ctx context.Context) error {
 	}
 	switch {
 	case r.peers != nil:
-		opts.Completer, opts.Trainer, opts.Adapters = r.peers.completer, r.peers.trainer, r.peers.fleet
+		opts.Completer, opts.Trainer, opts.Adapters = r.peers.fleet, r.peers.trainer, r.peers.fleet
 		if r.art != nil {
 			opts.Trainer, opts.Adapters = r.art, artAdapters{}
 		}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"time"
 
+	"github.com/grpo-dev/grpo/inference"
 	"github.com/grpo-dev/grpo/orchestrator"
 	"github.com/grpo-dev/grpo/rollout"
 	"github.com/prometheus/client_golang/prometheus"
@@ -24,6 +25,10 @@ var MetricNames = []string{
 	"grpo_invalid_outputs_total", "grpo_deadlocks_total", "grpo_zero_variance_groups_total",
 	"grpo_llm_requests_total", "grpo_llm_request_duration_seconds", "grpo_inflight_requests",
 	"grpo_trainer_job_duration_seconds", "grpo_trainer_jobs_total", "grpo_adapter_loads_total",
+	// The inference fleet's (inference.FleetMetricNames).
+	"grpo_inference_endpoint_up", "grpo_inference_endpoint_concurrency_limit",
+	"grpo_inference_endpoint_drains_total", "grpo_inference_endpoint_readmissions_total",
+	"grpo_inference_adapter_load_attempts_total",
 }
 
 // metrics are the daemon's Prometheus metrics, fed from orchestrator
@@ -46,6 +51,9 @@ type metrics struct {
 	jobDuration     *prometheus.HistogramVec
 	jobs            *prometheus.CounterVec
 	adapterLoads    *prometheus.CounterVec
+	// fleet is every run's inference fleet: endpoint health, concurrency
+	// limits, drains, readmissions, adapter load attempts.
+	fleet *inference.FleetMetrics
 }
 
 func newMetrics(reg prometheus.Registerer) *metrics {
@@ -105,6 +113,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		adapterLoads: f.NewCounterVec(prometheus.CounterOpts{
 			Name: "grpo_adapter_loads_total", Help: "Adapters hot-loaded into the inference endpoints.",
 		}, []string{"run"}),
+		fleet: inference.NewFleetMetrics(reg),
 	}
 }
 

@@ -81,6 +81,7 @@ func (s *Server) host(ctx context.Context, name string, open func(run.Options) (
 			s.hub.publish(e)
 		},
 		OnCall:        s.metrics.onCall(name),
+		FleetMetrics:  s.metrics.fleet,
 		WrapCompleter: func(c rollout.Completer) rollout.Completer { return s.metrics.completer(name, c) },
 		Interrupted:   checkpoint.StateRunning,
 	})

@@ -12,6 +12,7 @@ import (
 )
 
 const refmodelSynopsis = `Usage: grpo refmodel serve [--addr HOST:PORT] [--data-dir DIR] [--seed S]
+                           [--strict [--enable-auto-tool-choice] [--quirks F]]
 
 Serves the embedded reference backend on its own: a small learnable policy
 behind vLLM's OpenAI-compatible API (/v1/chat/completions, /v1/models,
@@ -25,6 +26,14 @@ adapters after the run ended: each step's adapter is loaded at start under
 the name the run gave it (e.g. dp5-shaped-1-step-0003), and any adapter
 directory can be loaded by path with POST /v1/load_lora_adapter, which is
 what 'grpo promote RUN --endpoint http://HOST:PORT/v1' does.
+
+--strict behaves like vLLM where grpo could go wrong: tool_choice "auto"
+is refused with vLLM's 400 unless --enable-auto-tool-choice is given too;
+load_inplace is ignored (a second load of a name answers 400 "has already
+been loaded", as vLLM before the option); temperatures between 0 and 0.01
+are raised to 0.01; and a share --quirks of tool calls (default 0.05,
+seeded) come back as unparsed <tool_call> text, several tool calls, or cut
+with finish_reason "length".
 `
 
 // RefmodelCommand is `grpo refmodel serve`.
@@ -33,6 +42,8 @@ type RefmodelCommand struct {
 	addr, dataDir string
 	seed          int64
 	preload       bool
+	strict, auto  bool
+	quirks        float64
 }
 
 // ParseFlags parses the command line of `grpo refmodel serve`.
@@ -42,6 +53,9 @@ func (c *RefmodelCommand) ParseFlags(args []string) error {
 	fs.StringVar(&c.dataDir, "data-dir", "refmodel-data", "directory for adapters and job records")
 	fs.Int64Var(&c.seed, "seed", 1, "seed of the server's sampler for requests without a seed")
 	fs.BoolVar(&c.preload, "preload", true, "serve the adapters already under --data-dir/adapters at start, under their names")
+	fs.BoolVar(&c.strict, "strict", false, "behave like vLLM where grpo could go wrong")
+	fs.BoolVar(&c.auto, "enable-auto-tool-choice", false, "with --strict: accept tool_choice \"auto\", as vLLM started with --enable-auto-tool-choice --tool-call-parser hermes")
+	fs.Float64Var(&c.quirks, "quirks", 0.05, "with --strict: share of tool calls answered as vLLM's parser sometimes does, 0 to 1")
 	if err := parse(fs, args); err != nil {
 		return err
 	}
@@ -53,6 +67,9 @@ func (c *RefmodelCommand) ParseFlags(args []string) error {
 	}
 	if fs.NArg() > 0 {
 		return usagef("unexpected argument %q", fs.Arg(0))
+	}
+	if !(c.quirks >= 0 && c.quirks <= 1) {
+		return usagef("--quirks %v: accepted 0 to 1", c.quirks)
 	}
 	return nil
 }
@@ -68,7 +85,11 @@ func (c *RefmodelCommand) Run(ctx context.Context) error {
 	if err := os.MkdirAll(dataDir, 0o755); err != nil {
 		return fmt.Errorf("--data-dir %s: %w", c.dataDir, err)
 	}
-	b, err := refmodel.New(refmodel.Options{DataDir: dataDir, Seed: c.seed, Logger: logger})
+	opts := refmodel.Options{DataDir: dataDir, Seed: c.seed, Logger: logger}
+	if c.strict {
+		opts.Strict = &refmodel.Strict{AutoToolChoice: c.auto, Quirks: c.quirks}
+	}
+	b, err := refmodel.New(opts)
 	if err != nil {
 		return err
 	}
