@@ -250,9 +250,12 @@ func TestTreeHash(t *testing.T) {
 }
 
 // liveRefmodel serves the reference backend's inference API on loopback.
-func liveRefmodel(t *testing.T) string {
+func liveRefmodel(t *testing.T) string { return serveRefmodel(t, nil) }
+
+// serveRefmodel is liveRefmodel, strict (vLLM's quirks) when strict is set.
+func serveRefmodel(t *testing.T, strict *refmodel.Strict) string {
 	t.Helper()
-	b, err := refmodel.New(refmodel.Options{DataDir: t.TempDir()})
+	b, err := refmodel.New(refmodel.Options{DataDir: t.TempDir(), Strict: strict})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -407,6 +410,30 @@ func TestPromoteFallsBackWithoutInplace(t *testing.T) {
 	for _, a := range fake.auth {
 		if a != "Bearer k3y" {
 			t.Fatalf("Authorization %q, want the key of api_key_env TEST_KEY", a)
+		}
+	}
+}
+
+// TestPromoteStrictRefmodel promotes twice into the reference backend in
+// strict mode, which refuses load_inplace as vLLM before the option did.
+func TestPromoteStrictRefmodel(t *testing.T) {
+	url := serveRefmodel(t, &refmodel.Strict{})
+	f := newFixture(t, url)
+	clients, _ := promote.Endpoints(f.resolve(t, promote.Pick{By: "best"}).Config, func(string) string { return "" }, inference.AdminOptions{})
+	for i, c := range []struct {
+		pick   promote.Pick
+		action string
+		path   string
+	}{{promote.Pick{By: "best"}, promote.ActionLoaded, f.adapters[1]}, {promote.Pick{By: "last"}, promote.ActionReloaded, f.adapters[3]}} {
+		res, err := promote.Promote(context.Background(), clients, "r1-best", f.resolve(t, c.pick))
+		if err != nil {
+			t.Fatalf("promotion %d: %v", i+1, err)
+		}
+		if e := res.Endpoints[0]; e.Action != c.action || e.Served != c.path {
+			t.Fatalf("promotion %d: %+v, want %s from %s", i+1, e, c.action, c.path)
+		}
+		if root, ok := served(t, url, "r1-best"); !ok || root != c.path {
+			t.Fatalf("promotion %d: r1-best served from %q", i+1, root)
 		}
 	}
 }
