@@ -31,7 +31,7 @@ func startRefmodel(t *testing.T, dataDir string) string {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
-	lines := make(chan string)
+	lines := make(chan string, 1024) // buffered: a line sent while the test is not reading is kept
 	go func() {
 		sc := bufio.NewScanner(stderr)
 		for sc.Scan() {
