@@ -34,7 +34,7 @@ func (s *Server) routes() http.Handler {
 	mux.Handle("GET /metrics", promhttp.HandlerFor(s.opts.Registry, promhttp.HandlerOpts{}))
 	mux.HandleFunc("GET /ws", s.serveWS)
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "ok\n") })
-	mux.Handle("GET /", dashboard())
+	mux.Handle("GET /", dashboard(dashboardSettings{GrafanaURL: s.opts.GrafanaURL}))
 	return mux
 }
 

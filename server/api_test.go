@@ -82,8 +82,12 @@ func TestRunLifecycle(t *testing.T) {
 	}
 	for _, want := range []string{
 		`grpo_step{run="life"} 2`,
-		`grpo_reward_mean{run="life",split="validation"}`,
-		`grpo_reward_mean{run="life",split="train"}`,
+		`grpo_reward_mean{n="all",run="life",split="validation"}`,
+		`grpo_reward_mean{n="5",run="life",split="validation"}`,
+		`grpo_reward_mean{n="all",run="life",split="train"}`,
+		`grpo_reward_std{n="5",run="life",split="validation"}`,
+		`grpo_deadlock_rate{n="all",run="life",split="validation"}`,
+		`grpo_trainer_loss{run="life"}`,
 		`grpo_best_step{run="life"} ` + itoa(best.Step),
 		`grpo_episodes_total{run="life",split="validation"} 12`, // 3 validations x 4
 		`grpo_episodes_total{run="life",split="train"} 12`,      // 2 steps x 2 groups x 3

@@ -5,12 +5,25 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/chromedp/chromedp"
 	"github.com/grpo-dev/grpo/server"
 )
+
+// TestDashboardSettings: the page learns the Grafana link from the
+// daemon; without one it gets none.
+func TestDashboardSettings(t *testing.T) {
+	for url, want := range map[string]string{"": `{"grafana_url":""}`, "http://127.0.0.1:3000/d/grpo": `{"grafana_url":"http://127.0.0.1:3000/d/grpo"}`} {
+		s := newEnv(t).MustStart(t, server.Options{GrafanaURL: url})
+		code, body := do(t, "GET", s.URL()+"/dashboard.json", "", "")
+		if code != http.StatusOK || strings.TrimSpace(string(body)) != want {
+			t.Errorf("GrafanaURL %q: GET /dashboard.json = %d %s, want %s", url, code, body, want)
+		}
+	}
+}
 
 func TestDashboardServesAssets(t *testing.T) {
 	e := newEnv(t)

@@ -155,7 +155,7 @@ scrape_configs:
 	// Prometheus its own minute from here to scrape the last value.
 	deadline = time.Now().Add(60 * time.Second)
 	for {
-		res := promQuery(t, promBase, "/api/v1/query", url.Values{"query": {`grpo_reward_mean{run="curve",split="validation"}`}})
+		res := promQuery(t, promBase, "/api/v1/query", url.Values{"query": {`grpo_reward_mean{run="curve",split="validation",n="all"}`}})
 		if len(res) == 1 {
 			if got := sampleValue(t, res[0].Value[1]); got != last {
 				if time.Now().After(deadline) {
@@ -177,7 +177,7 @@ scrape_configs:
 	// run's validation rewards, and the last is the last step's.
 	end := time.Now()
 	res := promQuery(t, promBase, "/api/v1/query_range", url.Values{
-		"query": {`grpo_reward_mean{run="curve",split="validation"}`},
+		"query": {`grpo_reward_mean{run="curve",split="validation",n="all"}`},
 		"start": {strconv.FormatInt(end.Add(-5*time.Minute).Unix(), 10)},
 		"end":   {strconv.FormatInt(end.Unix()+1, 10)},
 		"step":  {"1"},

@@ -2,8 +2,14 @@ package server
 
 import (
 	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"sync"
 	"time"
 
+	"github.com/grpo-dev/grpo/checkpoint"
+	"github.com/grpo-dev/grpo/grpo"
 	"github.com/grpo-dev/grpo/inference"
 	"github.com/grpo-dev/grpo/orchestrator"
 	"github.com/grpo-dev/grpo/rollout"
@@ -17,6 +23,9 @@ const (
 	splitValidation = "validation"
 )
 
+// nAll is the n label of a split's totals over every table size.
+const nAll = "all"
+
 // MetricNames lists every metric the daemon registers (DESIGN §9). The
 // deploy assets are checked against it.
 var MetricNames = []string{
@@ -25,6 +34,8 @@ var MetricNames = []string{
 	"grpo_invalid_outputs_total", "grpo_deadlocks_total", "grpo_zero_variance_groups_total",
 	"grpo_llm_requests_total", "grpo_llm_request_duration_seconds", "grpo_inflight_requests",
 	"grpo_trainer_job_duration_seconds", "grpo_trainer_jobs_total", "grpo_adapter_loads_total",
+	"grpo_deadlock_rate", "grpo_meals_mean", "grpo_invalid_rate",
+	"grpo_trainer_loss", "grpo_trainer_kl", "grpo_trainer_grad_norm",
 	// The inference fleet's (inference.FleetMetricNames).
 	"grpo_inference_endpoint_up", "grpo_inference_endpoint_concurrency_limit",
 	"grpo_inference_endpoint_drains_total", "grpo_inference_endpoint_readmissions_total",
@@ -51,6 +62,17 @@ type metrics struct {
 	jobDuration     *prometheus.HistogramVec
 	jobs            *prometheus.CounterVec
 	adapterLoads    *prometheus.CounterVec
+	deadlockRate    *prometheus.GaugeVec
+	mealsMean       *prometheus.GaugeVec
+	invalidRate     *prometheus.GaugeVec
+	trainerLoss     *prometheus.GaugeVec
+	trainerKL       *prometheus.GaugeVec
+	trainerGradNorm *prometheus.GaugeVec
+
+	// valRewards collects each run's validation rewards by n while a
+	// validation is under way, for the per-n standard deviation.
+	mu         sync.Mutex
+	valRewards map[string]map[int][]float64
 	// fleet is every run's inference fleet: endpoint health, concurrency
 	// limits, drains, readmissions, adapter load attempts.
 	fleet *inference.FleetMetrics
@@ -63,11 +85,29 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Name: "grpo_step", Help: "Last committed training step of the run (0 = base model).",
 		}, []string{"run"}),
 		rewardMean: f.NewGaugeVec(prometheus.GaugeOpts{
-			Name: "grpo_reward_mean", Help: "Mean episode reward of the last committed step; split=validation over time is the reward curve.",
-		}, []string{"run", "split"}),
+			Name: "grpo_reward_mean", Help: "Mean episode reward of the last committed step, by table size n (n=\"all\": every size); split=validation over time is the reward curve.",
+		}, []string{"run", "split", "n"}),
 		rewardStd: f.NewGaugeVec(prometheus.GaugeOpts{
-			Name: "grpo_reward_std", Help: "Standard deviation of the episode rewards of the last committed step.",
-		}, []string{"run", "split"}),
+			Name: "grpo_reward_std", Help: "Standard deviation of the episode rewards of the last committed step, by table size n (n=\"all\": every size).",
+		}, []string{"run", "split", "n"}),
+		deadlockRate: f.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "grpo_deadlock_rate", Help: "Fraction of the last committed step's episodes that deadlocked, by table size n (n=\"all\": every size).",
+		}, []string{"run", "split", "n"}),
+		mealsMean: f.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "grpo_meals_mean", Help: "Mean meals per episode of the last committed step, by table size n (n=\"all\": every size).",
+		}, []string{"run", "split", "n"}),
+		invalidRate: f.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "grpo_invalid_rate", Help: "Invalid LLM outputs per call of the last committed step, by table size n (n=\"all\": every size).",
+		}, []string{"run", "split", "n"}),
+		trainerLoss: f.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "grpo_trainer_loss", Help: "Loss the trainer reported for the last committed step's job.",
+		}, []string{"run"}),
+		trainerKL: f.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "grpo_trainer_kl", Help: "KL to the reference policy the trainer reported for the last committed step's job.",
+		}, []string{"run"}),
+		trainerGradNorm: f.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "grpo_trainer_grad_norm", Help: "Gradient norm the trainer reported for the last committed step's job.",
+		}, []string{"run"}),
 		bestStep: f.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "grpo_best_step", Help: "Step selected by the run's selection policy.",
 		}, []string{"run"}),
@@ -94,7 +134,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Name: "grpo_zero_variance_groups_total", Help: "Training groups whose rewards were all equal (no signal).",
 		}, []string{"run"}),
 		llmRequests: f.NewCounterVec(prometheus.CounterOpts{
-			Name: "grpo_llm_requests_total", Help: "Chat completion requests, by outcome (ok, error).",
+			Name: "grpo_llm_requests_total", Help: "Chat completion requests, by outcome (ok, error, cancelled: the run was stopped while the request was in flight).",
 		}, []string{"run", "outcome"}),
 		llmDuration: f.NewHistogramVec(prometheus.HistogramOpts{
 			Name: "grpo_llm_request_duration_seconds", Help: "Latency of chat completion requests, retries included.",
@@ -113,8 +153,102 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		adapterLoads: f.NewCounterVec(prometheus.CounterOpts{
 			Name: "grpo_adapter_loads_total", Help: "Adapters hot-loaded into the inference endpoints.",
 		}, []string{"run"}),
-		fleet: inference.NewFleetMetrics(reg),
+		valRewards: map[string]map[int][]float64{},
+		fleet:      inference.NewFleetMetrics(reg),
 	}
+}
+
+// splitFigures are one split.s figures of a step at one table size (n="all":
+// every size). A nil field is not known and leaves its gauge alone.
+type splitFigures struct {
+	n                                   string
+	mean, std, deadlock, meals, invalid *float64
+}
+
+func (m *metrics) setSplit(run, split string, f splitFigures) {
+	for _, g := range []struct {
+		vec *prometheus.GaugeVec
+		v   *float64
+	}{{m.rewardMean, f.mean}, {m.rewardStd, f.std}, {m.deadlockRate, f.deadlock}, {m.mealsMean, f.meals}, {m.invalidRate, f.invalid}} {
+		if g.v != nil {
+			g.vec.WithLabelValues(run, split, f.n).Set(*g.v)
+		}
+	}
+}
+
+func ptr(v float64) *float64 { return &v }
+
+// train sets the train split's gauges from a step's training stats: the
+// step plays one table size, so its n and "all" get the same figures.
+func (m *metrics) train(run string, n int, t checkpoint.TrainStats) {
+	for _, label := range []string{strconv.Itoa(n), nAll} {
+		m.setSplit(run, splitTrain, splitFigures{n: label, mean: ptr(t.RewardMean), std: ptr(t.RewardStd),
+			deadlock: ptr(t.DeadlockRate), meals: ptr(t.MealsMean), invalid: ptr(t.InvalidRate)})
+	}
+}
+
+// validation sets the validation split's gauges: the totals, and each
+// table size's figures (its reward std when known from its episodes).
+func (m *metrics) validation(run string, all checkpoint.Evaluation, stds map[int]float64) {
+	m.setSplit(run, splitValidation, splitFigures{n: nAll, mean: ptr(all.RewardMean), std: ptr(all.RewardStd),
+		deadlock: ptr(all.DeadlockRate), meals: ptr(all.MealsMean), invalid: ptr(all.InvalidRate)})
+	for _, pn := range all.PerN {
+		f := splitFigures{n: strconv.Itoa(pn.N), mean: ptr(pn.RewardMean), deadlock: ptr(pn.DeadlockRate), meals: ptr(pn.MealsMean)}
+		if sd, ok := stds[pn.N]; ok {
+			f.std = ptr(sd)
+		}
+		m.setSplit(run, splitValidation, f)
+	}
+}
+
+// job sets the trainer gauges from a finished job's metrics.
+func (m *metrics) job(run string, metrics map[string]float64) {
+	for key, vec := range map[string]*prometheus.GaugeVec{"loss": m.trainerLoss, "kl": m.trainerKL, "grad_norm": m.trainerGradNorm} {
+		if v, ok := metrics[key]; ok {
+			vec.WithLabelValues(run).Set(v)
+		}
+	}
+}
+
+// restore exports the last values of every run the store holds, so that
+// finished runs' series survive a daemon restart. Runs the daemon
+// resumes overwrite theirs as they play.
+func (m *metrics) restore(ctx context.Context, store *checkpoint.Store) error {
+	list, err := store.ListRuns(ctx)
+	if err != nil {
+		return fmt.Errorf("restore metrics: %w", err)
+	}
+	for _, r := range list {
+		run, steps, evals, err := store.Snapshot(ctx, r.Name)
+		if err != nil {
+			return fmt.Errorf("restore metrics of run %s: %w", r.Name, err)
+		}
+		if len(steps) == 0 {
+			continue
+		}
+		last := steps[len(steps)-1]
+		m.step.WithLabelValues(r.Name).Set(float64(last.Step))
+		for i := len(steps) - 1; i >= 0; i-- {
+			if s := steps[i]; s.Train != nil {
+				m.train(r.Name, s.N, *s.Train)
+				break
+			}
+		}
+		for i := len(steps) - 1; i >= 0; i-- {
+			if j := steps[i].Job; j != nil && len(j.Metrics) > 0 {
+				m.job(r.Name, j.Metrics)
+				break
+			}
+		}
+		if len(evals) > 0 {
+			m.validation(r.Name, evals[len(evals)-1], nil)
+		}
+		if sel, err := checkpoint.Select(run.Policy, run.Metric, run.EMA, steps, evals); err == nil {
+			m.bestStep.WithLabelValues(r.Name).Set(float64(sel.Step))
+			m.bestReward.WithLabelValues(r.Name).Set(sel.Value)
+		}
+	}
+	return nil
 }
 
 // event updates the metrics from one orchestrator event.
@@ -127,6 +261,14 @@ func (m *metrics) event(e orchestrator.Event) {
 		if d.Deadlock {
 			m.deadlocks.WithLabelValues(e.Run, d.Split).Inc()
 		}
+		if d.Split == splitValidation && !d.Errored {
+			m.mu.Lock()
+			if m.valRewards[e.Run] == nil {
+				m.valRewards[e.Run] = map[int][]float64{}
+			}
+			m.valRewards[e.Run][d.N] = append(m.valRewards[e.Run][d.N], d.Reward)
+			m.mu.Unlock()
+		}
 	case e.JobState != nil:
 		if e.JobState.Terminal() {
 			m.jobs.WithLabelValues(e.Run, e.JobState.State).Inc()
@@ -134,26 +276,44 @@ func (m *metrics) event(e orchestrator.Event) {
 	case e.AdapterLoaded != nil:
 		m.adapterLoads.WithLabelValues(e.Run).Inc()
 	case e.ValidationDone != nil:
-		m.rewardMean.WithLabelValues(e.Run, splitValidation).Set(e.ValidationDone.RewardMean)
-		m.rewardStd.WithLabelValues(e.Run, splitValidation).Set(e.ValidationDone.RewardStd)
+		d := e.ValidationDone
+		m.mu.Lock()
+		byN := m.valRewards[e.Run]
+		delete(m.valRewards, e.Run)
+		m.mu.Unlock()
+		stds := map[int]float64{}
+		ev := checkpoint.Evaluation{RewardMean: d.RewardMean, RewardStd: d.RewardStd, DeadlockRate: d.DeadlockRate, MealsMean: d.MealsMean, InvalidRate: d.InvalidRate}
+		for _, pn := range d.PerN {
+			ev.PerN = append(ev.PerN, checkpoint.EvalN{N: pn.N, Episodes: pn.Episodes, RewardMean: pn.RewardMean, DeadlockRate: pn.DeadlockRate, MealsMean: pn.MealsMean})
+			if rs := byN[pn.N]; len(rs) == pn.Episodes && len(rs) > 0 {
+				stds[pn.N] = grpo.Summarize(rs).Std
+			}
+		}
+		m.validation(e.Run, ev, stds)
 	case e.BestChanged != nil:
 		m.bestStep.WithLabelValues(e.Run).Set(float64(e.BestChanged.Step))
 		m.bestReward.WithLabelValues(e.Run).Set(e.BestChanged.Value)
 	case e.StepCommitted != nil:
 		m.step.WithLabelValues(e.Run).Set(float64(e.Step))
 		if t := e.StepCommitted.Train; t != nil {
-			m.rewardMean.WithLabelValues(e.Run, splitTrain).Set(t.RewardMean)
-			m.rewardStd.WithLabelValues(e.Run, splitTrain).Set(t.RewardStd)
+			m.train(e.Run, e.StepCommitted.N, checkpoint.TrainStats{RewardMean: t.RewardMean, RewardStd: t.RewardStd,
+				DeadlockRate: t.DeadlockRate, MealsMean: t.MealsMean, InvalidRate: t.InvalidRate})
 			m.zeroVariance.WithLabelValues(e.Run).Add(float64(t.ZeroVarianceGroups))
 		}
-		if j := e.StepCommitted.Job; j != nil && !j.Finished.IsZero() && !j.Submitted.IsZero() {
-			m.jobDuration.WithLabelValues(e.Run).Observe(j.Finished.Sub(j.Submitted).Seconds())
+		if j := e.StepCommitted.Job; j != nil {
+			if !j.Finished.IsZero() && !j.Submitted.IsZero() {
+				m.jobDuration.WithLabelValues(e.Run).Observe(j.Finished.Sub(j.Submitted).Seconds())
+			}
+			m.job(e.Run, j.Metrics)
 		}
 	case e.RunStarted != nil:
 		// Bind the run's children so that its series exist from the start.
 		m.step.WithLabelValues(e.Run).Set(float64(max(e.RunStarted.From-1, 0)))
 		m.invalidOutputs.WithLabelValues(e.Run)
 		m.inflight.WithLabelValues(e.Run)
+		m.mu.Lock()
+		delete(m.valRewards, e.Run)
+		m.mu.Unlock()
 	}
 }
 
@@ -181,17 +341,19 @@ func (m *metrics) onCall(run string) func(action string, d time.Duration, err er
 // those in flight.
 func (m *metrics) completer(run string, c rollout.Completer) rollout.Completer {
 	return &instrumented{
-		next:     c,
-		ok:       m.llmRequests.WithLabelValues(run, "ok"),
-		failed:   m.llmRequests.WithLabelValues(run, "error"),
-		duration: m.llmDuration.WithLabelValues(run),
-		inflight: m.inflight.WithLabelValues(run),
+		next:      c,
+		ok:        m.llmRequests.WithLabelValues(run, "ok"),
+		failed:    m.llmRequests.WithLabelValues(run, "error"),
+		cancelled: m.llmRequests.WithLabelValues(run, "cancelled"),
+		duration:  m.llmDuration.WithLabelValues(run),
+		inflight:  m.inflight.WithLabelValues(run),
 	}
 }
 
 type instrumented struct {
 	next       rollout.Completer
 	ok, failed prometheus.Counter
+	cancelled  prometheus.Counter // the caller gave up: the run was stopped
 	duration   prometheus.Observer
 	inflight   prometheus.Gauge
 }
@@ -204,9 +366,12 @@ func (c *instrumented) Complete(ctx context.Context, req *rollout.Request) (*rol
 	out, err := c.next.Complete(ctx, req)
 	c.duration.Observe(time.Since(t0).Seconds())
 	c.inflight.Dec()
-	if err != nil {
+	switch {
+	case err != nil && (ctx.Err() != nil || errors.Is(err, context.Canceled)):
+		c.cancelled.Inc()
+	case err != nil:
 		c.failed.Inc()
-	} else {
+	default:
 		c.ok.Inc()
 	}
 	return out, err

@@ -57,6 +57,9 @@ type Options struct {
 	AllowedOrigins []string
 	// Getenv reads API keys named by run configs (default os.Getenv).
 	Getenv func(string) string
+	// GrafanaURL, when set, is linked from the dashboard (its Grafana
+	// dashboard, e.g. http://grafana:3000/d/grpo).
+	GrafanaURL string
 	// ClientBuffer bounds the events queued for one websocket client; a
 	// client that falls this far behind is dropped (default 256).
 	ClientBuffer int
@@ -142,6 +145,9 @@ func (s *Server) Start(ctx context.Context) error {
 			s.logger.Error("serve", "addr", ln.Addr().String(), "err", err)
 		}
 	}()
+	if err := s.metrics.restore(ctx, s.opts.Store); err != nil {
+		s.logger.Warn("metrics of stored runs not exported", "err", err)
+	}
 	if err := s.resumeAll(ctx); err != nil {
 		s.Close()
 		return err

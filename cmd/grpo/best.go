@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"time"
@@ -27,6 +28,11 @@ the run's config and a SHA-256 content hash of the adapter files. --step
 exports another step the same way; step 0 (base) has no adapter, so only
 the manifest is written. A DIR that exists and is not empty is refused
 unless --force, which replaces it.
+
+A run that failed has no trustworthy result: best says so, with the run's
+error and the best of its committed steps, and exits 1 (--export of a
+failed run's step works, with --step). A run still running or cancelled is
+reported with its state.
 `
 
 // BestCommand is `grpo best`.
@@ -78,7 +84,10 @@ func (c *BestCommand) ParseFlags(args []string) error {
 
 // Run prints the run's selected step, or exports a step.
 func (c *BestCommand) Run(ctx context.Context) error {
-	store := checkpoint.New(c.db, checkpoint.Options{})
+	store, err := openStore(c.db)
+	if err != nil {
+		return err
+	}
 	name, err := runOrLatest(ctx, store, c.name)
 	if err != nil {
 		return err
@@ -90,8 +99,15 @@ func (c *BestCommand) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	if r.run.State == checkpoint.StateFailed {
+		msg := fmt.Sprintf("run %s failed: %s", name, r.run.Error)
+		if r.sel != nil {
+			msg += fmt.Sprintf("; its best committed step was %d (%s %.4f), see 'grpo runs show %s'", r.sel.Step, r.run.Metric, r.sel.Value, name)
+		}
+		return errors.New(msg)
+	}
 	if r.sel == nil {
-		return fmt.Errorf("run %s has no selectable step yet under %s", name, r.run.Policy)
+		return fmt.Errorf("run %s (%s) has no selectable step yet under %s", name, r.run.State, r.run.Policy)
 	}
 	out := checkpoint.BestView{Run: name, Selection: *r.sel}
 	if c.json {
@@ -101,8 +117,12 @@ func (c *BestCommand) Run(ctx context.Context) error {
 	if a := r.sel.Adapter; a != nil {
 		adapter = a.Name + " at " + a.Path
 	}
-	fmt.Fprintf(c.Stdout, "run %s: best step %d by %s (%s %.4f); adapter %s\nlast step %d: %.4f\n",
-		name, r.sel.Step, r.sel.Policy, r.run.Metric, r.sel.Value, adapter, r.sel.LastStep, r.sel.LastValue)
+	state := ""
+	if r.run.State != checkpoint.StateSucceeded {
+		state = " (" + r.run.State + ")"
+	}
+	fmt.Fprintf(c.Stdout, "run %s%s: best step %d by %s (%s %.4f); adapter %s\nlast step %d: %.4f\n",
+		name, state, r.sel.Step, r.sel.Policy, r.run.Metric, r.sel.Value, adapter, r.sel.LastStep, r.sel.LastValue)
 	return nil
 }
 

@@ -6,6 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"net/url"
 	"os"
 	"runtime/debug"
 	"strconv"
@@ -60,7 +61,7 @@ func commands() []command {
 		{"best", "print a run's selected step and adapter, or export it (--export DIR)", split(func(m *Main) Command { return &BestCommand{Main: m} })},
 		{"promote", "load a run's selected adapter into its endpoints under one stable name", split(func(m *Main) Command { return &PromoteCommand{Main: m} })},
 		{"serve", "run the daemon: HTTP API, /metrics, /ws, dashboard", (*Main).serve},
-		{"watch", "print a daemon's run events live (watch [RUN] --addr URL)", (*Main).watch},
+		{"watch", "follow a daemon's runs live, one line per step (watch [RUN] --addr HOST:PORT)", (*Main).watch},
 		{"refmodel", "serve the embedded reference backend on its own (refmodel serve)", split(func(m *Main) Command { return &RefmodelCommand{Main: m} })},
 		{"eval", "evaluate one or more models on the Dining Philosophers table", split(func(m *Main) Command { return &EvalCommand{Main: m} })},
 		{"compare", "compare two eval outputs (Welch's t-test, Hedges' g)", split(func(m *Main) Command { return &CompareCommand{Main: m} })},
@@ -73,7 +74,11 @@ table: grouped rollouts against OpenAI-compatible servers, group-relative
 advantages, LoRA trainer jobs, and best-step selection on held-out validation.
 
 Usage:
-  grpo <command> [flags]
+  grpo <command> [arguments] [flags]
+
+Start with 'grpo run': it trains on the embedded reference backend with no
+setup. Flags may come before or after arguments. The configuration file's
+keys are documented in docs/CONFIG.md.
 
 Commands:
 `
@@ -90,7 +95,9 @@ func (m *Main) usage(w io.Writer) {
 // success, 2 for usage errors, 1 for failures.
 func (m *Main) Run(ctx context.Context, args []string) int {
 	if len(args) == 0 {
-		args = []string{"run"}
+		// No command: say what there is rather than start a run.
+		m.usage(m.Stderr)
+		return 2
 	}
 	name, rest := args[0], args[1:]
 	switch name {
@@ -141,13 +148,43 @@ func (m *Main) newFlags(name, synopsis string) *flag.FlagSet {
 	return fs
 }
 
-// parse parses flags; a bad flag becomes a usageError naming it.
+// parse parses flags that may come before, between or after the
+// positional arguments (grpo compare A B --json); a bad flag becomes a
+// usageError naming it. Afterwards fs.Args() holds the positional
+// arguments in order. A "--" ends the flags: everything after it is
+// positional.
 func parse(fs *flag.FlagSet, args []string) error {
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return err
+	var pos []string
+	rest := args
+	for {
+		if err := fs.Parse(rest); err != nil {
+			if errors.Is(err, flag.ErrHelp) {
+				return err
+			}
+			return &usageError{err.Error()}
 		}
-		return &usageError{err.Error()}
+		left := fs.Args()
+		if len(left) == 0 {
+			break
+		}
+		if used := len(rest) - len(left); used > 0 && rest[used-1] == "--" {
+			pos = append(pos, left...)
+			break
+		}
+		pos = append(pos, left[0])
+		rest = left[1:]
+	}
+	// Leave the positional arguments in fs.Args(): "--" stops the parse
+	// before any of them is read as a flag.
+	return fs.Parse(append([]string{"--"}, pos...))
+}
+
+// checkURL checks that flag's value is an absolute http(s) URL; what
+// says what the flag expects, e.g. "the daemon's URL".
+func checkURL(flagName, value, example string) error {
+	u, err := url.Parse(value)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return usagef("--%s %q: want an http:// or https:// URL, e.g. %s", flagName, value, example)
 	}
 	return nil
 }

@@ -18,7 +18,9 @@ const compareSynopsis = `Usage: grpo compare [--json] A.jsonl B.jsonl
 
 Compares two 'grpo eval --out' files per table size n: mean reward of A and
 of B, the difference B - A with its 95% CI (Welch), Welch's t-test p-value
-(two-sided) and Hedges' g (B vs A). Errored episodes are left out.
+(two-sided) and Hedges' g (B vs A). Errored episodes are left out. A table
+size with scored episodes in only one file cannot be compared: compare
+names it on stderr (and under "unmatched" with --json).
 `
 
 type comparison struct {
@@ -35,6 +37,18 @@ type comparison struct {
 	DF      float64    `json:"df"`
 	P       float64    `json:"p"`
 	HedgesG float64    `json:"hedges_g"`
+}
+
+// unmatchedN is a table size with scored episodes in only one file.
+type unmatchedN struct {
+	N        int    `json:"n"`
+	File     string `json:"file"`
+	Episodes int    `json:"episodes"`
+}
+
+type compareJSON struct {
+	Comparisons []comparison `json:"comparisons"`
+	Unmatched   []unmatchedN `json:"unmatched"`
 }
 
 // CompareCommand is `grpo compare`.
@@ -69,9 +83,16 @@ func (c *CompareCommand) Run(ctx context.Context) error {
 		return err
 	}
 	var out []comparison
+	var unmatched []unmatchedN
+	for _, n := range sortedKeys(b.rewards) {
+		if _, ok := a.rewards[n]; !ok {
+			unmatched = append(unmatched, unmatchedN{N: n, File: c.pathB, Episodes: len(b.rewards[n])})
+		}
+	}
 	for _, n := range sortedKeys(a.rewards) {
 		rb, ok := b.rewards[n]
 		if !ok {
+			unmatched = append(unmatched, unmatchedN{N: n, File: c.pathA, Episodes: len(a.rewards[n])})
 			continue
 		}
 		ra := a.rewards[n]
@@ -84,11 +105,18 @@ func (c *CompareCommand) Run(ctx context.Context) error {
 			HedgesG: grpo.HedgesG(ra, rb),
 		})
 	}
+	slices.SortFunc(unmatched, func(x, y unmatchedN) int { return x.N - y.N })
+	for _, u := range unmatched {
+		fmt.Fprintf(c.Stderr, "grpo compare: n=%d has %d scored episode(s) only in %s; not compared\n", u.N, u.Episodes, u.File)
+	}
 	if len(out) == 0 {
 		return fmt.Errorf("%s and %s share no table size n with scored episodes", c.pathA, c.pathB)
 	}
 	if c.json {
-		return json.NewEncoder(c.Stdout).Encode(map[string]any{"comparisons": out})
+		if unmatched == nil {
+			unmatched = []unmatchedN{}
+		}
+		return json.NewEncoder(c.Stdout).Encode(compareJSON{Comparisons: out, Unmatched: unmatched})
 	}
 	printComparisons(c.Stdout, out)
 	return nil

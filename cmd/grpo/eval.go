@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"net/url"
 	"os"
 	"slices"
 	"strings"
@@ -149,6 +150,9 @@ func (c *EvalCommand) ParseFlags(args []string) error {
 			return err
 		}
 	case *baseURL != "":
+		if err := checkURL("base-url", *baseURL, "http://127.0.0.1:8000/v1"); err != nil {
+			return err
+		}
 		if len(models) == 0 {
 			return usagef("--base-url needs at least one --model")
 		}
@@ -205,6 +209,9 @@ func readTargets(path string) ([]target, error) {
 	for i, t := range ts {
 		if t.Name == "" || t.URL == "" {
 			return nil, fmt.Errorf("models file %s: entry %d needs both name and url", path, i+1)
+		}
+		if u, err := url.Parse(t.URL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			return nil, fmt.Errorf("models file %s: entry %d (%s): url %q: want an http:// or https:// URL, e.g. http://127.0.0.1:8000/v1", path, i+1, t.Name, t.URL)
 		}
 	}
 	return ts, nil

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/grpo-dev/grpo/checkpoint"
 	"github.com/grpo-dev/grpo/config"
 	"github.com/grpo-dev/grpo/inference"
 	"github.com/grpo-dev/grpo/promote"
@@ -76,7 +75,11 @@ func (c *PromoteCommand) ParseFlags(args []string) error {
 
 // Run loads the adapter and prints where.
 func (c *PromoteCommand) Run(ctx context.Context) error {
-	cp, err := promote.Resolve(ctx, checkpoint.New(c.db, checkpoint.Options{}), c.name, c.pick)
+	store, err := openStore(c.db)
+	if err != nil {
+		return err
+	}
+	cp, err := promote.Resolve(ctx, store, c.name, c.pick)
 	if err != nil {
 		return err
 	}

@@ -14,6 +14,7 @@ import (
 	"github.com/grpo-dev/grpo/grpo"
 	"github.com/grpo-dev/grpo/orchestrator"
 	"github.com/grpo-dev/grpo/promote"
+	"github.com/grpo-dev/grpo/refmodel"
 	"github.com/grpo-dev/grpo/run"
 )
 
@@ -54,7 +55,7 @@ func (m *Main) run(ctx context.Context, args []string) error {
 
 func (c *runCommand) parse(m *Main, args []string) error {
 	fs := m.newFlags("run", runSynopsis)
-	fs.StringVar(&c.config, "config", "", "run configuration YAML (DESIGN §10); default: every field at its default")
+	fs.StringVar(&c.config, "config", "", "run configuration YAML, every key documented in docs/CONFIG.md; default: every field at its default")
 	fs.StringVar(&c.db, "db", "", "bbolt store (default: run.db from the config, grpo.db)")
 	fs.StringVar(&c.resume, "resume", "", "continue run RUN from its last committed step, with its stored config")
 	fs.StringVar(&c.name, "name", "", "run name (default: run.name, or generated)")
@@ -133,6 +134,9 @@ func (c *runCommand) play(ctx context.Context, m *Main) error {
 	defer r.Close()
 
 	cfg := r.Config()
+	for _, w := range noUpdateWarnings(cfg) {
+		fmt.Fprintf(m.Stderr, "warning: %s\n", w)
+	}
 	if r.Finished() {
 		fmt.Fprintf(m.Stderr, "run %s already finished all its %d steps; store %s\n", cfg.Run.Name, cfg.Run.Steps, cfg.Run.DB)
 	} else {
@@ -155,6 +159,18 @@ func (c *runCommand) play(ctx context.Context, m *Main) error {
 	fmt.Fprintf(m.Stdout, "finished in %.1fs; store %s; read back with 'grpo runs show %s' and 'grpo best %s'\n",
 		time.Since(start).Seconds(), cfg.Run.DB, cfg.Run.Name, cfg.Run.Name)
 	return nil
+}
+
+// noUpdateWarnings names the settings of cfg under which training cannot
+// move the policy, so that validation would stay flat without a word.
+func noUpdateWarnings(cfg config.Config) []string {
+	var out []string
+	lr := cfg.Trainer.Hyperparameters.LearningRate
+	if cfg.Embedded() && (lr < refmodel.DefaultLearningRate/100 || lr > refmodel.DefaultLearningRate*100) {
+		out = append(out, fmt.Sprintf("trainer.hyperparameters.learning_rate %g is far from what the embedded backend learns with (default %g; useful range %g to %g): its updates will not move the policy and validation will stay flat; leave the key unset on the embedded backend (docs/CONFIG.md)",
+			lr, refmodel.DefaultLearningRate, refmodel.DefaultLearningRate/100, refmodel.DefaultLearningRate*100))
+	}
+	return out
 }
 
 // runView shows a run's progress on stderr: a bar per step on a
@@ -250,6 +266,9 @@ func loadReport(ctx context.Context, store *checkpoint.Store, name string) (*rep
 
 func (r *report) print(w io.Writer) {
 	fmt.Fprintf(w, "\nrun %s (%s): selection %s on %s\n", r.run.Name, r.run.State, r.run.Policy, r.run.Metric)
+	if r.run.Error != "" {
+		fmt.Fprintf(w, "error: %s\n", r.run.Error)
+	}
 	tw := newTable(w)
 	fmt.Fprintln(tw, "STEP\tN\tTRAIN\tVALIDATION\t95% CI\tDEADLOCK\tMEALS\tJOB\tADAPTER\t")
 	for _, s := range r.steps {

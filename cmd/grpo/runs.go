@@ -3,8 +3,11 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
+	"io/fs"
+	"os"
 	"text/tabwriter"
 
 	"github.com/grpo-dev/grpo/checkpoint"
@@ -23,6 +26,21 @@ of the read.
 `
 
 func newTable(w io.Writer) *tabwriter.Writer { return tabwriter.NewWriter(w, 0, 0, 2, ' ', 0) }
+
+// openStore returns the store at path for reading; a missing file is an
+// error naming it (reading must not look like an empty store).
+func openStore(path string) (*checkpoint.Store, error) {
+	fi, err := os.Stat(path)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return nil, fmt.Errorf("store %s does not exist (--db names the bbolt file a run or the daemon wrote)", path)
+	case err != nil:
+		return nil, fmt.Errorf("open store: %w", err)
+	case fi.IsDir():
+		return nil, fmt.Errorf("store %s is a directory; --db names the bbolt file", path)
+	}
+	return checkpoint.New(path, checkpoint.Options{}), nil
+}
 
 // RunsCommand is `grpo runs` and `grpo runs show RUN`.
 type RunsCommand struct {
@@ -69,7 +87,11 @@ func (c *RunsCommand) Run(ctx context.Context) error {
 	if c.show != "" {
 		return c.showRun(ctx, c.db, c.show, c.json)
 	}
-	list, err := checkpoint.New(c.db, checkpoint.Options{}).ListRuns(ctx)
+	store, err := openStore(c.db)
+	if err != nil {
+		return err
+	}
+	list, err := store.ListRuns(ctx)
 	if err != nil {
 		return err
 	}
@@ -92,7 +114,11 @@ func (c *RunsCommand) Run(ctx context.Context) error {
 }
 
 func (m *Main) showRun(ctx context.Context, db, name string, asJSON bool) error {
-	r, err := loadReport(ctx, checkpoint.New(db, checkpoint.Options{}), name)
+	store, err := openStore(db)
+	if err != nil {
+		return err
+	}
+	r, err := loadReport(ctx, store, name)
 	if err != nil {
 		return err
 	}

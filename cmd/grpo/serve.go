@@ -45,12 +45,18 @@ func (m *Main) serve(ctx context.Context, args []string) error {
 	tokenEnv := fs.String("token-env", "GRPO_TOKEN", "environment variable holding the bearer token")
 	var origins listFlag
 	fs.Var(&origins, "allow-origin", "browser origin allowed on /ws besides the daemon's own (repeatable), e.g. http://grafana:3000")
+	grafana := fs.String("grafana-url", "", "Grafana dashboard the web dashboard links to, e.g. http://127.0.0.1:3000/d/grpo")
 	verbose := fs.Bool("verbose", false, "log at debug level")
 	if err := parse(fs, args); err != nil {
 		return err
 	}
 	if fs.NArg() > 0 {
 		return usagef("unexpected argument %q", fs.Arg(0))
+	}
+	if *grafana != "" {
+		if err := checkURL("grafana-url", *grafana, "http://127.0.0.1:3000/d/grpo"); err != nil {
+			return err
+		}
 	}
 	token := m.Getenv(*tokenEnv)
 	if token == "" && !server.Loopback(*addr) {
@@ -72,6 +78,7 @@ func (m *Main) serve(ctx context.Context, args []string) error {
 	s := server.New(server.Options{
 		Store: checkpoint.New(*db, checkpoint.Options{}), DataDir: *dataDir, Registry: reg,
 		Logger: logger, Token: token, Addr: *addr, AllowedOrigins: origins, Getenv: m.Getenv,
+		GrafanaURL: *grafana,
 	})
 	if err := s.Start(ctx); err != nil {
 		return err

@@ -5,81 +5,363 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
+	"net/http"
 	"net/url"
 	"strings"
+	"time"
 
 	"github.com/gorilla/websocket"
+	"github.com/grpo-dev/grpo/checkpoint"
 	"github.com/grpo-dev/grpo/orchestrator"
 	"github.com/grpo-dev/grpo/server"
 )
 
-const watchSynopsis = `Usage: grpo watch [RUN] [--addr URL] [--json]
+const watchSynopsis = `Usage: grpo watch [RUN] [--addr HOST:PORT|URL] [--episodes] [--json]
 
 Connects to a daemon's event stream (/ws) and prints the events of RUN
-(default: every run) as they happen, one line each, until the run finishes
-or the daemon goes away.
+(default: every run) as they happen: one line per step (train reward,
+validation reward with its 95% CI, deadlock rate, trainer loss, best step),
+plus one line per episode with --episodes.
+
+With RUN, watch first asks the daemon about it: an unknown run is an error
+("no such run"), a run that has already finished is printed as its end
+line and watch exits; otherwise watch exits when the run finishes. When
+the daemon goes away (a restart), watch reconnects until interrupted.
+
+--addr takes the daemon's address as serve --addr does (127.0.0.1:8080)
+or its URL (http://127.0.0.1:8080).
 `
+
+// watchCommand is 'grpo watch': what its flags ask for.
+type watchCommand struct {
+	base     *url.URL // the daemon's http(s) URL
+	run      string
+	episodes bool
+	json     bool
+	retry    time.Duration // first reconnection delay; doubles up to 16x
+}
 
 func (m *Main) watch(ctx context.Context, args []string) error {
 	fs := m.newFlags("watch", watchSynopsis)
-	addr := fs.String("addr", "http://"+server.DefaultAddr, "daemon URL")
-	asJSON := fs.Bool("json", false, "print each event as JSON")
+	addr := fs.String("addr", server.DefaultAddr, "daemon address HOST:PORT, or its URL http://HOST:PORT")
+	c := watchCommand{retry: 250 * time.Millisecond}
+	fs.BoolVar(&c.episodes, "episodes", false, "also print one line per episode")
+	fs.BoolVar(&c.json, "json", false, "print every event as JSON, unfiltered")
 	if err := parse(fs, args); err != nil {
 		return err
 	}
-	run := ""
-	if fs.NArg() > 0 {
-		run = fs.Arg(0)
-		if err := parse(fs, fs.Args()[1:]); err != nil {
+	switch fs.NArg() {
+	case 0:
+	case 1:
+		c.run = fs.Arg(0)
+	default:
+		return usagef("unexpected argument %q (want at most one run name)", fs.Arg(1))
+	}
+	var err error
+	if c.base, err = daemonURL(*addr); err != nil {
+		return err
+	}
+	return c.watch(ctx, m.Stdout, m.Stderr)
+}
+
+// daemonURL reads --addr: HOST:PORT as serve --addr takes it, or an
+// http(s) URL.
+func daemonURL(addr string) (*url.URL, error) {
+	bad := usagef("--addr %q: want the daemon's HOST:PORT (e.g. %s) or its URL (e.g. http://%s)", addr, server.DefaultAddr, server.DefaultAddr)
+	if addr == "" {
+		return nil, bad
+	}
+	hostPort := !strings.Contains(addr, "://")
+	if hostPort {
+		addr = "http://" + addr
+	}
+	u, err := url.Parse(addr)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || hostPort && (u.Port() == "" || u.Path != "") {
+		return nil, bad
+	}
+	u.Path = strings.TrimRight(u.Path, "/")
+	return u, nil
+}
+
+// goneError is the daemon unreachable, or closing or dropping the
+// stream: once watch has been connected, it reconnects.
+type goneError struct{ error }
+
+func (g goneError) Unwrap() error { return g.error }
+
+func isGone(err error) bool { return errors.As(err, new(goneError)) }
+
+func (c *watchCommand) watch(ctx context.Context, stdout, stderr io.Writer) error {
+	p := &stepPrinter{w: stdout, episodes: c.episodes}
+	delay := c.retry
+	connectedOnce := false
+	for attempt := 0; ; attempt++ {
+		if c.run != "" {
+			done, err := c.checkRun(ctx, stdout)
+			switch {
+			case done:
+				return nil
+			case err != nil && attempt == 0:
+				return err
+			}
+			// A failed check after a restart: the daemon is not back
+			// yet; the dial below fails too and we wait again.
+		}
+		err := c.stream(ctx, p, stdout, func() {
+			delay = c.retry
+			if connectedOnce {
+				fmt.Fprintf(stderr, "grpo watch: reconnected to %s\n", c.base)
+			}
+			connectedOnce = true
+		})
+		switch {
+		case ctx.Err() != nil:
+			p.flush()
+			return nil
+		case err == nil: // the run finished
+			return nil
+		case !connectedOnce || !isGone(err):
+			// Never reached the daemon, or it refused the stream.
 			return err
 		}
-		if fs.NArg() > 0 {
-			return usagef("unexpected argument %q", fs.Arg(0))
+		p.flush()
+		fmt.Fprintf(stderr, "grpo watch: %v; reconnecting in %s\n", err, delay)
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-time.After(delay):
 		}
+		delay = min(2*delay, 16*c.retry)
 	}
-	u, err := url.Parse(*addr)
-	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		return usagef("--addr %q: want the daemon's URL, e.g. http://127.0.0.1:8080", *addr)
+}
+
+// checkRun asks the daemon about c.run. done: the run has already
+// finished and its end was printed.
+func (c *watchCommand) checkRun(ctx context.Context, w io.Writer) (done bool, err error) {
+	u := c.base.JoinPath("api", "v1", "runs", c.run)
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u.String(), nil)
+	if err != nil {
+		return false, err
 	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return false, fmt.Errorf("ask the daemon at %s about run %s: %w", c.base, c.run, err)
+	}
+	defer resp.Body.Close()
+	switch {
+	case resp.StatusCode == http.StatusNotFound:
+		return false, fmt.Errorf("no such run %q on the daemon at %s (see GET %s)", c.run, c.base, c.base.JoinPath("api", "v1", "runs"))
+	case resp.StatusCode != http.StatusOK:
+		b, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
+		return false, fmt.Errorf("ask the daemon at %s about run %s: %s: %s", c.base, c.run, resp.Status, strings.TrimSpace(string(b)))
+	}
+	var v checkpoint.RunView
+	if err := json.NewDecoder(resp.Body).Decode(&v); err != nil {
+		return false, fmt.Errorf("decode run %s from %s: %w", c.run, u, err)
+	}
+	if v.State == checkpoint.StateRunning || v.Hosted {
+		return false, nil
+	}
+	fmt.Fprintln(w, endLine(v))
+	return true, nil
+}
+
+// endLine sums up a run that has finished.
+func endLine(v checkpoint.RunView) string {
+	last := 0
+	if len(v.Steps) > 0 {
+		last = v.Steps[len(v.Steps)-1].Step
+	}
+	s := fmt.Sprintf("run %s %s after step %d", v.Run, v.State, last)
+	if b := v.Best; b != nil {
+		s += fmt.Sprintf("; best step %d (%s %.3f)", b.Step, b.Policy, b.Value)
+	}
+	if v.Error != "" {
+		s += ": " + v.Error
+	}
+	return s
+}
+
+// stream reads events until the run finishes (nil), ctx ends, or the
+// connection fails (a goneError when the daemon went away).
+func (c *watchCommand) stream(ctx context.Context, p *stepPrinter, stdout io.Writer, connected func()) error {
+	u := *c.base
 	u.Scheme = strings.Replace(u.Scheme, "http", "ws", 1)
-	u.Path = strings.TrimRight(u.Path, "/") + "/ws"
-	if run != "" {
-		u.RawQuery = url.Values{"run": {run}}.Encode()
+	u.Path += "/ws"
+	if c.run != "" {
+		u.RawQuery = url.Values{"run": {c.run}}.Encode()
 	}
 	conn, _, err := websocket.DefaultDialer.DialContext(ctx, u.String(), nil)
 	if err != nil {
-		return fmt.Errorf("connect to %s: %w", u, err)
+		return goneError{fmt.Errorf("connect to %s: %w", u.String(), err)}
 	}
 	defer conn.Close()
+	stop := context.AfterFunc(ctx, func() { conn.Close() })
+	defer stop()
+	connected()
+	type message struct {
+		b   []byte
+		err error
+	}
+	msgs := make(chan message)
 	go func() {
-		<-ctx.Done()
-		conn.Close()
+		for {
+			_, b, err := conn.ReadMessage()
+			select {
+			case msgs <- message{b, err}:
+			case <-ctx.Done():
+				return
+			}
+			if err != nil {
+				return
+			}
+		}
 	}()
-	for {
-		_, b, err := conn.ReadMessage()
-		if err != nil {
-			if ctx.Err() != nil {
-				return nil
-			}
-			var ce *websocket.CloseError
-			if errors.As(err, &ce) {
-				return fmt.Errorf("daemon closed the stream: %s", ce.Text)
-			}
-			return fmt.Errorf("read events from %s: %w", u, err)
-		}
-		var e orchestrator.Event
-		if err := json.Unmarshal(b, &e); err != nil {
-			return fmt.Errorf("decode event: %w", err)
-		}
-		if *asJSON {
-			fmt.Fprintln(m.Stdout, string(b))
-		} else {
-			fmt.Fprintln(m.Stdout, eventLine(e))
-		}
-		if run != "" && e.Type == orchestrator.EventRunFinished {
+	// The daemon subscribes a stream after its handshake, so a run may end
+	// unseen just then: with RUN, watch also asks about the run now and
+	// while the stream is quiet.
+	var poll <-chan time.Time
+	if c.run != "" {
+		t := time.NewTicker(2 * time.Second)
+		defer t.Stop()
+		poll = t.C
+		if done, _ := c.checkRun(ctx, stdout); done {
 			return nil
 		}
 	}
+	for {
+		var msg message
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-poll:
+			if done, _ := c.checkRun(ctx, stdout); done {
+				p.flush()
+				return nil
+			}
+			continue
+		case msg = <-msgs:
+		}
+		if err := msg.err; err != nil {
+			if ctx.Err() != nil {
+				return ctx.Err()
+			}
+			var ce *websocket.CloseError
+			if errors.As(err, &ce) && ce.Code != websocket.CloseGoingAway && ce.Code != websocket.CloseAbnormalClosure {
+				return fmt.Errorf("daemon closed the stream: %s", ce.Text)
+			}
+			return goneError{fmt.Errorf("daemon went away: %w", err)}
+		}
+		var e orchestrator.Event
+		if err := json.Unmarshal(msg.b, &e); err != nil {
+			return fmt.Errorf("decode event: %w", err)
+		}
+		if c.json {
+			fmt.Fprintln(stdout, string(msg.b))
+		} else {
+			p.event(e)
+		}
+		if c.run != "" && e.Type == orchestrator.EventRunFinished {
+			if e.RunFinished != nil && e.RunFinished.State == checkpoint.StateRunning {
+				// The daemon stopped the run to resume it on its next start.
+				continue
+			}
+			p.flush()
+			return nil
+		}
+	}
+}
+
+// stepPrinter prints one line per step: a step's validation and trainer
+// results arrive before its commit and its best change after, so the
+// line is held until the step is over.
+type stepPrinter struct {
+	w        io.Writer
+	episodes bool
+	pending  map[string]*stepLine // by run
+}
+
+type stepLine struct {
+	step int
+	val  *orchestrator.ValidationDone
+	line string // set once committed
+}
+
+func (p *stepPrinter) get(e orchestrator.Event) *stepLine {
+	if p.pending == nil {
+		p.pending = map[string]*stepLine{}
+	}
+	sl := p.pending[e.Run]
+	if sl != nil && sl.step != e.Step {
+		p.flushRun(e.Run)
+		sl = nil
+	}
+	if sl == nil {
+		sl = &stepLine{step: e.Step}
+		p.pending[e.Run] = sl
+	}
+	return sl
+}
+
+func (p *stepPrinter) flushRun(run string) {
+	if sl := p.pending[run]; sl != nil && sl.line != "" {
+		fmt.Fprintln(p.w, sl.line)
+	}
+	delete(p.pending, run)
+}
+
+func (p *stepPrinter) flush() {
+	for run := range p.pending {
+		p.flushRun(run)
+	}
+}
+
+func (p *stepPrinter) event(e orchestrator.Event) {
+	switch {
+	case e.EpisodeFinished != nil:
+		if p.episodes {
+			fmt.Fprintln(p.w, eventLine(e))
+		}
+	case e.ValidationDone != nil:
+		p.get(e).val = e.ValidationDone
+	case e.StepCommitted != nil:
+		sl := p.get(e)
+		sl.line = stepSummary(e, sl.val)
+	case e.BestChanged != nil:
+		sl := p.get(e)
+		if sl.line == "" {
+			sl.line = eventLine(e)
+		} else {
+			sl.line += fmt.Sprintf("  best %d (%.3f)", e.BestChanged.Step, e.BestChanged.Value)
+		}
+		p.flushRun(e.Run)
+	case e.RunStarted != nil, e.RunFinished != nil:
+		p.flushRun(e.Run)
+		fmt.Fprintln(p.w, eventLine(e))
+	case e.JobState != nil && e.JobState.State == "failed":
+		fmt.Fprintln(p.w, eventLine(e))
+	}
+}
+
+// stepSummary is the one line of a committed step.
+func stepSummary(e orchestrator.Event, val *orchestrator.ValidationDone) string {
+	s := e.StepCommitted
+	line := fmt.Sprintf("%s %-12s step %2d n=%d", e.Time.Local().Format("15:04:05.000"), e.Run, e.Step, s.N)
+	if t := s.Train; t != nil {
+		line += fmt.Sprintf("  train %.3f", t.RewardMean)
+	}
+	if val != nil {
+		line += fmt.Sprintf("  validation %.3f [%.3f, %.3f] deadlock %.2f meals %.2f",
+			val.RewardMean, val.RewardCI95[0], val.RewardCI95[1], val.DeadlockRate, val.MealsMean)
+	}
+	switch j := s.Job; {
+	case j != nil && len(j.Metrics) > 0:
+		line += fmt.Sprintf("  loss %.4g kl %.3g", j.Metrics["loss"], j.Metrics["kl"])
+	case j == nil && e.Step > 0:
+		line += "  (no signal: no job)"
+	}
+	return line
 }
 
 // eventLine formats one event for a terminal.
@@ -99,6 +381,9 @@ func eventLine(e orchestrator.Event) string {
 	case e.JobState != nil:
 		d := e.JobState
 		tail = fmt.Sprintf("job %s %s %.0f%%", d.ID, d.State, 100*d.Progress)
+		if d.Error != "" {
+			tail += ": " + d.Error
+		}
 	case e.AdapterLoaded != nil:
 		tail = fmt.Sprintf("adapter %s", e.AdapterLoaded.Name)
 	case e.ValidationDone != nil:

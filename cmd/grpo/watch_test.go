@@ -33,3 +33,91 @@ func TestEventLine(t *testing.T) {
 		}
 	}
 }
+
+func decodeEvents(t *testing.T, lines ...string) []orchestrator.Event {
+	t.Helper()
+	var out []orchestrator.Event
+	for _, l := range lines {
+		var e orchestrator.Event
+		if err := json.Unmarshal([]byte(l), &e); err != nil {
+			t.Fatalf("decode %s: %v", l, err)
+		}
+		out = append(out, e)
+	}
+	return out
+}
+
+// TestWatchOneLinePerStep feeds a two-step run's events to the printer:
+// by default one line per step (plus the run's start and end), with
+// --episodes one more per episode.
+func TestWatchOneLinePerStep(t *testing.T) {
+	events := decodeEvents(t,
+		`{"type":"run_started","run":"r","step":0,"data":{"steps":2,"from":0}}`,
+		`{"type":"step_started","run":"r","step":0,"data":{"n":5,"validation":2}}`,
+		`{"type":"episode_finished","run":"r","step":0,"data":{"split":"validation","id":"v0-n5-e0","reward":0.5}}`,
+		`{"type":"episode_finished","run":"r","step":0,"data":{"split":"validation","id":"v0-n5-e1","reward":0.25}}`,
+		`{"type":"validation_done","run":"r","step":0,"data":{"step":0,"reward_mean":0.375,"reward_ci95":[0.1,0.65],"deadlock_rate":0.5,"meals_mean":2}}`,
+		`{"type":"step_committed","run":"r","step":0,"data":{"step":0,"n":5}}`,
+		`{"type":"best_changed","run":"r","step":0,"data":{"step":0,"value":0.375}}`,
+		`{"type":"step_started","run":"r","step":1,"data":{"n":5,"episodes":2}}`,
+		`{"type":"episode_finished","run":"r","step":1,"data":{"split":"train","id":"s1-g0-e0","reward":1}}`,
+		`{"type":"job_state","run":"r","step":1,"data":{"id":"r/step-0001","state":"running","progress":0.5}}`,
+		`{"type":"adapter_loaded","run":"r","step":1,"data":{"name":"r/step-0001","path":"/x"}}`,
+		`{"type":"step_committed","run":"r","step":1,"data":{"step":1,"n":5,"train":{"reward_mean":0.75},"job":{"id":"r/step-0001","state":"succeeded","metrics":{"loss":0.125,"kl":0.01}}}}`,
+		`{"type":"step_started","run":"r","step":2,"data":{"n":5,"episodes":2}}`,
+		`{"type":"step_committed","run":"r","step":2,"data":{"step":2,"n":5,"train":{"reward_mean":0.5}}}`,
+		`{"type":"run_finished","run":"r","step":2,"data":{"state":"succeeded"}}`,
+	)
+	var b strings.Builder
+	p := &stepPrinter{w: &b}
+	for _, e := range events {
+		p.event(e)
+	}
+	lines := strings.Split(strings.TrimSpace(b.String()), "\n")
+	wantEnds := []string{
+		"steps 2 from 0 resumed false",
+		"step  0 n=5  validation 0.375 [0.100, 0.650] deadlock 0.50 meals 2.00  best 0 (0.375)",
+		"step  1 n=5  train 0.750  loss 0.125 kl 0.01",
+		"step  2 n=5  train 0.500  (no signal: no job)",
+		"run_finished      succeeded",
+	}
+	if len(lines) != len(wantEnds) {
+		t.Fatalf("%d lines, want %d:\n%s", len(lines), len(wantEnds), b.String())
+	}
+	for i, w := range wantEnds {
+		if !strings.HasSuffix(lines[i], w) {
+			t.Errorf("line %d %q, want it to end with %q", i, lines[i], w)
+		}
+	}
+	b.Reset()
+	p = &stepPrinter{w: &b, episodes: true}
+	for _, e := range events {
+		p.event(e)
+	}
+	if got := strings.Count(b.String(), "\n"); got != len(wantEnds)+3 {
+		t.Fatalf("--episodes: %d lines, want %d:\n%s", got, len(wantEnds)+3, b.String())
+	}
+	if !strings.Contains(b.String(), "train s1-g0-e0 reward 1.000") {
+		t.Fatalf("--episodes lacks the episode line:\n%s", b.String())
+	}
+}
+
+func TestDaemonURL(t *testing.T) {
+	for in, want := range map[string]string{
+		"127.0.0.1:8080":         "http://127.0.0.1:8080",
+		"localhost:9":            "http://localhost:9",
+		"http://127.0.0.1:8080/": "http://127.0.0.1:8080",
+		"https://grpo.example":   "https://grpo.example",
+		"http://h:1/prefix/":     "http://h:1/prefix",
+	} {
+		u, err := daemonURL(in)
+		if err != nil || u.String() != want {
+			t.Errorf("daemonURL(%q) = %v, %v; want %s", in, u, err, want)
+		}
+	}
+	for _, in := range []string{"", "127.0.0.1", "ftp://h:1", "h:1/x", "http://"} {
+		if _, err := daemonURL(in); err == nil || !strings.Contains(err.Error(), "--addr") {
+			t.Errorf("daemonURL(%q): %v, want an error naming --addr", in, err)
+		}
+	}
+}

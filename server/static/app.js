@@ -5,7 +5,23 @@
 
 const $ = (sel) => document.querySelector(sel);
 const SVGNS = "http://www.w3.org/2000/svg";
-const state = { selected: null, run: null, jobs: {}, episodes: 0, refresh: null };
+const state = { selected: null, run: null, jobs: {}, episodes: 0, refresh: null, compare: new Set(), others: {} };
+
+// view returns the chart controls: EMA smoothing weight and step range.
+function view() {
+  const num = (id) => { const v = $(id).value.trim(); return v === "" ? null : Number(v); };
+  return { smooth: Number($("#smooth").value) || 0, from: num("#xfrom"), to: num("#xto") };
+}
+
+// ema smooths [step, value] points: s_i = a*s_{i-1} + (1-a)*v_i.
+function ema(pts, a) {
+  if (!a) return pts;
+  let prev = null;
+  return pts.map(([x, v]) => { prev = prev === null ? v : a * prev + (1 - a) * v; return [x, prev]; });
+}
+
+// validation returns a run view's validation curve.
+function validation(r) { return r.steps.filter((s) => s.validation).map((s) => [s.step, s.validation.reward_mean]); }
 
 function fmt(x, d = 3) { return x === null || x === undefined ? "-" : Number(x).toFixed(d); }
 
@@ -30,16 +46,32 @@ async function loadRuns() {
   for (const r of runs) {
     const tr = el("tr", { "data-run": r.name });
     if (r.name === state.selected) tr.classList.add("selected");
-    tr.append(el("td", {}, r.name), el("td", {}, r.state + (r.hosted ? "" : "")), el("td", {}, r.steps),
+    const link = el("a", { href: "?run=" + encodeURIComponent(r.name) }, r.name);
+    link.addEventListener("click", (e) => { e.preventDefault(); select(r.name); });
+    tr.append(el("td", {}, ""), el("td", {}, r.state + (r.hosted ? "" : "")), el("td", {}, r.steps),
       el("td", {}, r.best_step >= 0 ? r.best_step : "-"));
+    tr.firstChild.append(link);
+    const cmp = el("input", { type: "checkbox", class: "compare", title: "overlay this run's validation curve" });
+    cmp.checked = state.compare.has(r.name);
+    cmp.addEventListener("click", (e) => e.stopPropagation());
+    cmp.addEventListener("change", () => {
+      if (cmp.checked) state.compare.add(r.name); else state.compare.delete(r.name);
+      loadOthers().then(() => state.run && render(state.run)).catch(console.error);
+    });
+    tr.append(el("td", {}, ""));
+    tr.lastChild.append(cmp);
     tr.addEventListener("click", () => select(r.name));
     tbody.append(tr);
   }
-  if (!state.selected && runs.length > 0) select(runs[runs.length - 1].name);
+  // /?run=NAME opens that run; else the most recent one.
+  const wanted = new URLSearchParams(location.search).get("run");
+  if (!state.selected && wanted) select(wanted);
+  else if (!state.selected && runs.length > 0) select(runs[runs.length - 1].name);
 }
 
 function select(name) {
   state.selected = name;
+  history.replaceState(null, "", "?run=" + encodeURIComponent(name));
   state.jobs = {};
   state.episodes = 0;
   $("#promote-result").textContent = "";
@@ -51,7 +83,18 @@ async function loadRun() {
   if (!state.selected) return;
   const r = await api("/api/v1/runs/" + encodeURIComponent(state.selected));
   state.run = r;
+  await loadOthers();
   render(r);
+}
+
+// loadOthers fetches the runs ticked for comparison.
+async function loadOthers() {
+  const others = {};
+  for (const name of state.compare) {
+    if (name === state.selected) continue;
+    others[name] = await api("/api/v1/runs/" + encodeURIComponent(name));
+  }
+  state.others = others;
 }
 
 // scheduleRefresh coalesces bursts of events into one reload.
@@ -71,18 +114,37 @@ function render(r) {
   $("#cancel").hidden = !r.hosted;
   const best = r.best ? r.best.step : null;
 
-  const train = [], val = [], dl = [], meals = [];
+  const train = [], val = [], band = [], dl = [], meals = [], perN = {}, loss = [], kl = [], gn = [];
   for (const s of r.steps) {
     if (s.train) train.push([s.step, s.train.reward_mean]);
     if (s.validation) {
       val.push([s.step, s.validation.reward_mean]);
+      band.push([s.step, s.validation.reward_ci95[0], s.validation.reward_ci95[1]]);
       dl.push([s.step, s.validation.deadlock_rate]);
       meals.push([s.step, s.validation.meals_mean]);
+      for (const pn of s.validation.per_n || []) (perN[pn.n] = perN[pn.n] || []).push([s.step, pn.reward_mean]);
+    }
+    const m = s.job && s.job.metrics;
+    if (m) {
+      if (m.loss !== undefined) loss.push([s.step, m.loss]);
+      if (m.kl !== undefined) kl.push([s.step, m.kl]);
+      if (m.grad_norm !== undefined) gn.push([s.step, m.grad_norm]);
     }
   }
-  const steps = r.config && r.config.run ? r.config.run.steps : 1;
-  chart($("#curve"), [{ cls: "train", pts: train }, { cls: "val", pts: val }], { xmax: steps, best, bestSeries: 1 });
-  chart($("#deadlock"), [{ cls: "dl", pts: dl }], { xmax: steps, ymin: 0, ymax: 1, right: { cls: "meals", pts: meals } });
+  let steps = r.config && r.config.run ? r.config.run.steps : 1;
+  const v = view();
+  // Per-n curves only when validation plays several table sizes.
+  const ns = Object.keys(perN);
+  const nSeries = ns.length > 1 ? ns.map((n) => ({ cls: "pern", pts: ema(perN[n], v.smooth), label: "n=" + n })) : [];
+  const others = Object.entries(state.others).map(([name, o]) => {
+    steps = Math.max(steps, o.config && o.config.run ? o.config.run.steps : 1);
+    return { cls: "other", pts: ema(validation(o), v.smooth), label: name };
+  });
+  const x = { xmin: v.from ?? 0, xmax: v.to ?? steps };
+  chart($("#curve"), [{ cls: "train", pts: ema(train, v.smooth) }, { cls: "val", pts: ema(val, v.smooth) }, ...nSeries, ...others],
+    { ...x, best, bestSeries: 1, band });
+  chart($("#trainer"), [{ cls: "loss", pts: ema(loss, v.smooth) }, { cls: "kl", pts: ema(kl, v.smooth) }], { ...x, right: { cls: "gradnorm", pts: ema(gn, v.smooth) } });
+  chart($("#deadlock"), [{ cls: "dl", pts: dl }], { ...x, ymin: 0, ymax: 1, right: { cls: "meals", pts: meals } });
 
   const tbody = $("#steps tbody");
   tbody.replaceChildren();
@@ -125,38 +187,54 @@ function chart(svg, series, opts) {
   const W = 640, H = Number(svg.getAttribute("viewBox").split(" ")[3]);
   const L = 48, R = opts.right ? 44 : 12, T = 10, B = 26;
   svg.replaceChildren();
-  const all = series.flatMap((s) => s.pts.map((p) => p[1]));
+  // Zoom: keep the points within [xmin, xmax].
+  const xmin = Math.max(0, opts.xmin || 0);
+  const xmax = Math.max(opts.xmax || 1, xmin + 1);
+  const inRange = (p) => p[0] >= xmin && p[0] <= xmax;
+  series = series.map((s) => ({ ...s, pts: s.pts.filter(inRange) }));
+  if (opts.right) opts = { ...opts, right: { ...opts.right, pts: opts.right.pts.filter(inRange) } };
+  if (opts.band) opts = { ...opts, band: opts.band.filter(inRange) };
+  if (opts.best !== null && opts.best !== undefined && !inRange([opts.best])) opts = { ...opts, best: null };
+  const all = series.flatMap((s) => s.pts.map((p) => p[1])).concat((opts.band || []).flatMap((b) => [b[1], b[2]]));
   let ymin = opts.ymin ?? Math.min(...all, 0), ymax = opts.ymax ?? Math.max(...all, 0.1);
   if (ymax - ymin < 1e-9) ymax = ymin + 1;
   const pad = opts.ymax === undefined ? 0.05 * (ymax - ymin) : 0;
   ymin -= pad; ymax += pad;
-  const xmax = Math.max(opts.xmax || 1, 1);
-  const x = (v) => L + (W - L - R) * v / xmax;
+  const x = (v) => L + (W - L - R) * (v - xmin) / (xmax - xmin);
   const y = (v, lo = ymin, hi = ymax) => T + (H - T - B) * (1 - (v - lo) / (hi - lo));
   for (let i = 0; i <= 4; i++) {
     const v = ymin + (ymax - ymin) * i / 4;
     svg.append(el("svg:line", { class: "grid", x1: L, x2: W - R, y1: y(v), y2: y(v) }));
     svg.append(el("svg:text", { x: L - 4, y: y(v) + 3, "text-anchor": "end" }, v.toFixed(2)));
   }
-  const every = Math.max(1, Math.ceil(xmax / 16));
-  for (let s = 0; s <= xmax; s += every) svg.append(el("svg:text", { x: x(s), y: H - 10, "text-anchor": "middle" }, s));
+  const every = Math.max(1, Math.ceil((xmax - xmin) / 16));
+  for (let s = xmin; s <= xmax; s += every) svg.append(el("svg:text", { x: x(s), y: H - 10, "text-anchor": "middle" }, s));
   svg.append(el("svg:text", { x: W - R, y: H - 1, "text-anchor": "end" }, "step"));
   svg.append(el("svg:line", { class: "axis", x1: L, x2: L, y1: T, y2: H - B }));
   svg.append(el("svg:line", { class: "axis", x1: L, x2: W - R, y1: H - B, y2: H - B }));
+  // The validation curve's 95% confidence band, under the curves.
+  if (opts.band && opts.band.length > 0) {
+    const b = opts.band;
+    const d = b.map((p, i) => (i ? "L" : "M") + x(p[0]) + " " + y(p[2])).join(" ") + " " +
+      b.slice().reverse().map((p) => "L" + x(p[0]) + " " + y(p[1])).join(" ") + " Z";
+    svg.append(el("svg:path", { class: "band", d }));
+  }
   const draw = (s, yf) => {
     if (s.pts.length === 0) return;
+    const last = s.pts[s.pts.length - 1];
+    if (s.label) svg.append(el("svg:text", { class: "label " + s.cls, x: x(last[0]) - 4, y: yf(last[1]) - 5, "text-anchor": "end" }, s.label));
     svg.append(el("svg:path", { class: s.cls, d: s.pts.map((p, i) => (i ? "L" : "M") + x(p[0]) + " " + yf(p[1])).join(" ") }));
     for (const p of s.pts) {
       const c = el("svg:circle", { class: "pt " + s.cls, cx: x(p[0]), cy: yf(p[1]), r: 3.5, "data-step": p[0] });
-      c.append(el("svg:title", {}, s.cls + " step " + p[0] + ": " + fmt(p[1])));
+      c.append(el("svg:title", {}, (s.label || s.cls) + " step " + p[0] + ": " + fmt(p[1])));
       svg.append(c);
     }
   };
   for (const s of series) draw(s, (v) => y(v));
   if (opts.right) {
     const vals = opts.right.pts.map((p) => p[1]);
-    const hi = Math.max(...vals, 1);
-    for (let i = 0; i <= 4; i++) svg.append(el("svg:text", { x: W - R + 4, y: y(hi * i / 4, 0, hi) + 3 }, (hi * i / 4).toFixed(1)));
+    const hi = Math.max(...vals, opts.right.cls === "meals" ? 1 : 1e-9);
+    for (let i = 0; i <= 4; i++) svg.append(el("svg:text", { x: W - R + 4, y: y(hi * i / 4, 0, hi) + 3 }, hi >= 10 ? (hi * i / 4).toFixed(0) : Number((hi * i / 4).toPrecision(2)).toString()));
     draw(opts.right, (v) => y(v, 0, hi));
   }
   if (opts.best !== null && opts.best !== undefined) {
@@ -186,8 +264,16 @@ function onEvent(ev) {
       break;
     case "episode_finished":
       state.episodes++;
-      $("#progress").textContent = "step " + ev.step + ": " + state.episodes + " episodes played (last " + ev.data.split + " reward " + fmt(ev.data.reward) + ")";
+      $("#progress").textContent = "step " + ev.step + ": " + state.episodes + " episodes played";
       break;
+    case "validation_done": {
+      // The step's validation figure is its mean over every episode.
+      const v = ev.data;
+      $("#progress").textContent = "step " + ev.step + " validation reward " + fmt(v.reward_mean) +
+        " [" + fmt(v.reward_ci95[0]) + ", " + fmt(v.reward_ci95[1]) + "] over " + v.episodes + " episodes";
+      scheduleRefresh();
+      break;
+    }
     case "run_finished":
       // running: the daemon stopped; its next start resumes the run.
       $("#progress").textContent = ev.data.state === "running" ? "run interrupted: it resumes when the daemon restarts" : "run " + ev.data.state;
@@ -231,6 +317,13 @@ $("#cancel").addEventListener("click", async () => {
     $("#run-error").textContent = err.message;
   }
 });
+
+for (const id of ["#smooth", "#xfrom", "#xto"]) $(id).addEventListener("input", () => { if (state.run) render(state.run); });
+
+// A link to the Grafana dashboard when the daemon names one (serve --grafana-url).
+api("/dashboard.json").then((d) => {
+  if (d.grafana_url) { $("#grafana").href = d.grafana_url; $("#grafana").hidden = false; }
+}).catch(console.error);
 
 // Promote: load the selected step's adapter into the run's endpoints
 // under RUN-best, and say what each endpoint did.

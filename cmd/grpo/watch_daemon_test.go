@@ -1,0 +1,120 @@
+package main
+
+import (
+	"context"
+	"net"
+	"net/http"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/grpo-dev/grpo/checkpoint"
+	"github.com/grpo-dev/grpo/server"
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// startDaemon starts a daemon on addr over the store db.
+func startDaemon(t *testing.T, addr, db string) *server.Server {
+	t.Helper()
+	s := server.New(server.Options{
+		Store: checkpoint.New(db, checkpoint.Options{}), DataDir: db + ".data",
+		Registry: prometheus.NewRegistry(), Addr: addr,
+	})
+	if err := s.Start(context.Background()); err != nil {
+		t.Fatalf("start daemon: %v", err)
+	}
+	return s
+}
+
+func freeAddr(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().String()
+}
+
+func launch(t *testing.T, base, body string) {
+	t.Helper()
+	resp, err := http.Post(base+"/api/v1/runs", "application/yaml", strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusCreated {
+		t.Fatalf("launch: %s", resp.Status)
+	}
+}
+
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	for deadline := time.Now().Add(60 * time.Second); !cond(); time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+	}
+}
+
+// TestWatchUnknownAndFinishedRuns: watch NOPE says so and exits 1;
+// watch on a finished run prints its end and exits 0, with no wait.
+func TestWatchUnknownAndFinishedRuns(t *testing.T) {
+	dir := t.TempDir()
+	addr := freeAddr(t)
+	s := startDaemon(t, addr, filepath.Join(dir, "d.db"))
+	defer s.Close()
+	code, out, errs := cli(t, "watch", "NOPE", "--addr", addr)
+	if code != 1 || out != "" || !strings.Contains(errs, `no such run "NOPE"`) {
+		t.Fatalf("watch NOPE: exit %d\n%s\n%s", code, out, errs)
+	}
+	launch(t, s.URL(), "run: {name: fin, steps: 1}\nvalidation: {episodes: 2}\n")
+	// Live: watch returns at the run's end.
+	code, out, errs = cli(t, "watch", "--addr", s.URL(), "fin")
+	if code != 0 || !strings.Contains(out, "fin") {
+		t.Fatalf("watch fin: exit %d\n%s\n%s", code, out, errs)
+	}
+	waitFor(t, "fin to finish", func() bool {
+		_, out, _ := cli(t, "runs", "--db", filepath.Join(dir, "d.db"))
+		return strings.Contains(out, "succeeded")
+	})
+	code, out, errs = cli(t, "watch", "fin", "--addr", addr)
+	if code != 0 || !strings.HasPrefix(out, "run fin succeeded after step 1; best step ") {
+		t.Fatalf("watch on a finished run: exit %d\n%s\n%s", code, out, errs)
+	}
+}
+
+// TestWatchReconnectsAfterRestart: the daemon stops and starts again on
+// the same address; watch carries on and prints the new run's steps.
+func TestWatchReconnectsAfterRestart(t *testing.T) {
+	dir := t.TempDir()
+	db := filepath.Join(dir, "d.db")
+	addr := freeAddr(t)
+	s1 := startDaemon(t, addr, db)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var out, errs syncBuffer
+	m := &Main{Stdin: strings.NewReader(""), Stdout: &out, Stderr: &errs, Getenv: func(string) string { return "" }}
+	done := make(chan int, 1)
+	go func() { done <- m.Run(ctx, []string{"watch", "--addr", addr}) }()
+	// Let watch connect: a run's lines show it.
+	launch(t, s1.URL(), "run: {name: one, steps: 1}\nvalidation: {episodes: 2}\n")
+	waitFor(t, "watch to print run one", func() bool { return strings.Contains(out.String(), "one ") })
+	s1.Close()
+	waitFor(t, "watch to notice", func() bool { return strings.Contains(errs.String(), "reconnecting") })
+	s2 := startDaemon(t, addr, db)
+	defer s2.Close()
+	waitFor(t, "watch to reconnect", func() bool { return strings.Contains(errs.String(), "reconnected to http://"+addr) })
+	launch(t, s2.URL(), "run: {name: two, steps: 1}\nvalidation: {episodes: 2}\n")
+	waitFor(t, "watch to print run two's step", func() bool { return strings.Contains(out.String(), "two          step  1 n=5") })
+	cancel()
+	select {
+	case code := <-done:
+		if code != 0 {
+			t.Fatalf("watch exit %d: %s", code, errs.String())
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("watch did not stop on cancel")
+	}
+}
