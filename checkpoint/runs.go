@@ -2,6 +2,8 @@ package checkpoint
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -14,10 +16,14 @@ import (
 )
 
 // CreateRun records a new run. A zero State means running; zero Created
-// and Updated mean now. It fails with ErrRunExists if the name is taken.
+// and Updated mean now; an empty ID gets a random one (NewRunID). It fails
+// with ErrRunExists if the name is taken.
 func (s *Store) CreateRun(ctx context.Context, run Run) error {
 	if err := ValidateRunName(run.Name); err != nil {
 		return fmt.Errorf("create run: %w", err)
+	}
+	if run.ID == "" {
+		run.ID = NewRunID()
 	}
 	if run.State == "" {
 		run.State = StateRunning
@@ -198,10 +204,10 @@ func getRun(b *bolt.Bucket, name string) (Run, error) {
 	var run Run
 	v := b.Get(runKey)
 	if v == nil {
-		return Run{}, fmt.Errorf("run %s: record missing", name)
+		return Run{}, badRecord("run "+name, errors.New("record missing"))
 	}
 	if err := json.Unmarshal(v, &run); err != nil {
-		return Run{}, fmt.Errorf("run %s: decode record: %w", name, err)
+		return Run{}, badRecord("record of run "+name, err)
 	}
 	return run, nil
 }
@@ -224,7 +230,7 @@ func decodeAll[T any](b *bolt.Bucket, run, what string) ([]T, error) {
 	err := b.ForEach(func(k, v []byte) error {
 		var x T
 		if err := json.Unmarshal(v, &x); err != nil {
-			return fmt.Errorf("run %s: decode %s %d: %w", run, what, btoi(k), err)
+			return badRecord(fmt.Sprintf("%s %d of run %s", what, btoi(k), run), err)
 		}
 		out = append(out, x)
 		return nil
@@ -237,4 +243,12 @@ func validState(state string) error {
 		return fmt.Errorf("unknown run state %q (accepted: %s)", state, strings.Join(States, ", "))
 	}
 	return nil
+}
+
+// NewRunID returns a random run id: 16 hex digits (64 bits) from
+// crypto/rand, so two stores never draw the same one.
+func NewRunID() string {
+	var b [8]byte
+	rand.Read(b[:]) // never fails (crypto/rand, Go 1.24+)
+	return hex.EncodeToString(b[:])
 }

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"reflect"
+	"strings"
 	"testing"
 	"time"
 )
@@ -31,6 +32,10 @@ func TestStore_CreateGetRun(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	if len(got.ID) != 16 || strings.Trim(got.ID, "0123456789abcdef") != "" {
+		t.Fatalf("CreateRun drew id %q, want 16 hex digits", got.ID)
+	}
+	want.ID = got.ID
 	if !reflect.DeepEqual(got, want) {
 		t.Fatalf("GetRun()=%+v, want %+v", got, want)
 	}
@@ -168,5 +173,37 @@ func TestStore_UniqueRunName(t *testing.T) {
 	}
 	if _, err := s.UniqueRunName(ctx, ""); err == nil {
 		t.Fatal("UniqueRunName(\"\")=nil error, want one")
+	}
+}
+
+// TestRunID: ids are drawn at creation, differ between runs, and survive
+// state changes (a resume keeps its id).
+func TestRunID(t *testing.T) {
+	ctx := context.Background()
+	a, b := mustOpen(t), mustOpen(t)
+	for _, s := range []*Store{a, b} {
+		if err := s.CreateRun(ctx, Run{Name: "same"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ra, _ := a.GetRun(ctx, "same")
+	rb, _ := b.GetRun(ctx, "same")
+	if ra.ID == "" || ra.ID == rb.ID {
+		t.Fatalf("ids %q and %q: want two different ids", ra.ID, rb.ID)
+	}
+	if err := a.SetRunState(ctx, "same", StateCancelled, "x"); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.SetRunState(ctx, "same", StateRunning, ""); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := a.GetRun(ctx, "same"); got.ID != ra.ID {
+		t.Fatalf("id %q after state changes, want %q", got.ID, ra.ID)
+	}
+	if err := a.CreateRun(ctx, Run{Name: "given", ID: "fixed"}); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := a.GetRun(ctx, "given"); got.ID != "fixed" {
+		t.Fatalf("a given id became %q", got.ID)
 	}
 }

@@ -153,7 +153,7 @@ func getInFlight(b *bolt.Bucket, name string) (*InFlight, error) {
 	}
 	var inf InFlight
 	if err := json.Unmarshal(v, &inf); err != nil {
-		return nil, fmt.Errorf("run %s: decode in-flight job: %w", name, err)
+		return nil, badRecord("in-flight job of run "+name, err)
 	}
 	return &inf, nil
 }

@@ -31,6 +31,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"runtime/debug"
 	"sync"
 	"time"
 
@@ -122,6 +123,10 @@ func (s *Store) view(ctx context.Context, fn func(*bolt.Tx) error) (err error) {
 	mu := fileLock(s.path)
 	mu.RLock()
 	defer mu.RUnlock()
+	defer s.recoverCorrupt(&err)
+	// A damaged page can point outside the file's mapping: make that fault
+	// a panic that recoverCorrupt turns into an error, not a crash.
+	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
 
 	db, err := s.open(ctx, true)
 	if err != nil {
@@ -132,7 +137,7 @@ func (s *Store) view(ctx context.Context, fn func(*bolt.Tx) error) (err error) {
 			err = fmt.Errorf("close database %s: %w", s.path, cerr)
 		}
 	}()
-	return db.View(fn)
+	return s.checkRecords(db.View(fn))
 }
 
 // update runs fn in a read-write transaction, creating the file and the
@@ -141,6 +146,10 @@ func (s *Store) update(ctx context.Context, fn func(*bolt.Tx) error) (err error)
 	mu := fileLock(s.path)
 	mu.Lock()
 	defer mu.Unlock()
+	defer s.recoverCorrupt(&err)
+	// A damaged page can point outside the file's mapping: make that fault
+	// a panic that recoverCorrupt turns into an error, not a crash.
+	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
 
 	db, err := s.open(ctx, false)
 	if err != nil {
@@ -151,12 +160,12 @@ func (s *Store) update(ctx context.Context, fn func(*bolt.Tx) error) (err error)
 			err = fmt.Errorf("close database %s: %w", s.path, cerr)
 		}
 	}()
-	return db.Update(func(tx *bolt.Tx) error {
+	return s.checkRecords(db.Update(func(tx *bolt.Tx) error {
 		if _, err := tx.CreateBucketIfNotExists(runsBucket); err != nil {
 			return fmt.Errorf("create bucket %s: %w", runsBucket, err)
 		}
 		return fn(tx)
-	})
+	}))
 }
 
 // open opens the file, waiting for its lock no longer than the Store's
@@ -205,7 +214,7 @@ func (s *Store) openError(ctx context.Context, err error, readOnly bool, timeout
 	case errors.Is(err, fs.ErrNotExist):
 		return &openError{msg: fmt.Sprintf("database %s does not exist", s.path), errs: []error{ErrNoDatabase, err}}
 	case errors.Is(err, berrors.ErrInvalid), errors.Is(err, berrors.ErrChecksum), errors.Is(err, berrors.ErrVersionMismatch):
-		return &openError{msg: fmt.Sprintf("database %s is not a bbolt database or is corrupt: %v", s.path, err), errs: []error{ErrNotDatabase, err}}
+		return &openError{msg: fmt.Sprintf("database %s is not a bbolt database or is corrupt: %v; if it is grpo's store, %s", s.path, err, recovery(s.path)), errs: []error{ErrNotDatabase, err}}
 	}
 	var pe *fs.PathError
 	if errors.As(err, &pe) {

@@ -19,7 +19,12 @@ var States = []string{StateRunning, StateSucceeded, StateFailed, StateCancelled}
 // Run is a run's record. Its JSON field names are printed by
 // `grpo runs show --json` and are a public interface.
 type Run struct {
-	Name    string          `json:"name"`
+	Name string `json:"name"`
+	// ID is random, drawn when the run is created (CreateRun) and kept
+	// when it resumes: no other store can produce it, so the run's trainer
+	// job ids, which include it, never meet another run's of the same
+	// name. Runs stored before ids existed have none.
+	ID      string          `json:"id,omitempty"`
 	Config  json.RawMessage `json:"config"` // the resolved config, as JSON
 	State   string          `json:"state"`  // running | succeeded | failed | cancelled
 	Steps   int             `json:"steps"`  // planned number of training steps

@@ -59,8 +59,16 @@ type GRPO struct {
 // Endpoint is one OpenAI-compatible inference server.
 type Endpoint struct {
 	URL       string `yaml:"url" json:"url"`
-	APIKeyEnv string `yaml:"api_key_env" json:"api_key_env,omitempty"`
+	APIKeyEnv string `yaml:"api_key_env" json:"api_key_env,omitempty"` // NoAPIKey: send no key
+	// Peer names an endpoint the daemon's operator declared (grpo serve
+	// --peers); the daemon replaces it with that peer's url and
+	// api_key_env before the run is stored. The CLI does not read it.
+	Peer string `yaml:"peer" json:"peer,omitempty"`
 }
+
+// NoAPIKey as an endpoint's api_key_env sends no API key at all (not even
+// $OPENAI_API_KEY). The daemon sets it on URLs a posted config names itself.
+const NoAPIKey = "-"
 
 // Adapters says how trained adapters are named and how many stay loaded.
 type Adapters struct {
@@ -80,7 +88,18 @@ type Inference struct {
 	Concurrency        int            `yaml:"concurrency" json:"concurrency"`
 	RequestTimeout     Duration       `yaml:"request_timeout" json:"request_timeout"`
 	Retries            int            `yaml:"retries" json:"retries"`
-	Adapters           Adapters       `yaml:"adapters" json:"adapters"`
+	// RetryBudget bounds the time one request spends on all its attempts
+	// and waits: it gives up at the first of retries and retry_budget
+	// (0: the count alone bounds it). E.g. retries: 100, retry_budget: 2m.
+	RetryBudget Duration `yaml:"retry_budget" json:"retry_budget"`
+	// EpisodeReplays is how many times an episode whose call still fails
+	// after the retries is replayed from its seeds (exactly the same
+	// episode) before it counts as errored.
+	EpisodeReplays int `yaml:"episode_replays" json:"episode_replays"`
+	// MaxErroredFraction fails a training step or a validation when more
+	// than this fraction of its episodes errored even after replays.
+	MaxErroredFraction float64  `yaml:"max_errored_fraction" json:"max_errored_fraction"`
+	Adapters           Adapters `yaml:"adapters" json:"adapters"`
 	// OutageWindow is how long requests wait for an endpoint when none is live (0: fail at once).
 	OutageWindow Duration `yaml:"outage_window" json:"outage_window"`
 }
@@ -103,8 +122,11 @@ type Hyperparameters struct {
 
 // Trainer is where updates are computed.
 type Trainer struct {
-	Kind            string          `yaml:"kind" json:"kind"` // embedded | jobs | art
-	URL             string          `yaml:"url" json:"url"`
+	Kind string `yaml:"kind" json:"kind"` // embedded | jobs | art
+	URL  string `yaml:"url" json:"url"`
+	// Peer names a trainer the daemon's operator declared (grpo serve
+	// --peers); the daemon replaces it with that peer's kind and url.
+	Peer            string          `yaml:"peer" json:"peer,omitempty"`
 	BaseModel       string          `yaml:"base_model" json:"base_model"`
 	LoRA            LoRA            `yaml:"lora" json:"lora"`
 	Hyperparameters Hyperparameters `yaml:"hyperparameters" json:"hyperparameters"`

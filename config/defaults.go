@@ -58,6 +58,8 @@ func Default() Config {
 			Concurrency:        64,
 			RequestTimeout:     Duration(60 * time.Second),
 			Retries:            3,
+			EpisodeReplays:     2,
+			MaxErroredFraction: 0.1,
 			Adapters:           Adapters{Naming: NamingPerStep, Keep: 2, Inplace: InplaceAuto},
 			OutageWindow:       Duration(2 * time.Minute),
 		},

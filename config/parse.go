@@ -82,6 +82,14 @@ func parse(file string, data []byte, opts []Option) (Config, error) {
 	if err != nil {
 		return Config{}, err
 	}
+	if doc != nil {
+		if err := checkAliases(doc, false); err != nil {
+			if e, ok := err.(*Error); ok {
+				e.File = file
+			}
+			return Config{}, err
+		}
+	}
 	w := walker{file: file, set: make(map[string]bool), active: make(map[*yaml.Node]bool)}
 	if doc != nil {
 		if err := w.walk(doc, reflect.TypeFor[Config](), ""); err != nil {

@@ -146,9 +146,9 @@ func TestParse_Errors(t *testing.T) {
 		{"unknown section", "rn: {}\n",
 			"line 1, column 1: rn: unknown key (did you mean run?); accepted: run, env, reward, grpo, inference, trainer, validation, curriculum"},
 		{"unknown key, no suggestion", "trainer:\n  gpu: a100\n",
-			"line 2, column 3: trainer.gpu: unknown key; accepted: kind, url, base_model, lora, hyperparameters, job_timeout"},
+			"line 2, column 3: trainer.gpu: unknown key; accepted: kind, url, peer, base_model, lora, hyperparameters, job_timeout"},
 		{"unknown key in a list item", "inference:\n  endpoints:\n    - url: http://127.0.0.1:1/v1\n    - urll: http://127.0.0.1:2/v1\n",
-			"line 4, column 7: inference.endpoints[1].urll: unknown key (did you mean url?); accepted: url, api_key_env"},
+			"line 4, column 7: inference.endpoints[1].urll: unknown key (did you mean url?); accepted: url, api_key_env, peer"},
 		{"unknown key deep", "grpo:\n  advantage:\n    stdev: unbiased\n",
 			"line 3, column 5: grpo.advantage.stdev: unknown key; accepted: std_normalize, std, baseline"},
 		{"not an integer", "run:\n  steps: many\n",
@@ -184,7 +184,7 @@ func TestParse_Errors(t *testing.T) {
 		{"tab", "run:\n\tsteps: 3\n",
 			`line 2: found character that cannot start any token (YAML indents with spaces, not tabs)`},
 		{"merged unknown key", "validation: &v\n  episodes: 4\ninference:\n  <<: *v\n",
-			`line 2, column 3: inference.episodes: unknown key; accepted: endpoints, model, temperature, max_tokens, chat_template_kwargs, concurrency, request_timeout, retries, adapters, outage_window`},
+			`line 2, column 3: inference.episodes: unknown key; accepted: endpoints, model, temperature, max_tokens, chat_template_kwargs, concurrency, request_timeout, retries, retry_budget, episode_replays, max_errored_fraction, adapters, outage_window`},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			_, err := config.Parse([]byte(tt.in))

@@ -119,10 +119,13 @@ func (c Config) validateGRPO() error {
 func (c Config) validateInference() error {
 	in := c.Inference
 	for i, e := range in.Endpoints {
+		if e.Peer != "" && e.URL == "" {
+			return invalid(fmt.Sprintf("inference.endpoints[%d].peer", i), "%q names a peer of a daemon (grpo serve --peers); outside the daemon give the endpoint's url", e.Peer)
+		}
 		if err := httpURL(e.URL); err != nil {
 			return invalid(fmt.Sprintf("inference.endpoints[%d].url", i), "%v", err)
 		}
-		if e.APIKeyEnv != "" && !envVarName.MatchString(e.APIKeyEnv) {
+		if e.APIKeyEnv != "" && e.APIKeyEnv != NoAPIKey && !envVarName.MatchString(e.APIKeyEnv) {
 			return invalid(fmt.Sprintf("inference.endpoints[%d].api_key_env", i), "%q is not an environment variable name (letters, digits, _; not starting with a digit)", e.APIKeyEnv)
 		}
 	}
@@ -139,6 +142,12 @@ func (c Config) validateInference() error {
 		return invalid("inference.request_timeout", "is %v; need a duration > 0 such as 60s", in.RequestTimeout)
 	case in.Retries < 0:
 		return invalid("inference.retries", "is %d; need 0 or more", in.Retries)
+	case in.RetryBudget < 0:
+		return invalid("inference.retry_budget", "is %v; need a duration >= 0 such as 2m (0: retries alone bound a request)", in.RetryBudget)
+	case in.EpisodeReplays < 0:
+		return invalid("inference.episode_replays", "is %d; need 0 or more", in.EpisodeReplays)
+	case !finite(in.MaxErroredFraction) || in.MaxErroredFraction < 0 || in.MaxErroredFraction > 1:
+		return invalid("inference.max_errored_fraction", "is %v; need a fraction from 0 to 1", in.MaxErroredFraction)
 	case in.Adapters.Naming != NamingPerStep && in.Adapters.Naming != NamingInplace:
 		return invalid("inference.adapters.naming", "%q is not accepted; accepted: %s, %s", in.Adapters.Naming, NamingPerStep, NamingInplace)
 	case in.Adapters.Keep < 1:
@@ -162,6 +171,9 @@ func (c Config) validateTrainer() error {
 			return invalid("inference.endpoints", "set, but trainer.kind is embedded: the embedded trainer's adapters load only into the embedded inference server; remove the endpoints, or use trainer.kind: jobs")
 		}
 	case TrainerJobs:
+		if t.Peer != "" && t.URL == "" {
+			return invalid("trainer.peer", "%q names a peer of a daemon (grpo serve --peers); outside the daemon give trainer.url", t.Peer)
+		}
 		if len(c.Inference.Endpoints) == 0 {
 			return invalid("inference.endpoints", "empty, but trainer.kind jobs needs inference servers that can load its adapters")
 		}

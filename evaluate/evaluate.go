@@ -38,6 +38,49 @@ func (e *AllFailedError) Error() string {
 // Is makes errors.Is(err, ErrAllFailed) hold.
 func (e *AllFailedError) Is(target error) bool { return target == ErrAllFailed }
 
+// ErrTooManyErrored matches the error Run returns when more episodes
+// errored than Options.MaxErroredFraction allows: the figures would be
+// biased (episodes that fail are not a random sample: long ones fail more).
+var ErrTooManyErrored = errors.New("too many episodes errored")
+
+// TooManyErroredError is that error, with the counts and the first error.
+type TooManyErroredError struct {
+	What              string
+	Errored, Episodes int
+	Max               float64
+	First             string
+}
+
+func (e *TooManyErroredError) Error() string {
+	what := "episodes"
+	if e.What != "" {
+		what = e.What + " episodes"
+	}
+	return fmt.Sprintf("%d of %d %s errored even after replays, more than the %.3g allowed (inference.max_errored_fraction); first error: %s",
+		e.Errored, e.Episodes, what, e.Max, e.First)
+}
+
+// Is makes errors.Is(err, ErrTooManyErrored) hold.
+func (e *TooManyErroredError) Is(target error) bool { return target == ErrTooManyErrored }
+
+// CheckErrored returns a *TooManyErroredError when more than max of eps
+// errored (max < 0 checks nothing), with what naming them.
+func CheckErrored(eps []rollout.Episode, max float64, what string) error {
+	errored, first := 0, ""
+	for _, ep := range eps {
+		if ep.Errored {
+			if errored == 0 {
+				first = ep.Error
+			}
+			errored++
+		}
+	}
+	if max < 0 || len(eps) == 0 || float64(errored) <= max*float64(len(eps)) {
+		return nil
+	}
+	return &TooManyErroredError{What: what, Errored: errored, Episodes: len(eps), Max: max, First: first}
+}
+
 // Seeds gives episode e (0-based) at table size n its table seed and its
 // sampling seed.
 type Seeds func(n, e int) (table, sample int64)
@@ -90,6 +133,14 @@ type Options struct {
 	// OnEpisode, when set, is called as each episode finishes, from the
 	// goroutine that played it.
 	OnEpisode func(rollout.Episode)
+	// Replays is how many times an episode whose call still fails after
+	// the client's retries is played again from its seeds
+	// (rollout.Runner.Replays).
+	Replays int
+	// MaxErroredFraction fails the evaluation when more than this fraction
+	// of its episodes errored after replays; 0 tolerates none, a negative
+	// value any (only all failing is an error).
+	MaxErroredFraction float64
 }
 
 // PerN is the summary at one table size.
@@ -107,8 +158,10 @@ type Result struct {
 }
 
 // Run plays the episodes of s and summarises them. It returns the
-// context's error if ctx ends first, and an error matching ErrAllFailed if
-// every episode errored.
+// context's error if ctx ends first, an error matching ErrAllFailed if
+// every episode errored, and one matching ErrTooManyErrored if more than
+// o.MaxErroredFraction did. Fewer errored episodes are counted in
+// Result.Stats.Errored, which callers must report.
 func Run(ctx context.Context, o Options, s Set) (Result, error) {
 	specs := s.Specs()
 	if len(specs) == 0 {
@@ -118,7 +171,7 @@ func Run(ctx context.Context, o Options, s Set) (Result, error) {
 	if limit == nil {
 		limit = rollout.NewLimiter(o.Concurrency)
 	}
-	runner := &rollout.Runner{Client: o.Client, Limit: limit, OnCall: o.OnCall}
+	runner := &rollout.Runner{Client: o.Client, Limit: limit, OnCall: o.OnCall, Replays: o.Replays}
 	parallel := o.Concurrency/max(1, specs[0].Env.N) + 1
 	eps := runner.RunAll(ctx, specs, parallel, func(_ int, ep rollout.Episode) {
 		if o.OnEpisode != nil {
@@ -131,6 +184,9 @@ func Run(ctx context.Context, o Options, s Set) (Result, error) {
 	r := Result{Episodes: eps, Stats: grpo.SummarizeEpisodes(eps)}
 	if r.Stats.Errored == len(eps) {
 		return Result{}, &AllFailedError{What: s.What, First: eps[0].Error}
+	}
+	if err := CheckErrored(eps, o.MaxErroredFraction, s.What); err != nil {
+		return Result{}, err
 	}
 	for i, n := range s.N {
 		r.PerN = append(r.PerN, PerN{N: n, Stats: grpo.SummarizeEpisodes(eps[i*s.Episodes : (i+1)*s.Episodes])})

@@ -132,6 +132,9 @@ type Options struct {
 	// another cause than ErrCancelled: checkpoint.StateCancelled (the
 	// default) or checkpoint.StateRunning, to be resumed later.
 	Interrupted string
+	// Lease tunes the lease a run is played under (one process at a time;
+	// see checkpoint.AcquireLease); zero fields take the defaults.
+	Lease checkpoint.LeaseOptions
 }
 
 // Orchestrator runs training runs.
@@ -174,12 +177,28 @@ func (o *Orchestrator) Start(ctx context.Context, cfg config.Config) error {
 	if err != nil {
 		return fmt.Errorf("create run %s: %w", cfg.Run.Name, err)
 	}
-	return o.play(ctx, cfg, false)
+	lease, err := o.opts.Store.AcquireLease(ctx, cfg.Run.Name, o.opts.Lease)
+	if err != nil {
+		return err
+	}
+	return o.play(ctx, cfg, false, lease)
 }
 
 // Resume continues run name from its last committed step, with the config
 // it was started with.
 func (o *Orchestrator) Resume(ctx context.Context, name string) error {
+	// One process plays a run: another one playing it keeps it, and
+	// nothing is recorded here.
+	lease, err := o.opts.Store.AcquireLease(ctx, name, o.opts.Lease)
+	if err != nil {
+		return fmt.Errorf("resume run %s: %w", name, err)
+	}
+	played := false
+	defer func() {
+		if !played {
+			lease.Release(context.WithoutCancel(ctx))
+		}
+	}()
 	run, err := o.opts.Store.GetRun(ctx, name)
 	if err != nil {
 		return fmt.Errorf("resume run %s: %w", name, err)
@@ -203,17 +222,31 @@ func (o *Orchestrator) Resume(ctx context.Context, name string) error {
 	if err := o.opts.Store.SetRunState(ctx, name, checkpoint.StateRunning, ""); err != nil {
 		return fmt.Errorf("resume run %s: %w", name, err)
 	}
-	return o.play(ctx, cfg, true)
+	played = true
+	return o.play(ctx, cfg, true, lease)
 }
 
-// play runs the step loop and records how the run ended.
-func (o *Orchestrator) play(ctx context.Context, cfg config.Config, resumed bool) error {
-	r := &run{o: o, cfg: cfg, name: cfg.Run.Name, keeper: inference.AdapterKeeper{Keep: cfg.Inference.Adapters.Keep}}
-	err := r.loop(ctx, resumed)
-	state, msg := o.endState(ctx, err)
-	// The run's context may be cancelled: record the end regardless.
+// play runs the step loop under lease, records how the run ended and
+// releases the lease. A run whose lease is lost (another process took it
+// over) stops and records nothing more: the run is the other process's.
+func (o *Orchestrator) play(ctx context.Context, cfg config.Config, resumed bool, lease *checkpoint.Lease) error {
+	ctx, stop := context.WithCancelCause(ctx)
+	defer stop(nil)
+	lease.Keep(stop)
 	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 	defer cancel()
+	defer lease.Release(sctx)
+	r := &run{o: o, cfg: cfg, name: cfg.Run.Name, keeper: inference.AdapterKeeper{Keep: cfg.Inference.Adapters.Keep}}
+	rec, err := o.opts.Store.GetRun(ctx, r.name)
+	if err == nil {
+		r.jobKey = trainer.JobKey(r.name, rec.ID)
+		err = r.loop(ctx, resumed)
+	}
+	if cause := context.Cause(ctx); errors.Is(cause, checkpoint.ErrLeaseLost) {
+		return fmt.Errorf("run %s: %w", r.name, cause)
+	}
+	state, msg := o.endState(ctx, err)
+	// The run's context may be cancelled: record the end regardless.
 	if serr := o.opts.Store.SetRunState(sctx, r.name, state, msg); serr != nil && err == nil {
 		err = serr
 	}
@@ -243,6 +276,7 @@ type run struct {
 	o        *Orchestrator
 	cfg      config.Config
 	name     string
+	jobKey   string           // the run part of its job ids (trainer.JobKey)
 	adapter  *trainer.Adapter // current adapter; nil = base model
 	keeper   inference.AdapterKeeper
 	promoted int // curriculum promotions so far

@@ -126,7 +126,7 @@ func TestRunEndToEndOnReferenceBackend(t *testing.T) {
 			t.Fatalf("step %d train stats %+v", i, s.Train)
 		}
 		if s.Job != nil {
-			if s.Job.ID != trainer.JobID("e2e", i) || s.Job.State != trainer.StateSucceeded || s.Adapter.Name != trainer.AdapterName("e2e", i) {
+			if s.Job.ID != trainer.JobID("e2e."+run.ID, i) || s.Job.State != trainer.StateSucceeded || s.Adapter.Name != trainer.AdapterName("e2e", i) {
 				t.Fatalf("step %d job %+v adapter %+v", i, s.Job, s.Adapter)
 			}
 		}
@@ -236,8 +236,9 @@ func TestResumeAfterInterruption(t *testing.T) {
 			if err == nil || !errors.Is(err, context.Canceled) {
 				t.Fatalf("interrupted run returned %v", err)
 			}
-			if run, _, _ := snapshot(t, e.store, "r"); run.State != checkpoint.StateCancelled {
-				t.Fatalf("state after interruption %s", run.State)
+			before, _, _ := snapshot(t, e.store, "r")
+			if before.State != checkpoint.StateCancelled {
+				t.Fatalf("state after interruption %s", before.State)
 			}
 			// "Restart": the old backend is gone; a new one opens the
 			// same data dir.
@@ -245,6 +246,16 @@ func TestResumeAfterInterruption(t *testing.T) {
 			e2 := newEnv(t, data, db)
 			if err := e2.orchestrator(nil).Resume(context.Background(), "r"); err != nil {
 				t.Fatal(err)
+			}
+			// Resuming keeps the run's id, and with it its job ids.
+			after, resumed, _ := snapshot(t, e2.store, "r")
+			if after.ID == "" || after.ID != before.ID {
+				t.Fatalf("run id %q after resume, want %q", after.ID, before.ID)
+			}
+			for _, s := range resumed {
+				if s.Job != nil && s.Job.ID != trainer.JobID("r."+before.ID, s.Step) {
+					t.Fatalf("step %d job %s after resume, want %s", s.Step, s.Job.ID, trainer.JobID("r."+before.ID, s.Step))
+				}
 			}
 			if got := rewards(t, e2.store, "r"); got != want {
 				t.Fatalf("resumed run differs from uninterrupted run:\n%s\nwant\n%s", got, want)
@@ -295,7 +306,7 @@ func TestTrainerFailureFailsTheRun(t *testing.T) {
 	e := newEnv(t, filepath.Join(dir, "data"), filepath.Join(dir, "grpo.db"))
 	e.trainer = fakeTrainer(t, trainer.Job{State: trainer.StateFailed, Error: "CUDA out of memory"}, 0)
 	err := e.orchestrator(nil).Start(context.Background(), smallConfig(t, "f", 2))
-	if !errors.Is(err, trainer.ErrJobFailed) || !strings.Contains(err.Error(), "CUDA out of memory") || !strings.Contains(err.Error(), "f/step-0001") {
+	if !errors.Is(err, trainer.ErrJobFailed) || !strings.Contains(err.Error(), "CUDA out of memory") || !strings.Contains(err.Error(), "/step-0001") {
 		t.Fatalf("err = %v", err)
 	}
 	run, steps, _ := snapshot(t, e.store, "f")
@@ -303,7 +314,7 @@ func TestTrainerFailureFailsTheRun(t *testing.T) {
 		t.Fatalf("state %s error %q, %d steps; want failed with the job's error and only step 0", run.State, run.Error, len(steps))
 	}
 	inf, err := e.store.GetInFlight(context.Background(), "f")
-	if err != nil || inf == nil || inf.JobID != "f/step-0001" {
+	if err != nil || inf == nil || inf.JobID != "f."+run.ID+"/step-0001" {
 		t.Fatalf("in-flight record after a failed job: %+v, %v", inf, err)
 	}
 }
@@ -422,5 +433,81 @@ func TestCurriculum(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestJobIDsUniquePerRun: two stores holding a run of the same name, one
+// trainer: each run trains its own steps (its job ids carry its random
+// id), rather than reattaching to the other's jobs.
+func TestJobIDsUniquePerRun(t *testing.T) {
+	dir := t.TempDir()
+	e1 := newEnv(t, filepath.Join(dir, "data"), filepath.Join(dir, "a.db"))
+	e2 := *e1
+	e2.store = checkpoint.New(filepath.Join(dir, "b.db"), checkpoint.Options{})
+	seen := map[string]string{}
+	for _, e := range []*env{e1, &e2} {
+		if err := e.orchestrator(nil).Start(context.Background(), smallConfig(t, "same", 2)); err != nil {
+			t.Fatal(err)
+		}
+		run, steps, _ := snapshot(t, e.store, "same")
+		if len(run.ID) != 16 {
+			t.Fatalf("run id %q, want 16 hex digits", run.ID)
+		}
+		jobs := 0
+		for _, s := range steps {
+			if s.Job == nil {
+				continue
+			}
+			jobs++
+			if want := trainer.JobID("same."+run.ID, s.Step); s.Job.ID != want {
+				t.Fatalf("%s: step %d job %s, want %s", e.store.Path(), s.Step, s.Job.ID, want)
+			}
+			if other, ok := seen[s.Job.ID]; ok {
+				t.Fatalf("job %s trained for %s and %s", s.Job.ID, other, e.store.Path())
+			}
+			seen[s.Job.ID] = e.store.Path()
+		}
+		if jobs != 2 {
+			t.Fatalf("%s: %d steps trained, want 2", e.store.Path(), jobs)
+		}
+	}
+	if len(seen) != 4 {
+		t.Fatalf("%d distinct jobs, want 4", len(seen))
+	}
+}
+
+// TestOneWriterPerRun: while one orchestrator plays a run, another one's
+// Resume is refused with checkpoint.ErrLeased and records nothing; the
+// first finishes the run.
+func TestOneWriterPerRun(t *testing.T) {
+	dir := t.TempDir()
+	e := newEnv(t, filepath.Join(dir, "data"), filepath.Join(dir, "grpo.db"))
+	var second error
+	var state string
+	var once sync.Once
+	err := e.orchestrator(func(ev orchestrator.Event) {
+		if ev.Type == orchestrator.EventStepCommitted && ev.Step == 1 {
+			once.Do(func() {
+				second = e.orchestrator(nil).Resume(context.Background(), "w")
+				run, _, _ := snapshot(t, e.store, "w")
+				state = run.State
+			})
+		}
+	}).Start(context.Background(), smallConfig(t, "w", 2))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !errors.Is(second, checkpoint.ErrLeased) {
+		t.Fatalf("second Resume while playing: %v, want ErrLeased", second)
+	}
+	if state != checkpoint.StateRunning {
+		t.Fatalf("state after the refused Resume: %s, want running", state)
+	}
+	run, steps, _ := snapshot(t, e.store, "w")
+	if run.State != checkpoint.StateSucceeded || len(steps) != 3 {
+		t.Fatalf("run %s with %d steps, want succeeded with 3", run.State, len(steps))
+	}
+	if info, _, err := e.store.GetLease(context.Background(), "w", checkpoint.LeaseOptions{}); err != nil || info != nil {
+		t.Fatalf("lease left after the run: %+v, %v", info, err)
 	}
 }

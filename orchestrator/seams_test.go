@@ -93,7 +93,9 @@ func TestOptionalTrainerSeams(t *testing.T) {
 	if err != nil || inf == nil {
 		t.Fatalf("in-flight job: %+v %v", inf, err)
 	}
-	id := trainer.JobID("seams", 2)
+	rec, _, _ := snapshot(t, e.store, "seams")
+	key := trainer.JobKey("seams", rec.ID) // job ids carry the run's id
+	id := trainer.JobID(key, 2)
 	if inf.JobID != id || string(inf.TrainerState) != st.before[id] {
 		t.Fatalf("in-flight %s with trainer state %s, want %s with %s (what Before answered)", inf.JobID, inf.TrainerState, id, st.before[id])
 	}
@@ -113,7 +115,7 @@ func TestOptionalTrainerSeams(t *testing.T) {
 	}
 	// Before ran once per job: steps 1 to 3 (2 only once, before the stop).
 	for _, s := range steps[1:] {
-		if _, ok := st.before[trainer.JobID("seams", s.Step)]; (s.Job != nil) != ok {
+		if _, ok := st.before[trainer.JobID(key, s.Step)]; (s.Job != nil) != ok {
 			t.Errorf("step %d: job %v, Before called %v", s.Step, s.Job != nil, ok)
 		}
 	}

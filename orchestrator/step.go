@@ -20,7 +20,7 @@ type batch struct {
 }
 
 func (r *run) runner() *rollout.Runner {
-	return &rollout.Runner{Client: r.o.opts.Completer, Limit: r.limit(), OnCall: r.o.opts.OnCall}
+	return &rollout.Runner{Client: r.o.opts.Completer, Limit: r.limit(), OnCall: r.o.opts.OnCall, Replays: r.cfg.Inference.EpisodeReplays}
 }
 
 func (r *run) limit() *rollout.Limiter {
@@ -129,6 +129,12 @@ func (r *run) sample(ctx context.Context, s, n int) (*batch, error) {
 	if sum.Errored == len(all) {
 		return nil, fmt.Errorf("every training episode failed; first error: %s", all[0].Error)
 	}
+	if err := evaluate.CheckErrored(all, r.cfg.Inference.MaxErroredFraction, "training"); err != nil {
+		return nil, fmt.Errorf("step %d: %w", s, err)
+	}
+	if sum.Errored > 0 {
+		r.o.opts.Logger.Warn("training episodes errored after replays; their groups are left out", "run", r.name, "step", s, "errored", sum.Errored, "episodes", len(all), "first_error", firstError(all))
+	}
 	b := &batch{stats: checkpoint.TrainStats{
 		RewardMean: sum.Reward.Mean, RewardStd: sum.Reward.Std,
 		Episodes: sum.Episodes, Errored: sum.Errored,
@@ -183,7 +189,7 @@ func (r *run) jobRequest(s int, trajs []trainer.Trajectory) *trainer.JobRequest 
 	}
 	h := t.Hyperparameters
 	return &trainer.JobRequest{
-		ID:              trainer.JobID(r.name, s),
+		ID:              trainer.JobID(r.jobKey, s),
 		BaseModel:       t.BaseModel,
 		ParentAdapter:   parent,
 		OutputAdapter:   trainer.AdapterName(r.name, s),
@@ -286,9 +292,13 @@ func (r *run) validate(ctx context.Context, s int) (*checkpoint.Evaluation, erro
 	res, err := evaluate.Run(ctx, evaluate.Options{
 		Client: r.o.opts.Completer, Limit: r.limit(), Concurrency: r.cfg.Inference.Concurrency, OnCall: r.o.opts.OnCall,
 		OnEpisode: func(ep rollout.Episode) { r.episodeFinished(s, "validation", ep) },
+		Replays:   r.cfg.Inference.EpisodeReplays, MaxErroredFraction: r.cfg.Inference.MaxErroredFraction,
 	}, set)
 	if err != nil {
 		return nil, err
+	}
+	if res.Stats.Errored > 0 {
+		r.o.opts.Logger.Warn("validation episodes errored after replays; the figures leave them out", "run", r.name, "step", s, "errored", res.Stats.Errored, "episodes", len(res.Episodes), "first_error", firstError(res.Episodes))
 	}
 	ev := res.Evaluation(s)
 	r.emit(Event{Type: EventValidationDone, Step: s, ValidationDone: validationDone(ev)})
@@ -320,4 +330,14 @@ func validationTrajectories(s int, eps []rollout.Episode) []trainer.Trajectory {
 		}
 	}
 	return out
+}
+
+// firstError is the error of the first errored episode of eps.
+func firstError(eps []rollout.Episode) string {
+	for _, ep := range eps {
+		if ep.Errored {
+			return ep.Error
+		}
+	}
+	return ""
 }

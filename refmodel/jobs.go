@@ -326,7 +326,9 @@ func (m *jobManager) train(ctx context.Context, e *jobEntry, req *trainer.JobReq
 }
 
 // initialAdapter loads the parent adapter or makes a fresh one seeded by the
-// server seed and the job id, and applies the job's LoRA settings.
+// server seed and the output adapter's name (not the job id, which carries
+// the run's random id: the same run in two stores trains the same), and
+// applies the job's LoRA settings.
 func (m *jobManager) initialAdapter(req *trainer.JobRequest) (*Adapter, error) {
 	var a *Adapter
 	if p := req.ParentAdapter; p != nil {
@@ -351,7 +353,7 @@ func (m *jobManager) initialAdapter(req *trainer.JobRequest) (*Adapter, error) {
 			alpha = 2 * float64(rank)
 		}
 		h := fnv.New64a()
-		h.Write([]byte(req.ID))
+		h.Write([]byte(req.OutputAdapter))
 		fresh, err := NewAdapter(rank, alpha, m.seed^h.Sum64())
 		if err != nil {
 			return nil, err

@@ -62,6 +62,9 @@ type Episode struct {
 	Error       string       `json:"error,omitempty"`
 	Seconds     float64      `json:"seconds"`
 	Transcripts []Transcript `json:"transcripts"`
+	// Replays is how many times the episode was played again from its
+	// seeds after a call failed for good (Runner.Replays).
+	Replays int `json:"replays,omitempty"`
 }
 
 // Runner plays episodes against a Completer. Limit, when set, bounds the
@@ -72,6 +75,41 @@ type Runner struct {
 	// OnCall, when set, is called after every LLM call with its outcome
 	// (for metrics); it must be cheap and safe for concurrent use.
 	OnCall func(action string, d time.Duration, err error)
+	// MaxAnswerBytes caps what one answer may add to a conversation
+	// (content, reasoning, tool names and arguments); a longer answer is an
+	// invalid output, counted in Metrics.Oversized, and is kept only as a
+	// short note (default DefaultMaxAnswerBytes).
+	MaxAnswerBytes int
+	// Replays is how many times an episode whose call still fails after
+	// the client's retries is played again from the start. Its table seed
+	// and per-call sampling seeds are the same, so a replay is the episode
+	// the faults interrupted, and no episode is dropped for a transient
+	// outage (dropping is not neutral: long episodes fail more). Only after
+	// the last replay fails is the episode errored.
+	Replays int
+}
+
+// DefaultMaxAnswerBytes is Runner.MaxAnswerBytes unless set: far more than
+// any tool call, far less than a runaway generation.
+const DefaultMaxAnswerBytes = 64 << 10
+
+// answerBytes is what a message adds to a conversation.
+func answerBytes(m openai.ChatCompletionMessage) int {
+	n := len(m.Content) + len(m.ReasoningContent) + len(m.Refusal)
+	for _, p := range m.MultiContent {
+		n += len(p.Text)
+	}
+	for _, tc := range m.ToolCalls {
+		n += len(tc.ID) + len(tc.Function.Name) + len(tc.Function.Arguments)
+	}
+	return n
+}
+
+func (r *Runner) maxAnswer() int {
+	if r.MaxAnswerBytes > 0 {
+		return r.MaxAnswerBytes
+	}
+	return DefaultMaxAnswerBytes
 }
 
 // Limiter bounds concurrent requests.
@@ -145,7 +183,23 @@ func (e *episode) observe(a *agent) {
 }
 
 // take appends a sampled turn to a's conversation and returns its action.
-func (e *episode) take(a *agent, c *Completion) string {
+// An answer over maxAnswer bytes is not kept (nor sent again with every
+// later request): a short assistant message stands in for it, in the
+// conversation and in the transcript, where as a message rather than a
+// sampled choice it is context and never trained on.
+func (e *episode) take(a *agent, c *Completion, maxAnswer int) string {
+	if n := answerBytes(c.Choice.Message); n > maxAnswer {
+		stub := openai.ChatCompletionMessage{Role: openai.ChatMessageRoleAssistant,
+			Content: fmt.Sprintf("[answer of %d bytes dropped: over the %d-byte cap]", n, maxAnswer)}
+		j := mustJSON(stub)
+		a.msgs, a.enc, a.items = append(a.msgs, stub), append(a.enc, j), append(a.items, j)
+		a.calls = a.calls[:0]
+		e.metrics.LLMCalls++
+		e.metrics.PromptTokens += c.Usage.PromptTokens
+		e.metrics.OutputTokens += c.Usage.CompletionTokens
+		e.metrics.Oversized++
+		return Invalid
+	}
 	a.msgs = append(a.msgs, c.Choice.Message)
 	a.enc = append(a.enc, mustJSON(c.Choice.Message))
 	a.items = append(a.items, c.Forwarded())
@@ -174,19 +228,33 @@ func (e *episode) answer(a *agent, action string, ok bool) {
 	}
 }
 
-// Run plays one episode. It returns an errored Episode, never an error, when
-// the server fails; ctx cancellation also yields an errored episode.
+// Run plays one episode, replaying it from its seeds up to r.Replays
+// times when a call fails for good. It returns an errored Episode, never
+// an error, when the server still fails; ctx cancellation also yields an
+// errored episode (never replayed).
 func (r *Runner) Run(ctx context.Context, spec EpisodeSpec) Episode {
+	ep, callFailed := r.play(ctx, spec)
+	for replays := 1; callFailed && replays <= r.Replays && ctx.Err() == nil; replays++ {
+		ep, callFailed = r.play(ctx, spec)
+		ep.Replays = replays
+	}
+	return ep
+}
+
+// play plays one episode once; callFailed says a call failed (a replay
+// may succeed), as opposed to a table that cannot be set.
+func (r *Runner) play(ctx context.Context, spec EpisodeSpec) (out Episode, callFailed bool) {
 	start := time.Now()
-	out := Episode{Spec: spec}
+	out = Episode{Spec: spec}
 	table, err := NewTable(spec.Env)
 	if err != nil {
 		out.Errored, out.Error = true, err.Error()
-		return out
+		return out, false
 	}
 	e := &episode{spec: spec, table: table, agents: make([]*agent, spec.Env.N)}
 	for i := range e.agents {
-		size := 1 + 3*spec.Env.Rounds
+		// Capacity for a typical episode; append grows it beyond.
+		size := 1 + 3*min(spec.Env.Rounds, 64)
 		a := &agent{id: i, msgs: make([]openai.ChatCompletionMessage, 0, size), enc: make([]json.RawMessage, 0, size)}
 		a.add(openai.ChatCompletionMessage{Role: openai.ChatMessageRoleSystem, Content: SystemPrompt(spec.Env, i)})
 		e.agents[i] = a
@@ -202,7 +270,7 @@ func (r *Runner) Run(ctx context.Context, spec EpisodeSpec) Episode {
 
 	m := table.Metrics()
 	m.LLMCalls, m.PromptTokens, m.OutputTokens = e.metrics.LLMCalls, e.metrics.PromptTokens, e.metrics.OutputTokens
-	m.Truncated = e.metrics.Truncated
+	m.Truncated, m.Oversized = e.metrics.Truncated, e.metrics.Oversized
 	out.Metrics = m
 	out.Transcripts = make([]Transcript, len(e.agents))
 	for i, a := range e.agents {
@@ -212,10 +280,10 @@ func (r *Runner) Run(ctx context.Context, spec EpisodeSpec) Episode {
 	if failure != nil {
 		out.Errored, out.Error = true, failure.Error()
 		out.Metrics.Errors = 1
-		return out
+		return out, true
 	}
 	out.Reward, out.Terms = Score(spec.Reward, out.Metrics)
-	return out
+	return out, false
 }
 
 func (r *Runner) sequentialRound(ctx context.Context, e *episode) error {
@@ -225,7 +293,7 @@ func (r *Runner) sequentialRound(ctx context.Context, e *episode) error {
 		if err != nil {
 			return err
 		}
-		action := e.take(a, c)
+		action := e.take(a, c, r.maxAnswer())
 		e.answer(a, action, e.table.Act(a.id, action))
 	}
 	e.table.EndRound()
@@ -260,7 +328,7 @@ func (r *Runner) simultaneousRound(ctx context.Context, e *episode) error {
 	}
 	actions := make([]string, len(e.agents))
 	for i, a := range e.agents {
-		actions[i] = e.take(a, done[i])
+		actions[i] = e.take(a, done[i], r.maxAnswer())
 	}
 	ok := e.table.Resolve(actions)
 	for i, a := range e.agents {

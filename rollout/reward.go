@@ -83,6 +83,7 @@ type Metrics struct {
 	Failed        int            `json:"failed_actions"`
 	Invalid       int            `json:"invalid_outputs"`
 	Truncated     int            `json:"truncated_outputs,omitempty"` // turns cut at the token limit; also counted in Invalid
+	Oversized     int            `json:"oversized_outputs,omitempty"` // answers over Runner.MaxAnswerBytes, dropped from the conversation; also counted in Invalid
 	Starved       int            `json:"starved"`                     // philosophers with 0 meals
 	Jain          float64        `json:"jain"`                        // Jain's fairness of meals; 0 when nobody ate
 	LLMCalls      int            `json:"llm_calls"`

@@ -51,6 +51,7 @@ func startPeers(ctx context.Context, cfg config.Config, opts Options) (*peers, e
 	hc := httpx.NewHTTPClient(inf.Concurrency)
 	retry := httpx.DefaultPolicy()
 	retry.Retries = inf.Retries
+	retry.Budget = time.Duration(inf.RetryBudget)
 	chatOpts := func(apiKey string) inference.ChatOptions {
 		return inference.ChatOptions{APIKey: apiKey, HTTPClient: hc, RequestTimeout: time.Duration(inf.RequestTimeout), Retry: &retry}
 	}
@@ -87,7 +88,10 @@ func startPeers(ctx context.Context, cfg config.Config, opts Options) (*peers, e
 			if env == "" {
 				env = "OPENAI_API_KEY"
 			}
-			key := getenv(env)
+			key := ""
+			if env != config.NoAPIKey {
+				key = getenv(env)
+			}
 			replicas = append(replicas, inference.Replica{
 				Chat: inference.NewChatClient(ep.URL, chatOpts(key)), Admin: inference.NewAdminClient(ep.URL, adminOpts(key)),
 			})

@@ -19,9 +19,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 )
 
-// maxConfigBytes bounds a posted config.
-const maxConfigBytes = 1 << 20
-
 func (s *Server) routes() http.Handler {
 	mux := http.NewServeMux()
 	mux.Handle("POST /api/v1/runs", s.mutating(s.handleCreate))
@@ -35,13 +32,21 @@ func (s *Server) routes() http.Handler {
 	mux.HandleFunc("GET /ws", s.serveWS)
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "ok\n") })
 	mux.Handle("GET /", dashboard(dashboardSettings{GrafanaURL: s.opts.GrafanaURL}))
-	return mux
+	return s.guardHost(mux)
 }
 
-// mutating guards an endpoint that changes state: when the daemon has a
-// token, the request must carry it as a bearer token.
+// mutating guards an endpoint that changes state: a browser page of
+// another origin is refused, the body must be JSON or YAML, and when the
+// daemon has a token, the request must carry it as a bearer token.
 func (s *Server) mutating(h http.HandlerFunc) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if !s.allowedOrigin(r) {
+			writeError(w, http.StatusForbidden, "Origin "+r.Header.Get("Origin")+" may not drive this daemon (start it with --allow-origin ORIGIN to allow a page)")
+			return
+		}
+		if !checkContentType(w, r) {
+			return
+		}
 		if s.opts.Token != "" {
 			got, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
 			if !ok || subtle.ConstantTimeCompare([]byte(got), []byte(s.opts.Token)) != 1 {
@@ -80,11 +85,25 @@ func storeError(w http.ResponseWriter, err error) {
 	writeError(w, http.StatusInternalServerError, err.Error())
 }
 
-// handleCreate launches a run from a YAML or JSON config body.
+// handleCreate launches a run from a YAML or JSON config body. Everything
+// a posted config could abuse is checked before the run is stored: size,
+// aliases, file paths, peers and credentials, limits, the number of runs.
 func (s *Server) handleCreate(w http.ResponseWriter, r *http.Request) {
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxConfigBytes))
+	http.NewResponseController(w).SetReadDeadline(time.Now().Add(bodyTimeout))
+	limit := s.opts.MaxBodyBytes
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, limit))
 	if err != nil {
-		writeError(w, http.StatusRequestEntityTooLarge, fmt.Sprintf("read config: %v (at most %d bytes)", err, maxConfigBytes))
+		var tooLarge *http.MaxBytesError
+		if errors.As(err, &tooLarge) {
+			writeError(w, http.StatusRequestEntityTooLarge, fmt.Sprintf("config body is larger than %d bytes (a limit of this daemon: grpo serve --max-body)", limit))
+			return
+		}
+		writeError(w, http.StatusBadRequest, fmt.Sprintf("read config body: %v", err))
+		return
+	}
+	// Aliases are measured, never expanded, before anything walks the tree.
+	if err := config.CheckAliases(body); err != nil {
+		writeError(w, http.StatusBadRequest, err.Error())
 		return
 	}
 	if key, err := pathKey(body); err != nil {
@@ -96,6 +115,14 @@ func (s *Server) handleCreate(w http.ResponseWriter, r *http.Request) {
 	}
 	cfg, err := config.Parse(body, config.WithEmbedded(run.ConfigDefaults()))
 	if err != nil {
+		writeError(w, http.StatusBadRequest, err.Error())
+		return
+	}
+	if err := config.ResolvePeers(&cfg, s.opts.Peers, config.ResolveOptions{PeersOnly: s.opts.PeersOnly}); err != nil {
+		writeError(w, http.StatusBadRequest, err.Error())
+		return
+	}
+	if err := s.opts.Limits.Check(cfg); err != nil {
 		writeError(w, http.StatusBadRequest, err.Error())
 		return
 	}
@@ -124,6 +151,8 @@ func (s *Server) handleCreate(w http.ResponseWriter, r *http.Request) {
 			writeError(w, http.StatusConflict, err.Error())
 		case errors.Is(err, ErrClosing):
 			writeError(w, http.StatusServiceUnavailable, err.Error())
+		case errors.Is(err, ErrTooManyRuns):
+			writeError(w, http.StatusTooManyRequests, err.Error())
 		default:
 			writeError(w, http.StatusBadGateway, err.Error())
 		}

@@ -64,6 +64,9 @@ func do(tb testing.TB, method, url, token, body string) (int, []byte) {
 	if token != "" {
 		req.Header.Set("Authorization", "Bearer "+token)
 	}
+	if method == http.MethodPost {
+		req.Header.Set("Content-Type", "application/yaml")
+	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		tb.Fatalf("%s %s: %v", method, url, err)

@@ -5,7 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
+	"runtime/debug"
 	"sync"
+	"time"
 
 	"github.com/grpo-dev/grpo/checkpoint"
 	"github.com/grpo-dev/grpo/config"
@@ -20,6 +22,8 @@ var (
 	ErrClosing = errors.New("daemon is shutting down")
 	// ErrNotHosted: the run exists but is not playing in this daemon.
 	ErrNotHosted = errors.New("run is not playing in this daemon")
+	// ErrTooManyRuns: as many runs as Options.MaxRuns are playing.
+	ErrTooManyRuns = errors.New("too many runs playing")
 )
 
 // hosted is a run playing in this process.
@@ -58,6 +62,9 @@ func (s *Server) host(ctx context.Context, name string, open func(run.Options) (
 	case s.runs[name] != nil:
 		s.mu.Unlock()
 		return nil, fmt.Errorf("run %s: %w", name, checkpoint.ErrRunExists)
+	case s.opts.MaxRuns > 0 && len(s.runs) >= s.opts.MaxRuns:
+		s.mu.Unlock()
+		return nil, fmt.Errorf("run %s: %w: %d of at most %d (a limit of this daemon: grpo serve --max-runs); wait for one to end or cancel one", name, ErrTooManyRuns, len(s.runs), s.opts.MaxRuns)
 	}
 	s.runs[name] = h
 	s.wg.Add(1)
@@ -92,7 +99,7 @@ func (s *Server) host(ctx context.Context, name string, open func(run.Options) (
 	go func() {
 		defer release()
 		defer close(h.done)
-		err := r.Play(runCtx)
+		err := s.play(runCtx, r, name)
 		if cerr := r.Close(); cerr != nil {
 			s.logger.Warn("close run peers", "run", name, "err", cerr)
 		}
@@ -115,6 +122,26 @@ func (s *Server) host(ctx context.Context, name string, open func(run.Options) (
 		}
 		return nil, h.err
 	}
+}
+
+// play plays r, turning a panic into a failed run: a run that crashes is
+// recorded failed rather than left running, so that the next daemon does
+// not resume it into the same crash.
+func (s *Server) play(ctx context.Context, r *run.Run, name string) (err error) {
+	defer func() {
+		p := recover()
+		if p == nil {
+			return
+		}
+		err = fmt.Errorf("run %s crashed: %v", name, p)
+		s.logger.Error("run crashed; marked failed", "run", name, "panic", p, "stack", string(debug.Stack()))
+		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+		defer cancel()
+		if serr := s.opts.Store.SetRunState(ctx, name, checkpoint.StateFailed, err.Error()); serr != nil {
+			s.logger.Error("mark crashed run failed", "run", name, "err", serr)
+		}
+	}()
+	return r.Play(ctx)
 }
 
 // resumeAll continues every run the store holds as running.

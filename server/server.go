@@ -19,16 +19,25 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"slices"
 	"sync"
 	"time"
 
 	"github.com/grpo-dev/grpo/checkpoint"
+	"github.com/grpo-dev/grpo/config"
 	"github.com/prometheus/client_golang/prometheus"
 )
 
 // DefaultAddr is where the daemon listens unless told otherwise: loopback
 // only, so that no token is needed.
 const DefaultAddr = "127.0.0.1:8080"
+
+// DefaultMaxBodyBytes bounds a posted config unless told otherwise.
+const DefaultMaxBodyBytes = 1 << 20
+
+// bodyTimeout bounds reading a posted config: a client that trickles its
+// body holds a connection no longer.
+const bodyTimeout = 30 * time.Second
 
 // Registry is where the daemon's metrics are registered and gathered from.
 type Registry interface {
@@ -55,8 +64,25 @@ type Options struct {
 	// AllowedOrigins are browser origins (e.g. "https://grafana.example")
 	// allowed on /ws besides the daemon's own host.
 	AllowedOrigins []string
-	// Getenv reads API keys named by run configs (default os.Getenv).
+	// AllowedHosts are names (host or host:port) accepted in the Host
+	// header besides the bound address; on loopback also localhost,
+	// 127.0.0.1 and [::1] with the bound port. See allowedHost.
+	AllowedHosts []string
+	// Getenv reads the API keys of declared peers (default os.Getenv).
+	// Runs read only the variables Peers names; resumed runs too.
 	Getenv func(string) string
+	// Peers are the inference endpoints and trainers posted configs name
+	// ({peer: NAME}); PeersOnly refuses any URL a config names itself.
+	Peers     config.Peers
+	PeersOnly bool
+	// Limits bound a posted config (see config.Limits); the zero value is
+	// no limit: use config.DefaultLimits().
+	Limits config.Limits
+	// MaxBodyBytes bounds a posted config (default 1 MiB).
+	MaxBodyBytes int64
+	// MaxRuns bounds the runs playing at once; a launch beyond it is
+	// answered 429 (0: no limit). Resumed runs count too.
+	MaxRuns int
 	// GrafanaURL, when set, is linked from the dashboard (its Grafana
 	// dashboard, e.g. http://grafana:3000/d/grpo).
 	GrafanaURL string
@@ -76,10 +102,11 @@ type Server struct {
 	ctx    context.Context // parent of every run's context
 	cancel context.CancelFunc
 
-	mu      sync.Mutex
-	runs    map[string]*hosted // runs playing in this process
-	closing bool
-	wg      sync.WaitGroup
+	mu        sync.Mutex
+	runs      map[string]*hosted // runs playing in this process
+	closing   bool
+	boundAddr string // the listener's address, once started
+	wg        sync.WaitGroup
 
 	httpSrv *http.Server
 	ln      net.Listener
@@ -103,6 +130,17 @@ func New(opts Options) *Server {
 	}
 	if opts.ClientBuffer <= 0 {
 		opts.ClientBuffer = 256
+	}
+	if opts.MaxBodyBytes <= 0 {
+		opts.MaxBodyBytes = DefaultMaxBodyBytes
+	}
+	// A run reads only the variables the operator declared.
+	declared, getenv := opts.Peers.APIKeyEnvs(), opts.Getenv
+	opts.Getenv = func(name string) string {
+		if slices.Contains(declared, name) {
+			return getenv(name)
+		}
+		return ""
 	}
 	s := &Server{
 		opts:    opts,
@@ -137,7 +175,12 @@ func (s *Server) Start(ctx context.Context) error {
 		return fmt.Errorf("listen on %s: %w", s.opts.Addr, err)
 	}
 	s.ln = ln
-	s.httpSrv = &http.Server{Handler: s.handler, ReadHeaderTimeout: 10 * time.Second}
+	s.mu.Lock()
+	s.boundAddr = ln.Addr().String()
+	s.mu.Unlock()
+	// No ReadTimeout: it would also cut websocket connections. A posted
+	// body gets its own read deadline (bodyTimeout).
+	s.httpSrv = &http.Server{Handler: s.handler, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute}
 	s.serveWG.Add(1)
 	go func() {
 		defer s.serveWG.Done()

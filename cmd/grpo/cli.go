@@ -57,7 +57,7 @@ type command struct {
 func commands() []command {
 	return []command{
 		{"run", "run GRPO training (no arguments: the embedded default)", (*Main).run},
-		{"runs", "list runs, or show one run's steps (runs show RUN)", split(func(m *Main) Command { return &RunsCommand{Main: m} })},
+		{"runs", "list runs, show one run's steps (runs show RUN), or cancel one offline (runs cancel RUN)", split(func(m *Main) Command { return &RunsCommand{Main: m} })},
 		{"best", "print a run's selected step and adapter, or export it (--export DIR)", split(func(m *Main) Command { return &BestCommand{Main: m} })},
 		{"promote", "load a run's selected adapter into its endpoints under one stable name", split(func(m *Main) Command { return &PromoteCommand{Main: m} })},
 		{"serve", "run the daemon: HTTP API, /metrics, /ws, dashboard", (*Main).serve},

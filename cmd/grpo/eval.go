@@ -67,6 +67,8 @@ type evalOptions struct {
 	concurrency int
 	timeout     time.Duration
 	retries     int
+	replays     int
+	maxErrored  float64
 	out         string
 	json        bool
 }
@@ -93,6 +95,8 @@ func (c *EvalCommand) ParseFlags(args []string) error {
 	concurrency := fs.Int("concurrency", 64, "max in-flight requests")
 	timeout := fs.Duration("request-timeout", 60*time.Second, "timeout of one request attempt")
 	retries := fs.Int("retries", 3, "retries of a failed request (429, 5xx, connection errors, timeouts)")
+	replays := fs.Int("episode-replays", 2, "times an episode whose call still fails after the retries is replayed from its seeds (the same episode) before it counts as errored")
+	maxErrored := fs.Float64("max-errored-fraction", 0.1, "fail when more than this fraction of a model's episodes at one n errored after replays (1: never)")
 	out := fs.String("out", "", "write one JSON record per episode (config, metrics, reward terms, transcripts) to this .jsonl file")
 	asJSON := fs.Bool("json", false, "print a machine-readable summary on stdout instead of the table")
 	if err := parse(fs, args); err != nil {
@@ -102,7 +106,13 @@ func (c *EvalCommand) ParseFlags(args []string) error {
 		return usagef("unexpected argument %q", fs.Arg(0))
 	}
 	o := &c.opts
-	*o = evalOptions{episodes: *episodes, seed: *seed, concurrency: *concurrency, timeout: *timeout, retries: *retries, out: *out, json: *asJSON}
+	*o = evalOptions{episodes: *episodes, seed: *seed, concurrency: *concurrency, timeout: *timeout, retries: *retries, replays: *replays, maxErrored: *maxErrored, out: *out, json: *asJSON}
+	if o.replays < 0 {
+		return usagef("--episode-replays %d: need 0 or more", o.replays)
+	}
+	if !(o.maxErrored >= 0 && o.maxErrored <= 1) {
+		return usagef("--max-errored-fraction %v: need a fraction from 0 to 1", o.maxErrored)
+	}
 	var err error
 	if o.ns, err = parseInts("n", *nList); err != nil {
 		return err
@@ -261,6 +271,7 @@ func (m *Main) runEval(ctx context.Context, o evalOptions) error {
 			Client:      inference.NewChatClient(t.URL, inference.ChatOptions{APIKey: t.apiKey, RequestTimeout: o.timeout, Retry: retryPolicy(o.retries)}),
 			Limit:       limit,
 			Concurrency: o.concurrency,
+			Replays:     o.replays, MaxErroredFraction: o.maxErrored,
 			OnEpisode: func(ep rollout.Episode) {
 				bar.Add(1)
 				if sink != nil {
@@ -277,6 +288,10 @@ func (m *Main) runEval(ctx context.Context, o evalOptions) error {
 				return fmt.Errorf("model %s, n=%d: %w", t.Name, n, err)
 			}
 			st := res.Stats
+			if st.Errored > 0 {
+				fmt.Fprintf(m.Stderr, "grpo eval: WARNING: model %s, n=%d: %d of %d episodes errored even after %d replay(s); the figures leave them out and may be biased\n",
+					t.Name, n, st.Errored, st.Episodes, o.replays)
+			}
 			results = append(results, evalResult{
 				Model: t.Name, N: n, Episodes: st.Episodes, Errored: st.Errored, RewardFn: string(o.reward.Function),
 				Reward:       rewardJSON{Mean: st.Reward.Mean, Std: st.Reward.Std, CI95: st.Reward.CI95},

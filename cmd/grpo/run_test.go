@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"sync"
 	"syscall"
@@ -157,6 +158,8 @@ func buildBinary(t *testing.T) string {
 // results is a run's state and per-step results from 'runs show --json':
 // what must match between an interrupted and an uninterrupted run (not
 // paths or timings).
+var jobIDPattern = regexp.MustCompile(`^(.*)\.([0-9a-f]{16})/step-\d{4}$`)
+
 func results(t *testing.T, bin, db, run string) string {
 	t.Helper()
 	out, err := exec.Command(bin, "runs", "show", run, "--db", db, "--json").Output()
@@ -168,9 +171,20 @@ func results(t *testing.T, bin, db, run string) string {
 		t.Fatalf("runs show: %v", err)
 	}
 	var b strings.Builder
+	runID := "" // the run's random id, in every job id; kept on resume
 	for i, st := range s.Steps {
 		if st.Step != i {
 			t.Fatalf("runs show: steps[%d] is step %d: a gap or a duplicate", i, st.Step)
+		}
+		if st.Job != nil {
+			m := jobIDPattern.FindStringSubmatch(st.Job.ID)
+			if m == nil || m[1] != run || (runID != "" && m[2] != runID) {
+				t.Fatalf("runs show: step %d job id %q: want %s.<the run's id>/step-NNNN, one id for the whole run (first %q)", i, st.Job.ID, run, runID)
+			}
+			runID = m[2]
+			job := *st.Job
+			job.ID = strings.Replace(job.ID, runID, "RUNID", 1)
+			st.Job = &job
 		}
 		j, _ := json.Marshal([]any{st.Step, st.N, st.Train, st.Validation, st.Job})
 		b.Write(j)

@@ -17,12 +17,18 @@ import (
 
 const runsSynopsis = `Usage: grpo runs [--db PATH] [--json]
        grpo runs show RUN [--db PATH] [--json]
+       grpo runs cancel RUN [--db PATH]
 
 Lists the runs in the store, or shows one run's configuration and steps
 (train reward, validation reward with 95% CI, deadlock rate, meals, trainer
 job, and whether the step's adapter directory is on this machine's disk).
 Safe while a run is training: the store is opened read-only for the moment
 of the read.
+
+'runs cancel' marks a running run cancelled in the store without any daemon
+(offline), so that no daemon resumes it, e.g. a run that crashes the daemon
+at every start. It refuses a run that a live process is playing: cancel
+it there (POST /api/v1/runs/RUN/cancel, or Ctrl-C).
 `
 
 func newTable(w io.Writer) *tabwriter.Writer { return tabwriter.NewWriter(w, 0, 0, 2, ' ', 0) }
@@ -45,9 +51,10 @@ func openStore(path string) (*checkpoint.Store, error) {
 // RunsCommand is `grpo runs` and `grpo runs show RUN`.
 type RunsCommand struct {
 	*Main
-	db   string
-	json bool
-	show string // the run to show; empty lists the runs
+	db     string
+	json   bool
+	show   string // the run to show; empty lists the runs
+	cancel string // the run to cancel
 }
 
 // ParseFlags parses the command line of `grpo runs`.
@@ -59,6 +66,23 @@ func (c *RunsCommand) ParseFlags(args []string) error {
 		return err
 	}
 	rest := fs.Args()
+	if len(rest) > 0 && rest[0] == "cancel" {
+		if err := parse(fs, rest[1:]); err != nil {
+			return err
+		}
+		names := fs.Args()
+		if len(names) == 0 {
+			return usagef("runs cancel needs a run name")
+		}
+		if err := parse(fs, names[1:]); err != nil {
+			return err
+		}
+		if fs.NArg() > 0 {
+			return usagef("unexpected argument %q", fs.Arg(0))
+		}
+		c.cancel = names[0]
+		return nil
+	}
 	if len(rest) > 0 && rest[0] == "show" {
 		// Flags may also follow the run name: grpo runs show RUN --json.
 		if err := parse(fs, rest[1:]); err != nil {
@@ -77,7 +101,7 @@ func (c *RunsCommand) ParseFlags(args []string) error {
 		return nil
 	}
 	if len(rest) > 0 {
-		return usagef("unexpected argument %q (want 'grpo runs' or 'grpo runs show RUN')", rest[0])
+		return usagef("unexpected argument %q (want 'grpo runs', 'grpo runs show RUN' or 'grpo runs cancel RUN')", rest[0])
 	}
 	return nil
 }
@@ -86,6 +110,17 @@ func (c *RunsCommand) ParseFlags(args []string) error {
 func (c *RunsCommand) Run(ctx context.Context) error {
 	if c.show != "" {
 		return c.showRun(ctx, c.db, c.show, c.json)
+	}
+	if c.cancel != "" {
+		store, err := openStore(c.db)
+		if err != nil {
+			return err
+		}
+		if err := store.CancelRun(ctx, c.cancel, "cancelled offline (grpo runs cancel)", checkpoint.LeaseOptions{}); err != nil {
+			return err
+		}
+		fmt.Fprintf(c.Stdout, "run %s cancelled in %s; no daemon will resume it\n", c.cancel, c.db)
+		return nil
 	}
 	store, err := openStore(c.db)
 	if err != nil {

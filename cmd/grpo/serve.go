@@ -31,6 +31,26 @@ keeps each run's files under <data-dir>/<run>. Runs the store holds as
 running are resumed at start; on SIGINT/SIGTERM the daemon stops its runs
 so that the next start resumes them.
 
+Mutating requests must send Content-Type application/json or
+application/yaml, and a browser page may send them only from the daemon's
+own origin or one allowed with --allow-origin; the Host header must name
+the daemon (on loopback: its address, localhost or 127.0.0.1 with its
+port, or a name allowed with --allow-host), so DNS rebinding fails.
+
+A posted config cannot choose which environment variables the daemon
+reads. Declare the inference endpoints and trainers in a peers file
+(--peers peers.yaml):
+
+  inference:
+    vllm-a: {url: http://10.0.0.5:8000/v1, api_key_env: VLLM_A_KEY}
+  trainers:
+    jobs-1: {url: http://10.0.0.6:7000, kind: jobs}
+
+and name them in the config: inference.endpoints: [{peer: vllm-a}],
+trainer: {peer: jobs-1}. A URL the config names itself gets no API key
+(api_key_env is refused), and is refused outright with --peers-only.
+Limits (--max-*) are checked before a run is stored.
+
 It listens on loopback unless told otherwise. On any other address the
 mutating endpoints require 'Authorization: Bearer <token>' with the token
 from $GRPO_TOKEN (see --token-env), and the daemon refuses to start without
@@ -45,6 +65,17 @@ func (m *Main) serve(ctx context.Context, args []string) error {
 	tokenEnv := fs.String("token-env", "GRPO_TOKEN", "environment variable holding the bearer token")
 	var origins listFlag
 	fs.Var(&origins, "allow-origin", "browser origin allowed on /ws besides the daemon's own (repeatable), e.g. http://grafana:3000")
+	var hosts listFlag
+	fs.Var(&hosts, "allow-host", "name accepted in the Host header besides the bound address (repeatable), e.g. grpo.internal:8080")
+	peersFile := fs.String("peers", "", "YAML file declaring the inference endpoints and trainers posted configs name ({peer: NAME})")
+	peersOnly := fs.Bool("peers-only", false, "refuse any inference or trainer URL a posted config names itself")
+	lim := config.DefaultLimits()
+	fs.IntVar(&lim.MaxN, "max-n", lim.MaxN, "largest table size (env.n, validation.n, curriculum) a posted config may ask")
+	fs.IntVar(&lim.MaxRounds, "max-rounds", lim.MaxRounds, "largest env.rounds a posted config may ask")
+	fs.IntVar(&lim.MaxEpisodesPerStep, "max-episodes", lim.MaxEpisodesPerStep, "most episodes a step (or a validation size) may ask")
+	fs.IntVar(&lim.MaxSteps, "max-steps", lim.MaxSteps, "largest run.steps a posted config may ask")
+	maxBody := fs.Int64("max-body", server.DefaultMaxBodyBytes, "largest posted config in bytes")
+	maxRuns := fs.Int("max-runs", 8, "most runs playing at once")
 	grafana := fs.String("grafana-url", "", "Grafana dashboard the web dashboard links to, e.g. http://127.0.0.1:3000/d/grpo")
 	verbose := fs.Bool("verbose", false, "log at debug level")
 	if err := parse(fs, args); err != nil {
@@ -52,6 +83,19 @@ func (m *Main) serve(ctx context.Context, args []string) error {
 	}
 	if fs.NArg() > 0 {
 		return usagef("unexpected argument %q", fs.Arg(0))
+	}
+	for name, v := range map[string]int64{"max-n": int64(lim.MaxN), "max-rounds": int64(lim.MaxRounds), "max-episodes": int64(lim.MaxEpisodesPerStep), "max-steps": int64(lim.MaxSteps), "max-body": *maxBody, "max-runs": int64(*maxRuns)} {
+		if v < 1 {
+			return usagef("--%s %d: need at least 1", name, v)
+		}
+	}
+	var peers config.Peers
+	if *peersFile != "" {
+		p, err := config.LoadPeers(*peersFile)
+		if err != nil {
+			return usagef("--peers: %v", err)
+		}
+		peers = p
 	}
 	if *grafana != "" {
 		if err := checkURL("grafana-url", *grafana, "http://127.0.0.1:3000/d/grpo"); err != nil {
@@ -77,7 +121,8 @@ func (m *Main) serve(ctx context.Context, args []string) error {
 	}
 	s := server.New(server.Options{
 		Store: checkpoint.New(*db, checkpoint.Options{}), DataDir: *dataDir, Registry: reg,
-		Logger: logger, Token: token, Addr: *addr, AllowedOrigins: origins, Getenv: m.Getenv,
+		Logger: logger, Token: token, Addr: *addr, AllowedOrigins: origins, AllowedHosts: hosts, Getenv: m.Getenv,
+		Peers: peers, PeersOnly: *peersOnly, Limits: lim, MaxBodyBytes: *maxBody, MaxRuns: *maxRuns,
 		GrafanaURL: *grafana,
 	})
 	if err := s.Start(ctx); err != nil {

@@ -311,7 +311,7 @@ $("#launch").addEventListener("submit", async (e) => {
 
 $("#cancel").addEventListener("click", async () => {
   try {
-    await api("/api/v1/runs/" + encodeURIComponent(state.selected) + "/cancel", { method: "POST", headers: authHeaders() });
+    await api("/api/v1/runs/" + encodeURIComponent(state.selected) + "/cancel", { method: "POST", headers: { "Content-Type": "application/json", ...authHeaders() } });
     scheduleRefresh();
   } catch (err) {
     $("#run-error").textContent = err.message;

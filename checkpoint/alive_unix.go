@@ -1,0 +1,18 @@
+//go:build unix
+
+package checkpoint
+
+import (
+	"errors"
+	"syscall"
+)
+
+// processAlive reports whether process pid exists on this host (signal 0
+// checks without signalling; EPERM means it exists but is not ours).
+func processAlive(pid int) bool {
+	if pid <= 0 {
+		return false
+	}
+	err := syscall.Kill(pid, 0)
+	return err == nil || errors.Is(err, syscall.EPERM)
+}

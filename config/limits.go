@@ -1,0 +1,68 @@
+package config
+
+import "fmt"
+
+// Limits bound what one run may ask of a daemon, so that a posted config
+// cannot exhaust its memory or time: they are checked before the run is
+// stored. A zero field is no limit.
+type Limits struct {
+	MaxN               int // players at the table (env.n, validation.n, curriculum sizes)
+	MaxRounds          int // env.rounds
+	MaxEpisodesPerStep int // training episodes of a step, resamples included; validation episodes per size
+	MaxSteps           int // run.steps
+}
+
+// DefaultLimits are the daemon's limits unless its operator sets others.
+func DefaultLimits() Limits {
+	return Limits{MaxN: 64, MaxRounds: 200, MaxEpisodesPerStep: 4096, MaxSteps: 100000}
+}
+
+// Check reports the first value of c beyond l as an *Error naming the key
+// and the limit.
+func (l Limits) Check(c Config) error {
+	over := func(v, limit int) bool { return limit > 0 && v > limit }
+	const hint = " (a limit of this daemon: grpo serve --max-%s)"
+	if over(c.Env.N, l.MaxN) {
+		return invalid("env.n", "is %d; at most %d"+hint, c.Env.N, l.MaxN, "n")
+	}
+	for i, n := range c.Validation.N {
+		if over(n, l.MaxN) {
+			return invalid(keyIndex("validation.n", i), "is %d; at most %d"+hint, n, l.MaxN, "n")
+		}
+	}
+	for i, n := range c.Curriculum.Promote.Sizes {
+		if over(n, l.MaxN) {
+			return invalid(keyIndex("curriculum.promote.sizes", i), "is %d; at most %d"+hint, n, l.MaxN, "n")
+		}
+	}
+	if l.MaxN > 0 && c.Curriculum.Schedule != "" {
+		if sched, err := ParseSchedule(c.Curriculum.Schedule); err == nil {
+			for _, p := range sched {
+				if p.N > l.MaxN {
+					return invalid("curriculum.schedule", "sets n %d; at most %d"+hint, p.N, l.MaxN, "n")
+				}
+			}
+		}
+	}
+	if over(c.Env.Rounds, l.MaxRounds) {
+		return invalid("env.rounds", "is %d; at most %d"+hint, c.Env.Rounds, l.MaxRounds, "rounds")
+	}
+	if over(c.Run.Steps, l.MaxSteps) {
+		return invalid("run.steps", "is %d; at most %d"+hint, c.Run.Steps, l.MaxSteps, "steps")
+	}
+	if l.MaxEpisodesPerStep > 0 {
+		// Counted in int64 so that huge values cannot wrap below the limit.
+		g := int64(max(c.GRPO.Groups, 0)) + int64(max(c.GRPO.MaxResamples, 0))
+		per := g * int64(max(c.GRPO.EpisodesPerGroup, 0))
+		if c.GRPO.EpisodesPerGroup > l.MaxEpisodesPerStep || g > int64(l.MaxEpisodesPerStep) || per > int64(l.MaxEpisodesPerStep) {
+			return invalid("grpo", "groups %d + max_resamples %d of %d episodes each make %d episodes a step; at most %d"+hint,
+				c.GRPO.Groups, c.GRPO.MaxResamples, c.GRPO.EpisodesPerGroup, per, l.MaxEpisodesPerStep, "episodes")
+		}
+		if over(c.Validation.Episodes, l.MaxEpisodesPerStep) {
+			return invalid("validation.episodes", "is %d; at most %d"+hint, c.Validation.Episodes, l.MaxEpisodesPerStep, "episodes")
+		}
+	}
+	return nil
+}
+
+func keyIndex(key string, i int) string { return fmt.Sprintf("%s[%d]", key, i) }
