@@ -18,6 +18,10 @@ targets=(
   "./internal/httpx FuzzParseErrorBody"
   "./refmodel FuzzChatCompletion"
   "./refmodel FuzzSamplesOf"
+  "./rollout FuzzAppendString"             # hand-written JSON string encoding
+  "./inference FuzzDecodeFastMatchesSlow"  # the one-pass answer decoder against encoding/json
+  "./trainer/art FuzzReadStream"           # ART's newline-delimited training stream
+  "./trainer/art FuzzDetect"               # ART's /openapi.json
 )
 for t in "${targets[@]}"; do
   read -r pkg name <<<"$t"

@@ -70,6 +70,17 @@ type TrainStats struct {
 	FracRewardZeroStd  float64      `json:"frac_reward_zero_std"`
 	Trajectories       int          `json:"trajectories"`
 	Groups             []GroupStats `json:"groups"`
+	// PolicyStep is the step after which the model that sampled these
+	// rollouts was current (its adapter is that step's, or an earlier
+	// one's when that step trained nothing); OffPolicyLag is how many
+	// steps older it is than the model the step trains from (step-1 -
+	// PolicyStep): 0 when synchronous, at most grpo.max_off_policy_steps.
+	// Both are nil in steps stored before they were recorded.
+	PolicyStep   *int `json:"policy_step,omitempty"`
+	OffPolicyLag *int `json:"off_policy_lag,omitempty"`
+	// StaleDropped counts rollouts sampled for this step and dropped
+	// because their model had become older than the bound allows.
+	StaleDropped int `json:"stale_dropped,omitempty"`
 }
 
 // Job is the trainer job of one step as it finished.

@@ -53,7 +53,11 @@ type GRPO struct {
 	Advantage            grpo.AdvantageOptions `yaml:"advantage" json:"advantage"`
 	ResampleZeroVariance bool                  `yaml:"resample_zero_variance" json:"resample_zero_variance"`
 	MaxResamples         int                   `yaml:"max_resamples" json:"max_resamples"` // replacement groups per step at most
-	MaxOffPolicySteps    int                   `yaml:"max_off_policy_steps" json:"max_off_policy_steps"`
+	// MaxOffPolicySteps is k of the asynchronous pipeline: rollouts for a
+	// step may be sampled with an adapter up to k steps older than the one
+	// the step trains from, so they run while earlier steps train. 0 is
+	// synchronous.
+	MaxOffPolicySteps int `yaml:"max_off_policy_steps" json:"max_off_policy_steps"`
 }
 
 // Endpoint is one OpenAI-compatible inference server.

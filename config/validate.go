@@ -101,8 +101,12 @@ func (c Config) validateGRPO() error {
 		return invalid("grpo.episodes_per_group", "is %d; need at least 2: a group of one episode has no reward variance, so no advantage", g.EpisodesPerGroup)
 	case g.MaxResamples < 0:
 		return invalid("grpo.max_resamples", "is %d; need 0 or more", g.MaxResamples)
-	case g.MaxOffPolicySteps != 0:
-		return invalid("grpo.max_off_policy_steps", "is %d; only synchronous training (0) is implemented yet", g.MaxOffPolicySteps)
+	case g.MaxOffPolicySteps < 0:
+		return invalid("grpo.max_off_policy_steps", "is %d; need 0 (synchronous) or more (rollouts may use an adapter that many steps old)", g.MaxOffPolicySteps)
+	case g.MaxOffPolicySteps > 0 && c.Trainer.Kind == TrainerART:
+		return invalid("grpo.max_off_policy_steps", "is %d with trainer.kind art; ART keeps only its best and latest checkpoints, so rollouts cannot sample with older ones: use 0, or trainer.kind jobs or embedded", g.MaxOffPolicySteps)
+	case g.MaxOffPolicySteps > 0 && c.Inference.Adapters.Naming == "inplace":
+		return invalid("grpo.max_off_policy_steps", "is %d with inference.adapters.naming inplace; an asynchronous pipeline samples with older adapters while newer ones load, so it needs naming per-step", g.MaxOffPolicySteps)
 	}
 	if _, err := grpo.ParseStd(string(g.Advantage.Std)); err != nil {
 		return invalid("grpo.advantage.std", "%v", err)

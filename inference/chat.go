@@ -229,6 +229,36 @@ func (c *ChatClient) encode(req *rollout.Request) ([]byte, error) {
 // and as received, the usage, and the top-level prompt_token_ids when the
 // server returned them.
 func decodeCompletion(body []byte) (*rollout.Completion, error) {
+	// One decoding pass for the fields read; the first choice's bytes are
+	// then found by a scan that only matches brackets (rawFirstChoice).
+	var resp struct {
+		Choices        []wireChoice    `json:"choices"`
+		Usage          openai.Usage    `json:"usage"`
+		PromptTokenIDs json.RawMessage `json:"prompt_token_ids"`
+	}
+	garbage := &GarbageError{Body: quote.Body(body), Err: errNotCompletion}
+	if err := json.Unmarshal(body, &resp); err != nil {
+		var ute *json.UnmarshalTypeError
+		if !errors.As(err, &ute) {
+			return nil, garbage
+		}
+		return decodeCompletionSlow(body)
+	}
+	raw := rawFirstChoice(body)
+	if len(resp.Choices) == 0 || raw == nil {
+		return nil, garbage
+	}
+	comp := &rollout.Completion{Raw: raw, Usage: resp.Usage}
+	resp.Choices[0].fill(&comp.Choice)
+	if len(resp.PromptTokenIDs) > 0 && resp.PromptTokenIDs[0] == '[' {
+		comp.PromptTokenIDs = resp.PromptTokenIDs
+	}
+	return comp, nil
+}
+
+// decodeCompletionSlow decodes an answer whose message content is not a
+// string (content parts) with go-openai's own types.
+func decodeCompletionSlow(body []byte) (*rollout.Completion, error) {
 	var resp struct {
 		Choices        []json.RawMessage `json:"choices"`
 		Usage          openai.Usage      `json:"usage"`
@@ -245,6 +275,122 @@ func decodeCompletion(body []byte) (*rollout.Completion, error) {
 		comp.PromptTokenIDs = resp.PromptTokenIDs
 	}
 	return comp, nil
+}
+
+// rawFirstChoice returns the bytes of the first element of the top-level
+// "choices" array of body, which must be valid JSON; nil when there is
+// none or it is not an object.
+func rawFirstChoice(body []byte) []byte {
+	i := skipSpace(body, 0)
+	if i >= len(body) || body[i] != '{' {
+		return nil
+	}
+	i++
+	for {
+		i = skipSpace(body, i)
+		if i >= len(body) || body[i] != '"' {
+			return nil
+		}
+		kEnd := skipValue(body, i)
+		key := body[i:kEnd]
+		i = skipSpace(body, kEnd)
+		if i >= len(body) || body[i] != ':' {
+			return nil
+		}
+		i = skipSpace(body, i+1)
+		if string(key) == `"choices"` {
+			if i >= len(body) || body[i] != '[' {
+				return nil
+			}
+			i = skipSpace(body, i+1)
+			if i >= len(body) || body[i] != '{' {
+				return nil
+			}
+			end := skipValue(body, i)
+			return body[i:end:end]
+		}
+		i = skipSpace(body, skipValue(body, i))
+		if i >= len(body) || body[i] != ',' {
+			return nil
+		}
+		i++
+	}
+}
+
+func skipSpace(b []byte, i int) int {
+	for i < len(b) && (b[i] == ' ' || b[i] == '\t' || b[i] == '\n' || b[i] == '\r') {
+		i++
+	}
+	return i
+}
+
+// skipValue returns the index just past the JSON value starting at b[i].
+func skipValue(b []byte, i int) int {
+	depth := 0
+	for ; i < len(b); i++ {
+		switch b[i] {
+		case '"':
+			for i++; i < len(b) && b[i] != '"'; i++ {
+				if b[i] == '\\' {
+					i++
+				}
+			}
+			if depth == 0 {
+				return i + 1
+			}
+		case '{', '[':
+			depth++
+		case '}', ']':
+			depth--
+			if depth == 0 {
+				return i + 1
+			}
+			if depth < 0 {
+				return i
+			}
+		case ',', ':':
+			if depth == 0 {
+				return i
+			}
+		case ' ', '\t', '\n', '\r':
+			if depth == 0 {
+				return i
+			}
+		}
+	}
+	return i
+}
+
+// wireChoice is the part of a choice the orchestrator reads. The logprobs
+// stay in the raw choice, for the trainer: decoding them into go-openai's
+// types would cost more than the rest of the answer.
+type wireChoice struct {
+	Index        int                 `json:"index"`
+	Message      wireMessage         `json:"message"`
+	FinishReason openai.FinishReason `json:"finish_reason"`
+}
+
+// wireMessage is openai.ChatCompletionMessage with a plain-text content,
+// decoded without its UnmarshalJSON (which decodes every message twice
+// over).
+type wireMessage struct {
+	Role             string               `json:"role"`
+	Content          string               `json:"content"`
+	Refusal          string               `json:"refusal"`
+	Name             string               `json:"name"`
+	ReasoningContent string               `json:"reasoning_content"`
+	FunctionCall     *openai.FunctionCall `json:"function_call"`
+	ToolCalls        []openai.ToolCall    `json:"tool_calls"`
+	ToolCallID       string               `json:"tool_call_id"`
+}
+
+// fill sets ch from the decoded fields.
+func (w *wireChoice) fill(ch *openai.ChatCompletionChoice) {
+	m := w.Message
+	*ch = openai.ChatCompletionChoice{Index: w.Index, FinishReason: w.FinishReason, Message: openai.ChatCompletionMessage{
+		Role: m.Role, Content: m.Content, Refusal: m.Refusal, Name: m.Name, ReasoningContent: m.ReasoningContent,
+		FunctionCall: m.FunctionCall, ToolCalls: m.ToolCalls, ToolCallID: m.ToolCallID,
+	}}
 }
 
 // toolCache remembers the encoding of tool lists by identity: callers pass

@@ -168,6 +168,9 @@ type TrainSummary struct {
 	FracRewardZeroStd  float64        `json:"frac_reward_zero_std"`
 	Trajectories       int            `json:"trajectories"`
 	Groups             []GroupSummary `json:"groups"`
+	PolicyStep         *int           `json:"policy_step,omitempty"`    // the model that sampled the rollouts was current after this step
+	OffPolicyLag       *int           `json:"off_policy_lag,omitempty"` // step-1 - policy_step; 0 when synchronous
+	StaleDropped       int            `json:"stale_dropped,omitempty"`  // rollouts dropped as too old
 }
 
 // GroupSummary is the rewards of one GRPO group.
@@ -316,7 +319,7 @@ func stepCommitted(s checkpoint.Step) *StepCommitted {
 			RewardMean: t.RewardMean, RewardStd: t.RewardStd, Episodes: t.Episodes, Errored: t.Errored,
 			DeadlockRate: t.DeadlockRate, MealsMean: t.MealsMean, InvalidRate: t.InvalidRate,
 			ZeroVarianceGroups: t.ZeroVarianceGroups, FracRewardZeroStd: t.FracRewardZeroStd,
-			Trajectories: t.Trajectories,
+			Trajectories: t.Trajectories, PolicyStep: t.PolicyStep, OffPolicyLag: t.OffPolicyLag, StaleDropped: t.StaleDropped,
 		}
 		for _, g := range t.Groups {
 			out.Train.Groups = append(out.Train.Groups, GroupSummary{ID: g.ID, Seed: g.Seed, N: g.N, Rewards: g.Rewards,

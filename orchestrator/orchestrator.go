@@ -5,6 +5,13 @@
 // the best step. A run resumes from its last committed step after a crash,
 // never training a committed step twice and never skipping one.
 //
+// # The asynchronous pipeline
+//
+// With grpo.max_off_policy_steps k > 0, a step's rollouts are sampled
+// while earlier steps train, with a model at most k steps older than the
+// one the step trains from; submitting, loading and committing stay in
+// step order (pipeline.go has the rules). k = 0 is the synchronous loop.
+//
 // # A run's state
 //
 // The orchestrator is the one writer of a run's state in the store: Start
@@ -63,6 +70,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"sync"
 	"time"
 
 	"github.com/grpo-dev/grpo/checkpoint"
@@ -283,6 +291,14 @@ type run struct {
 	last     int // last committed step
 	best     *checkpoint.Selection
 	limiter  *rollout.Limiter
+
+	// mu guards adapter and version, which rollouts sampled ahead read.
+	mu      sync.Mutex
+	version int // the model in use is the one current after this step
+	// past holds, after a restart, the older models the steps sampled
+	// next would have used had the run not stopped (pipeline.go).
+	past map[int]policy
+	pipe *pipeline
 }
 
 // emit sends e, stamped with the run's name and the time, to the observer.
@@ -295,6 +311,12 @@ func (r *run) emit(e Event) {
 
 // model is the served name rollouts use: the current adapter or the base.
 func (r *run) model() string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.modelLocked()
+}
+
+func (r *run) modelLocked() string {
 	if r.adapter == nil {
 		return r.cfg.Inference.Model
 	}
@@ -321,6 +343,7 @@ func (r *run) loop(ctx context.Context, resumed bool) error {
 		from = last + 1
 	}
 	r.emit(Event{Type: EventRunStarted, Step: from, RunStarted: &RunStarted{Steps: r.cfg.Run.Steps, Resumed: resumed, From: from}})
+	r.limit()
 	if ok {
 		if err := r.restore(ctx); err != nil {
 			return err
@@ -330,8 +353,22 @@ func (r *run) loop(ctx context.Context, resumed bool) error {
 			return err
 		}
 	}
-	for s := max(from, 1); s <= r.cfg.Run.Steps; s++ {
-		if err := r.step(ctx, s); err != nil {
+	first := max(from, 1)
+	inf, err := store.GetInFlight(ctx, r.name)
+	if err != nil {
+		return err
+	}
+	next := first
+	if inf != nil && inf.Step == first {
+		next++ // its rollouts are in the job already
+	}
+	p := r.newPipeline(ctx, next)
+	r.pipe = p
+	defer p.stop()
+	r.advance(first - 1)
+	p.fill()
+	for s := first; s <= r.cfg.Run.Steps; s++ {
+		if err := r.step(ctx, s, p); err != nil {
 			return fmt.Errorf("step %d: %w", s, err)
 		}
 	}
@@ -348,6 +385,7 @@ func (r *run) restore(ctx context.Context) error {
 		return err
 	}
 	adapterStep := 0
+	after := map[int]*trainer.Adapter{} // the adapter in use after each step
 	for _, s := range steps {
 		r.last = s.Step
 		if s.Adapter != nil && (r.adapter == nil || s.Adapter.Name != r.adapter.Name) {
@@ -355,6 +393,13 @@ func (r *run) restore(ctx context.Context) error {
 			r.adapter, adapterStep = &a, s.Step
 			r.keeper.Track(r.servedName(a.Name))
 		}
+		after[s.Step] = r.adapter
+	}
+	if err := r.restorePast(ctx, after); err != nil {
+		return err
+	}
+	if r.adapter != nil {
+		r.keeper.Track(r.servedName(r.adapter.Name))
 	}
 	for _, ev := range evals {
 		r.notePromotion(ev)
@@ -384,7 +429,7 @@ func (r *run) baseStep(ctx context.Context) error {
 }
 
 // step plays training step s.
-func (r *run) step(ctx context.Context, s int) error {
+func (r *run) step(ctx context.Context, s int, p *pipeline) error {
 	store := r.o.opts.Store
 	n := r.cfg.TableSize(s, r.promoted)
 	step := checkpoint.Step{Step: s, N: n, Seconds: map[string]float64{}}
@@ -409,13 +454,19 @@ func (r *run) step(ctx context.Context, s int) error {
 		step.N, step.Train = inf.N, inf.Train
 		r.emit(Event{Type: EventStepStarted, Step: s, StepStarted: &StepStarted{N: inf.N, Validation: r.validationEpisodesAt(s), Reattach: true}})
 	} else {
-		r.emit(Event{Type: EventStepStarted, Step: s, StepStarted: &StepStarted{N: n, Episodes: r.cfg.GRPO.Groups * r.cfg.GRPO.EpisodesPerGroup, Validation: r.validationEpisodesAt(s)}})
+		episodes := r.cfg.GRPO.Groups * r.cfg.GRPO.EpisodesPerGroup
+		if p.sampledAhead(s) {
+			episodes = 0 // sampled while earlier steps trained
+		}
+		r.emit(Event{Type: EventStepStarted, Step: s, StepStarted: &StepStarted{N: n, Episodes: episodes, Validation: r.validationEpisodesAt(s)}})
 		t0 := time.Now()
-		batch, err := r.sample(ctx, s, n)
+		batch, secs, err := p.take(ctx, s, n)
 		if err != nil {
 			return err
 		}
-		step.Seconds["rollout"] = time.Since(t0).Seconds()
+		step.Seconds["rollout"] = secs
+		step.Seconds["rollout_wait"] = time.Since(t0).Seconds()
+		n, step.N = batch.n, batch.n
 		step.Train = &batch.stats
 		if len(batch.trajectories) > 0 {
 			req = r.jobRequest(s, batch.trajectories)
@@ -455,6 +506,10 @@ func (r *run) step(ctx context.Context, s int) error {
 		}
 		step.Seconds["load"] = time.Since(t0).Seconds()
 	}
+	// The model current after step s is in use: sample ahead what the
+	// bound allows while s validates.
+	r.advance(s)
+	p.fill()
 	if r.adapter != nil {
 		a := checkpoint.Adapter(*r.adapter)
 		step.Adapter = &a

@@ -3,6 +3,7 @@ package orchestrator
 import (
 	"context"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/grpo-dev/grpo/checkpoint"
@@ -15,6 +16,7 @@ import (
 
 // batch is one step's sampled groups, ready for the trainer.
 type batch struct {
+	n            int // table size
 	stats        checkpoint.TrainStats
 	trajectories []trainer.Trajectory
 }
@@ -60,9 +62,11 @@ func (r *run) groupSpecs(s, slot, n int) (string, int64, []rollout.EpisodeSpec) 
 	return id, seed, specs
 }
 
-// sample plays the step's groups, replacing zero-variance groups when
-// asked (up to grpo.max_resamples), and assembles the trainer batch.
-func (r *run) sample(ctx context.Context, s, n int) (*batch, error) {
+// sample plays the step's groups with the model of pol, replacing
+// zero-variance groups when asked (up to grpo.max_resamples), and
+// assembles the trainer batch. It may run while earlier steps train
+// (pipeline.go): it reads nothing of the run that they change.
+func (r *run) sample(ctx context.Context, s, n int, pol policy) (*batch, error) {
 	g := r.cfg.GRPO
 	var (
 		groups   []grpo.Group
@@ -76,6 +80,9 @@ func (r *run) sample(ctx context.Context, s, n int) (*batch, error) {
 		for i, slot := range slots {
 			var sp []rollout.EpisodeSpec
 			ids[i], seeds[i], sp = r.groupSpecs(s, slot, n)
+			for j := range sp {
+				sp[j].Model = pol.model
+			}
 			specs = append(specs, sp...)
 		}
 		eps := r.play(ctx, s, "train", specs)
@@ -135,7 +142,7 @@ func (r *run) sample(ctx context.Context, s, n int) (*batch, error) {
 	if sum.Errored > 0 {
 		r.o.opts.Logger.Warn("training episodes errored after replays; their groups are left out", "run", r.name, "step", s, "errored", sum.Errored, "episodes", len(all), "first_error", firstError(all))
 	}
-	b := &batch{stats: checkpoint.TrainStats{
+	b := &batch{n: n, stats: checkpoint.TrainStats{
 		RewardMean: sum.Reward.Mean, RewardStd: sum.Reward.Std,
 		Episodes: sum.Episodes, Errored: sum.Errored,
 		DeadlockRate: sum.DeadlockRate, MealsMean: sum.MealsMean, InvalidRate: sum.InvalidRate,
@@ -145,7 +152,12 @@ func (r *run) sample(ctx context.Context, s, n int) (*batch, error) {
 	// ART recomputes group statistics from what it receives: it needs the
 	// zero-advantage trajectories of the groups it trains on.
 	b.trajectories = grpo.TrajectoriesWith(groups, outcomes, grpo.TrajectoryOptions{KeepZeroAdvantage: r.cfg.Trainer.Kind == config.TrainerART})
+	for i := range b.trajectories {
+		b.trajectories[i].PolicyStep = &pol.step
+	}
 	b.stats.Trajectories = len(b.trajectories)
+	lag := s - 1 - pol.step
+	b.stats.PolicyStep, b.stats.OffPolicyLag = &pol.step, &lag
 	return b, nil
 }
 
@@ -231,7 +243,9 @@ func (r *run) load(ctx context.Context, s int, a trainer.Adapter) error {
 	if err := r.o.opts.Adapters.LoadEverywhere(ctx, name, a.Path); err != nil {
 		return fmt.Errorf("load adapter %s: %w", a.Name, err)
 	}
+	r.mu.Lock()
 	r.adapter = &a
+	r.mu.Unlock()
 	r.keeper.Track(name)
 	r.emit(Event{Type: EventAdapterLoaded, Step: s, AdapterLoaded: &AdapterLoaded{Adapter{Name: a.Name, Path: a.Path}}})
 	return nil
@@ -246,8 +260,9 @@ func (r *run) pruneAdapters(ctx context.Context) error {
 	if r.best != nil && r.best.Adapter != nil {
 		best = r.servedName(r.best.Adapter.Name)
 	}
+	sampling := r.pipe.models()
 	for _, name := range r.keeper.Prune(best) {
-		if r.adapter != nil && name == r.servedName(r.adapter.Name) {
+		if r.adapter != nil && name == r.servedName(r.adapter.Name) || slices.Contains(sampling, name) {
 			continue
 		}
 		if err := r.o.opts.Adapters.UnloadEverywhere(ctx, name); err != nil {

@@ -33,8 +33,8 @@ type Request struct {
 // reasoning_effort; streaming is refused. Clients for vLLM also ask for
 // the token ids (return_token_ids).
 
-// Completion is one sampled choice: parsed, and exactly as the server
-// returned it (with its logprobs and, from vLLM, token_ids), for the
+// Completion is one sampled choice: parsed (message and finish reason;
+// the logprobs stay in Raw only), and exactly as the server returned it (with its logprobs and, from vLLM, token_ids), for the
 // trainer. PromptTokenIDs is the answer's top-level prompt_token_ids (a
 // JSON array), nil when the server sent none.
 type Completion struct {

@@ -163,7 +163,7 @@ type agent struct {
 }
 
 func (a *agent) add(m openai.ChatCompletionMessage) {
-	j := mustJSON(m)
+	j := encodeMessage(&m)
 	a.msgs = append(a.msgs, m)
 	a.enc = append(a.enc, j)
 	a.items = append(a.items, j)
@@ -175,6 +175,7 @@ type episode struct {
 	table   *Table
 	agents  []*agent
 	metrics Metrics
+	calls   chan call // to the episode's callers (simultaneous mode)
 }
 
 // observe appends this round's observation to a's conversation.
@@ -201,7 +202,7 @@ func (e *episode) take(a *agent, c *Completion, maxAnswer int) string {
 		return Invalid
 	}
 	a.msgs = append(a.msgs, c.Choice.Message)
-	a.enc = append(a.enc, mustJSON(c.Choice.Message))
+	a.enc = append(a.enc, encodeMessage(&c.Choice.Message))
 	a.items = append(a.items, c.Forwarded())
 	a.calls = a.calls[:0]
 	for _, tc := range c.Choice.Message.ToolCalls {
@@ -260,6 +261,13 @@ func (r *Runner) play(ctx context.Context, spec EpisodeSpec) (out Episode, callF
 		e.agents[i] = a
 	}
 	var failure error
+	if spec.Env.Mode != Sequential {
+		e.calls = make(chan call)
+		defer close(e.calls)
+		for range e.agents {
+			go r.caller(e.calls)
+		}
+	}
 	for !table.Done() && failure == nil {
 		if spec.Env.Mode == Sequential {
 			failure = r.sequentialRound(ctx, e)
@@ -308,21 +316,14 @@ func (r *Runner) simultaneousRound(ctx context.Context, e *episode) error {
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	round := e.table.Round()
-	done := make([]*Completion, len(e.agents))
-	errs := make([]error, len(e.agents))
-	var wg sync.WaitGroup
+	rd := &roundCalls{ctx: ctx, cancel: cancel, spec: &e.spec, round: e.table.Round(),
+		done: make([]*Completion, len(e.agents)), errs: make([]error, len(e.agents))}
+	rd.wg.Add(len(e.agents))
 	for i, a := range e.agents {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			done[i], errs[i] = r.complete(ctx, e.spec, a, round)
-			if errs[i] != nil {
-				cancel()
-			}
-		}()
+		e.calls <- call{rd, i, a}
 	}
-	wg.Wait()
+	rd.wg.Wait()
+	done, errs := rd.done, rd.errs
 	if err := firstCause(errs); err != nil {
 		return err
 	}
@@ -335,6 +336,39 @@ func (r *Runner) simultaneousRound(ctx context.Context, e *episode) error {
 		e.answer(a, actions[i], ok[i])
 	}
 	return nil
+}
+
+// roundCalls is one simultaneous round's calls: their context (cancelled
+// by the first failure) and results.
+type roundCalls struct {
+	ctx    context.Context
+	cancel context.CancelFunc
+	spec   *EpisodeSpec
+	round  int
+	done   []*Completion
+	errs   []error
+	wg     sync.WaitGroup
+}
+
+// call asks one agent's decision of a round.
+type call struct {
+	rd *roundCalls
+	i  int
+	a  *agent
+}
+
+// caller makes the calls it receives until calls is closed. An episode
+// keeps one caller per philosopher for all its rounds: a goroutine per
+// call would grow a fresh stack through the HTTP client every round.
+func (r *Runner) caller(calls <-chan call) {
+	for c := range calls {
+		rd := c.rd
+		rd.done[c.i], rd.errs[c.i] = r.complete(rd.ctx, *rd.spec, c.a, rd.round)
+		if rd.errs[c.i] != nil {
+			rd.cancel()
+		}
+		rd.wg.Done()
+	}
 }
 
 // firstCause prefers an error that is not the cancellation it provoked.

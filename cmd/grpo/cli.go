@@ -65,6 +65,7 @@ func commands() []command {
 		{"refmodel", "serve the embedded reference backend on its own (refmodel serve)", split(func(m *Main) Command { return &RefmodelCommand{Main: m} })},
 		{"eval", "evaluate one or more models on the Dining Philosophers table", split(func(m *Main) Command { return &EvalCommand{Main: m} })},
 		{"compare", "compare two eval outputs (Welch's t-test, Hedges' g)", split(func(m *Main) Command { return &CompareCommand{Main: m} })},
+		{"bench", "measure client CPU, rollout throughput, step time, the store (bench --help)", split(func(m *Main) Command { return &BenchCommand{Main: m} })},
 		{"version", "print the version", split(func(m *Main) Command { return &VersionCommand{Main: m} })},
 	}
 }

@@ -263,12 +263,16 @@ func (m *Main) runEval(ctx context.Context, o evalOptions) error {
 		defer sink.Close()
 	}
 	limit := rollout.NewLimiter(o.concurrency)
+	// One connection pool sized to the requests in flight: a smaller one
+	// closes and reopens connections on every call beyond it.
+	hc := httpx.NewHTTPClient(o.concurrency)
+	defer hc.CloseIdleConnections()
 	total := len(o.targets) * len(o.ns) * o.episodes
 	bar := newProgress(m.Stderr, total, "episodes")
 	var results []evalResult
 	for _, t := range o.targets {
 		opts := evaluate.Options{
-			Client:      inference.NewChatClient(t.URL, inference.ChatOptions{APIKey: t.apiKey, RequestTimeout: o.timeout, Retry: retryPolicy(o.retries)}),
+			Client:      inference.NewChatClient(t.URL, inference.ChatOptions{APIKey: t.apiKey, HTTPClient: hc, RequestTimeout: o.timeout, Retry: retryPolicy(o.retries)}),
 			Limit:       limit,
 			Concurrency: o.concurrency,
 			Replays:     o.replays, MaxErroredFraction: o.maxErrored,

@@ -180,6 +180,7 @@ type runView struct {
 	w     io.Writer
 	quiet bool
 	bar   *progress
+	step  int // the bar's step: with an asynchronous pipeline, later steps' episodes finish meanwhile
 	tty   bool
 }
 
@@ -197,10 +198,15 @@ func (v *runView) event(e orchestrator.Event) {
 	switch {
 	case e.StepStarted != nil:
 		if v.tty {
-			v.bar = newProgress(v.w, e.StepStarted.Episodes+e.StepStarted.Validation, fmt.Sprintf("step %2d", e.Step))
+			total := e.StepStarted.Episodes + e.StepStarted.Validation
+			if total == 0 {
+				total = -1 // nothing to count (sampled ahead, not validated): a spinner
+			}
+			v.bar = newProgress(v.w, total, fmt.Sprintf("step %2d", e.Step))
+			v.step = e.Step
 		}
 	case e.EpisodeFinished != nil:
-		if v.bar != nil {
+		if v.bar != nil && e.Step == v.step {
 			v.bar.Add(1)
 		}
 	case e.JobState != nil:

@@ -197,10 +197,22 @@ func results(t *testing.T, bin, db, run string) string {
 // and resumes it until it finishes: the store must hold every step exactly
 // once, with the same results as an uninterrupted run.
 func TestKillAndResume(t *testing.T) {
+	killAndResume(t, "run: {name: k, steps: 10, seed: 5}\nvalidation: {episodes: 24}\n")
+}
+
+// TestKillAndResumeAsync is TestKillAndResume with the asynchronous
+// pipeline (max_off_policy_steps 1): rollouts sampled ahead are lost at a
+// kill and sampled again on resume with the same model, so the store must
+// still equal an uninterrupted run's.
+func TestKillAndResumeAsync(t *testing.T) {
+	killAndResume(t, "run: {name: k, steps: 8, seed: 5}\nvalidation: {episodes: 24}\ngrpo: {max_off_policy_steps: 1}\n")
+}
+
+func killAndResume(t *testing.T, config string) {
 	dir := t.TempDir()
 	bin := buildBinary(t)
 	cfg := filepath.Join(dir, "run.yaml")
-	os.WriteFile(cfg, []byte("run: {name: k, steps: 10, seed: 5}\nvalidation: {episodes: 24}\n"), 0o644)
+	os.WriteFile(cfg, []byte(config), 0o644)
 	show := func(db string) string { return results(t, bin, db, "k") }
 	refDB := filepath.Join(dir, "ref.db")
 	if out, err := exec.Command(bin, "run", "--config", cfg, "--db", refDB, "--quiet").CombinedOutput(); err != nil {

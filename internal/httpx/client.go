@@ -193,7 +193,7 @@ func (c *Client) send(ctx context.Context, r *Request, timeout time.Duration) (r
 		return nil, false, attemptError(ctx, actx, timeout, err)
 	}
 	defer hresp.Body.Close()
-	data, err := io.ReadAll(io.LimitReader(hresp.Body, c.maxBody+1))
+	data, err := readBody(hresp, c.maxBody)
 	if err != nil {
 		return nil, false, attemptError(ctx, actx, timeout, fmt.Errorf("%s %s: read answer: %w", r.Method, r.URL, err))
 	}
@@ -220,6 +220,27 @@ func (c *Client) send(ctx context.Context, r *Request, timeout time.Duration) (r
 		}
 	}
 	return resp, false, nil
+}
+
+// readBody reads at most max+1 bytes of the answer, into one buffer of
+// the announced length when there is one (io.ReadAll grows its buffer from
+// 512 bytes, copying it at each step).
+func readBody(resp *http.Response, max int64) ([]byte, error) {
+	n := resp.ContentLength
+	if n <= 0 || n > max {
+		return io.ReadAll(io.LimitReader(resp.Body, max+1))
+	}
+	buf := make([]byte, n)
+	if _, err := io.ReadFull(resp.Body, buf); err != nil {
+		return nil, err
+	}
+	// Whatever follows (a peer that announced too little) is read as
+	// io.ReadAll would have.
+	rest, err := io.ReadAll(io.LimitReader(resp.Body, max+1-n))
+	if len(rest) > 0 {
+		buf = append(buf, rest...)
+	}
+	return buf, err
 }
 
 // attemptError turns the expiry of an attempt's own timeout, while the

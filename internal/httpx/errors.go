@@ -108,6 +108,11 @@ func IsTransient(err error) bool {
 	if errors.As(err, &ue) {
 		err = ue.Err
 	}
+	// A kept-alive connection the server closed as the request went out:
+	// net/http retries it itself only for idempotent methods.
+	if err != nil && strings.Contains(err.Error(), "http: server closed idle connection") {
+		return true
+	}
 	var ne net.Error
 	return errors.As(err, &ne) ||
 		errors.Is(err, syscall.ECONNREFUSED) || errors.Is(err, syscall.ECONNRESET) ||

@@ -374,6 +374,8 @@ func TestIsTransient(t *testing.T) {
 		{&url.Error{Op: "Get", URL: "ftp://x", Err: errors.New(`unsupported protocol scheme "ftp"`)}, false},
 		{&url.Error{Op: "Post", URL: "http://x", Err: &net.OpError{Op: "dial", Err: syscall.ECONNREFUSED}}, true},
 		{&url.Error{Op: "Post", URL: "http://x", Err: io.ErrUnexpectedEOF}, true},
+		// net/http's errServerClosedIdle, which it retries only for idempotent methods.
+		{&url.Error{Op: "Post", URL: "http://x", Err: errors.New("http: server closed idle connection")}, true},
 	} {
 		if got := IsTransient(tt.err); got != tt.want {
 			t.Errorf("IsTransient(%v)=%v, want %v", tt.err, got, tt.want)

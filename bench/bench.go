@@ -1,0 +1,121 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"net/http"
+	"slices"
+	"time"
+)
+
+// Options choose the rows and sizes of a bench run. Zero values take the
+// defaults of `grpo bench`.
+type Options struct {
+	Rows      []string      // subset of Rows; empty: all
+	Agents    []int         // concurrent agents of the rollout row
+	Service   time.Duration // the fake server's service time per call
+	TrainTime time.Duration // the fake trainer's job duration (step row)
+	Steps     int           // training steps per run of the step row
+	Curve     int           // steps in the curve the store row reads
+	Quick     bool          // small sizes: checks the table, not the speed
+	// LLMURL is a running fake inference server (LLMHandler, with /v1),
+	// e.g. in a child process; empty starts one in this process, whose
+	// CPU then counts in the rollout row's CPU figures.
+	LLMURL string
+	// Progress, when set, is told each row as it starts.
+	Progress func(row string)
+}
+
+// Defaults fills the zero values with the defaults, and shrinks every size
+// when Quick is set.
+func (o *Options) Defaults() {
+	if len(o.Rows) == 0 {
+		o.Rows = Rows
+	}
+	if len(o.Agents) == 0 {
+		o.Agents = []int{1000, 2000, 10000}
+	}
+	if o.Service <= 0 {
+		o.Service = 200 * time.Millisecond
+	}
+	if o.TrainTime <= 0 {
+		o.TrainTime = 2 * time.Second
+	}
+	if o.Steps <= 0 {
+		o.Steps = 4
+	}
+	if o.Curve <= 0 {
+		o.Curve = 10000
+	}
+	if o.Quick {
+		o.Agents = []int{10}
+		o.Service = 5 * time.Millisecond
+		o.TrainTime = 20 * time.Millisecond
+		o.Steps = 2
+		o.Curve = 20
+	}
+}
+
+// Run measures the chosen rows in order and returns their results; on an
+// error it returns the rows measured so far.
+func Run(ctx context.Context, o Options) ([]Result, error) {
+	o.Defaults()
+	llm := o.LLMURL
+	if llm == "" && (slices.Contains(o.Rows, "rollout") || slices.Contains(o.Rows, "memory")) {
+		url, stop, err := startLocal(ctx, LLMHandler(o.Service))
+		if err != nil {
+			return nil, err
+		}
+		defer stop()
+		llm = url + "/v1"
+	}
+	var out []Result
+	for _, row := range Rows {
+		if !slices.Contains(o.Rows, row) {
+			continue
+		}
+		if o.Progress != nil {
+			o.Progress(row)
+		}
+		var (
+			rs  []Result
+			err error
+		)
+		switch row {
+		case "cpu":
+			rs, err = cpuRow(ctx, o)
+		case "rollout":
+			for _, a := range o.Agents {
+				t, e := MeasureRollout(ctx, RolloutOptions{BaseURL: llm, Service: o.Service, Agents: a})
+				if e != nil {
+					err = e
+					break
+				}
+				rs = append(rs, rolloutResults("rollout", t)...)
+			}
+		case "step":
+			rs, err = stepRow(ctx, o)
+		case "store":
+			rs, err = storeRow(ctx, o)
+		case "memory":
+			rs, err = memoryRow(ctx, o, llm)
+		}
+		out = append(out, rs...)
+		if err != nil {
+			return out, fmt.Errorf("bench %s: %w", row, err)
+		}
+	}
+	return out, nil
+}
+
+// startLocal serves h on a loopback port in this process.
+func startLocal(ctx context.Context, h http.Handler) (string, func(), error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", nil, fmt.Errorf("listen on loopback: %w", err)
+	}
+	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
+	go srv.Serve(ln)
+	return "http://" + ln.Addr().String(), func() { srv.Close() }, nil
+}

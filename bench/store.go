@@ -1,0 +1,70 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/grpo-dev/grpo/checkpoint"
+)
+
+// storeRow commits a run of Curve steps (each with its train statistics
+// and a validation) to a fresh store, then reads the whole curve back.
+func storeRow(ctx context.Context, o Options) ([]Result, error) {
+	dir, err := os.MkdirTemp("", "grpo-bench-store-")
+	if err != nil {
+		return nil, err
+	}
+	defer os.RemoveAll(dir)
+	st := checkpoint.New(filepath.Join(dir, "bench.db"), checkpoint.Options{})
+	const name = "bench"
+	if err := st.CreateRun(ctx, checkpoint.Run{Name: name, Config: []byte(`{}`), State: checkpoint.StateRunning,
+		Steps: o.Curve, Policy: "best-validation", Metric: "reward_mean"}); err != nil {
+		return nil, err
+	}
+	rewards := make([]float64, 24)
+	var first, last time.Duration
+	tail := min(100, o.Curve)
+	t0 := time.Now()
+	for s := 0; s <= o.Curve; s++ {
+		step := checkpoint.Step{Step: s, N: 5, Committed: time.Now(), Seconds: map[string]float64{"rollout": 1, "train": 2}}
+		if s > 0 {
+			step.Train = &checkpoint.TrainStats{Episodes: 6, RewardMean: 0.5, Groups: []checkpoint.GroupStats{
+				{ID: "g0", Seed: 1, N: 5, Rewards: []float64{0.1, 0.2, 0.3}}, {ID: "g1", Seed: 2, N: 5, Rewards: []float64{0.4, 0.5, 0.6}}}}
+			step.Job = &checkpoint.Job{ID: fmt.Sprintf("%s/step-%04d", name, s), State: "succeeded", Metrics: map[string]float64{"loss": 0.1}}
+			step.Adapter = &checkpoint.Adapter{Name: fmt.Sprintf("%s-step-%04d", name, s), Path: "/adapters/x"}
+		}
+		ev := &checkpoint.Evaluation{Step: s, Episodes: 24, RewardMean: 0.5, Rewards: rewards, PerN: []checkpoint.EvalN{{N: 5, Episodes: 24}}}
+		c0 := time.Now()
+		if err := st.CommitStep(ctx, name, step, ev); err != nil {
+			return nil, err
+		}
+		d := time.Since(c0)
+		if s < tail {
+			first += d
+		}
+		if s > o.Curve-tail {
+			last += d
+		}
+	}
+	total := time.Since(t0)
+	r0 := time.Now()
+	_, steps, evals, err := st.Snapshot(ctx, name)
+	read := time.Since(r0)
+	if err != nil {
+		return nil, err
+	}
+	if len(steps) != o.Curve+1 || len(evals) != o.Curve+1 {
+		return nil, fmt.Errorf("read back %d steps and %d evaluations, want %d", len(steps), len(evals), o.Curve+1)
+	}
+	c := fmt.Sprintf("%d steps", o.Curve)
+	ms := func(d time.Duration, n int) float64 { return float64(d.Microseconds()) / float64(n) / 1e3 }
+	return []Result{
+		{"store", c, "commit a step (mean)", ms(total, o.Curve+1), "ms"},
+		{"store", c, fmt.Sprintf("commit, first %d", tail), ms(first, tail), "ms"},
+		{"store", c, fmt.Sprintf("commit, last %d", tail), ms(last, tail), "ms"},
+		{"store", c, "read the curve", ms(read, 1), "ms"},
+	}, nil
+}

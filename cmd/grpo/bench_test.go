@@ -1,0 +1,98 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"os/exec"
+	"strings"
+	"testing"
+
+	"github.com/grpo-dev/grpo/bench"
+)
+
+// TestBenchQuickTable runs every row of `grpo bench --quick` against
+// in-process fakes and checks the table's shape (not its figures): the
+// header, each row present with the metrics it promises, and the JSON
+// form.
+func TestBenchQuickTable(t *testing.T) {
+	var out, errOut bytes.Buffer
+	m := &Main{Stdout: &out, Stderr: &errOut, Getenv: func(string) string { return "" }}
+	if code := m.Run(context.Background(), []string{"bench", "--quick", "--fake", "inprocess"}); code != 0 {
+		t.Fatalf("exit %d: %s", code, errOut.String())
+	}
+	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
+	if got := strings.Fields(lines[0]); strings.Join(got, " ") != "ROW CASE METRIC VALUE UNIT" {
+		t.Fatalf("header %q", lines[0])
+	}
+	text := out.String()
+	for _, want := range []string{"cpu per call", "allocs per call", "ideal/actual", "peak rss", "time_wait after",
+		"sync step (k=0)", "async step (k=1)", "async/sync", "commit a step (mean)", "read the curve", "heap+stacks per episode"} {
+		if !strings.Contains(text, want) {
+			t.Errorf("table lacks %q:\n%s", want, text)
+		}
+	}
+	rows := map[string]bool{}
+	for _, l := range lines[1:] {
+		rows[strings.Fields(l)[0]] = true
+	}
+	for _, r := range bench.Rows {
+		if !rows[r] {
+			t.Errorf("no %s row:\n%s", r, text)
+		}
+	}
+
+	out.Reset()
+	if code := m.Run(context.Background(), []string{"bench", "--quick", "--fake", "inprocess", "--rows", "store", "--json"}); code != 0 {
+		t.Fatalf("exit %d: %s", code, errOut.String())
+	}
+	n := 0
+	for l := range strings.Lines(out.String()) {
+		var r bench.Result
+		if err := json.Unmarshal([]byte(l), &r); err != nil || r.Row != "store" || r.Metric == "" {
+			t.Fatalf("JSON line %q: %v", l, err)
+		}
+		n++
+	}
+	if n != 4 {
+		t.Fatalf("%d store results, want 4", n)
+	}
+}
+
+func TestBenchBadFlags(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--rows", "cpu,disk"}, `--rows: unknown row "disk" (want some of cpu,rollout,step,store,memory)`},
+		{[]string{"--agents", "3"}, "--agents 3: need at least 5 (one table of 5)"},
+		{[]string{"--agents", "x"}, `--agents "x": "x" is not a whole number`},
+		{[]string{"--service", "0s"}, "--service 0s: must be positive"},
+		{[]string{"--fake", "remote"}, `--fake "remote": want process or inprocess`},
+	} {
+		var out, errOut bytes.Buffer
+		m := &Main{Stdout: &out, Stderr: &errOut, Getenv: func(string) string { return "" }}
+		if code := m.Run(context.Background(), append([]string{"bench"}, tc.args...)); code != 2 || !strings.Contains(errOut.String(), tc.want) {
+			t.Errorf("bench %v: exit %d, stderr %q; want 2 and %q", tc.args, code, errOut.String(), tc.want)
+		}
+	}
+}
+
+// TestBenchFakeInChildProcess runs the real binary, whose rollout row
+// talks to `grpo bench serve-fake` in a child process, and checks the
+// child is gone afterwards.
+func TestBenchFakeInChildProcess(t *testing.T) {
+	bin := buildBinary(t)
+	out, err := exec.Command(bin, "bench", "--quick", "--rows", "rollout,memory").CombinedOutput()
+	if err != nil {
+		t.Fatalf("grpo bench: %v\n%s", err, out)
+	}
+	for _, want := range []string{"rollout", "ideal/actual", "time_wait after", "heap+stacks per episode"} {
+		if !strings.Contains(string(out), want) {
+			t.Errorf("output lacks %q:\n%s", want, out)
+		}
+	}
+	if ps, _ := exec.Command("pgrep", "-f", bin+" bench serve-fake").Output(); len(ps) > 0 {
+		t.Errorf("the fake server outlived the bench: pids %s", ps)
+	}
+}

@@ -1,0 +1,46 @@
+package rollout
+
+import (
+	"bytes"
+	"encoding/json"
+	"testing"
+
+	openai "github.com/sashabaranov/go-openai"
+)
+
+// TestEncodeMessageMatchesJSONMarshal checks the hand encoder against
+// encoding/json on the messages episodes build and on awkward text.
+func TestEncodeMessageMatchesJSONMarshal(t *testing.T) {
+	idx := 0
+	msgs := []openai.ChatCompletionMessage{
+		{Role: openai.ChatMessageRoleSystem, Content: SystemPrompt(DefaultEnvConfig(), 3)},
+		{Role: openai.ChatMessageRoleUser, Content: "Round 1.\nstate: {\"round\":1,\"a\":\"<b>&\"}"},
+		{Role: openai.ChatMessageRoleAssistant, ToolCalls: []openai.ToolCall{{ID: "c1", Type: "function", Function: openai.FunctionCall{Name: "think", Arguments: "{}"}}}},
+		{Role: openai.ChatMessageRoleAssistant, ToolCalls: []openai.ToolCall{{Type: "function", Function: openai.FunctionCall{Arguments: ""}}, {ID: "x", Type: "function", Function: openai.FunctionCall{Name: "eat"}}}},
+		{Role: openai.ChatMessageRoleTool, ToolCallID: "c1", Content: "ok"},
+		{Role: openai.ChatMessageRoleAssistant, Content: "<tool_call>\t\"\\\b\f\r\x01\x1f\u2028\u2029 é 日本 \xff\xfe end"},
+		{Role: openai.ChatMessageRoleAssistant, Content: "x", Name: "n", ReasoningContent: "r"},
+		{Role: openai.ChatMessageRoleAssistant, ToolCalls: []openai.ToolCall{{Index: &idx, ID: "i", Type: "function"}}},
+		{Role: ""},
+	}
+	for i, m := range msgs {
+		want, err := json.Marshal(m)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := encodeMessage(&m); !bytes.Equal(got, want) {
+			t.Errorf("message %d:\n got %s\nwant %s", i, got, want)
+		}
+	}
+}
+
+func FuzzAppendString(f *testing.F) {
+	f.Add("plain")
+	f.Add("<tool_call>\u2028\xff\"\\\n")
+	f.Fuzz(func(t *testing.T, s string) {
+		want, _ := json.Marshal(s)
+		if got := appendString(nil, s); !bytes.Equal(got, want) {
+			t.Fatalf("appendString(%q) = %s, want %s", s, got, want)
+		}
+	})
+}
