@@ -15,6 +15,7 @@ import (
 	"github.com/grpo-dev/grpo/evaluate"
 	"github.com/grpo-dev/grpo/grpo"
 	"github.com/grpo-dev/grpo/orchestrator"
+	"github.com/grpo-dev/grpo/promote"
 	"github.com/grpo-dev/grpo/refmodel"
 	"github.com/grpo-dev/grpo/run"
 )
@@ -295,7 +296,7 @@ func (r *report) print(w io.Writer) {
 	for _, n := range ns {
 		hdr += fmt.Sprintf("VAL n=%d\t", n)
 	}
-	fmt.Fprintln(tw, hdr+"JOB\t")
+	fmt.Fprintln(tw, hdr+"JOB\tADAPTER\t")
 	for _, s := range r.steps {
 		train, job := "-", "-"
 		if s.Train != nil {
@@ -329,7 +330,16 @@ func (r *report) print(w io.Writer) {
 		for _, c := range perN {
 			cols += c + "\t"
 		}
-		fmt.Fprintf(tw, "%d\t%d\t%s\t%s\t%s\t%s\t%s\t%s%s\t%s\n", s.Step, s.N, train, val, ci, dl, meals, cols, job, mark)
+		// Whether the step's adapter can still be exported or promoted
+		// from this machine.
+		disk := "-"
+		if s.Adapter != nil {
+			disk = "missing"
+			if promote.OnDisk(s.Adapter) {
+				disk = "on disk"
+			}
+		}
+		fmt.Fprintf(tw, "%d\t%d\t%s\t%s\t%s\t%s\t%s\t%s%s\t%s\t%s\n", s.Step, s.N, train, val, ci, dl, meals, cols, job, disk, mark)
 	}
 	tw.Flush()
 	if r.sel == nil || len(r.steps) == 0 {
