@@ -8,11 +8,13 @@ import (
 
 // RunNameRule says which run names are accepted. A run's name becomes part
 // of adapter names, trainer job ids and the daemon's directory names, and
-// is passed on command lines, so it is short, has no separators and does
-// not start with a dot or a dash.
-const RunNameRule = "1 to 64 of A-Z a-z 0-9 . _ -, starting with a letter or digit"
+// is passed on command lines, so it is short and made of path-safe
+// segments: each starts with a letter or digit (never "." or ".."), and
+// segments are joined by '/' (experiments name runs <experiment>/<arm>/<seed>;
+// adapter names replace the '/' with '.').
+const RunNameRule = "1 to 64 of A-Z a-z 0-9 . _ - in segments joined by '/' (e.g. exp/arm/1), each starting with a letter or digit"
 
-var runNamePattern = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$`)
+var runNamePattern = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]*(/[A-Za-z0-9][A-Za-z0-9._-]*)*$`)
 
 // ErrRunName is the error ValidateRunName wraps.
 var ErrRunName = errors.New("run name not accepted")
@@ -23,7 +25,7 @@ func ValidateRunName(name string) error {
 	if name == "" {
 		return fmt.Errorf("%w: it is empty", ErrRunName)
 	}
-	if !runNamePattern.MatchString(name) {
+	if len(name) > 64 || !runNamePattern.MatchString(name) {
 		return fmt.Errorf("%w: %.70q; use %s", ErrRunName, name, RunNameRule)
 	}
 	return nil

@@ -69,7 +69,7 @@ func TestStore_CreateRunInvalid(t *testing.T) {
 	s := mustOpen(t)
 	for _, run := range []Run{
 		{Name: ""},
-		{Name: "a/b"},
+		{Name: "a/../b"},
 		{Name: "dp5", State: "paused"},
 	} {
 		if err := s.CreateRun(ctx, run); err == nil {

@@ -9,6 +9,8 @@
 //	    inflight              key: InFlight as JSON, absent when no job is in flight
 //	    steps                 bucket: big-endian uint64 step -> Step as JSON
 //	    evaluations           bucket: big-endian uint64 step -> Evaluation as JSON
+//	    tests                 bucket, absent until a checkpoint is measured on a held-out split
+//	      <split>             bucket, e.g. test: big-endian uint64 step -> TestEvaluation as JSON
 //
 // Big-endian keys make cursor order numeric order.
 //

@@ -118,6 +118,7 @@ type EvalN struct {
 	RewardMean   float64 `json:"reward_mean"`
 	DeadlockRate float64 `json:"deadlock_rate"`
 	MealsMean    float64 `json:"meals_mean"`
+	InvalidRate  float64 `json:"invalid_rate,omitempty"`
 }
 
 // Evaluation is the validation of the checkpoint a step produced.
@@ -133,6 +134,33 @@ type Evaluation struct {
 	InvalidRate  float64    `json:"invalid_rate"`
 	PerN         []EvalN    `json:"per_n"`
 	Rewards      []float64  `json:"rewards"` // per-episode rewards, for significance tests between steps
+	// Records is every episode as measured, in play order (table size,
+	// then table), so that every figure above can be recomputed and
+	// checkpoints compared table by table. Absent in stores written
+	// before it existed.
+	Records []EpisodeRecord `json:"records,omitempty"`
+}
+
+// EpisodeRecord is what one held-out episode measured.
+type EpisodeRecord struct {
+	N        int         `json:"n"`
+	Seed     int64       `json:"seed"` // the table seed
+	Reward   float64     `json:"reward"`
+	Terms    RewardTerms `json:"terms"`
+	Meals    int         `json:"meals"` // total meals
+	Deadlock bool        `json:"deadlock"`
+	Invalid  int         `json:"invalid_outputs"`
+	Calls    int         `json:"llm_calls"`
+	Errored  bool        `json:"errored,omitempty"`
+}
+
+// RewardTerms are an episode's reward terms (DESIGN §3), named as in
+// rollout's episode JSON.
+type RewardTerms struct {
+	NoDeadlock float64 `json:"r_nd"`
+	Throughput float64 `json:"r_thru"`
+	Unfairness float64 `json:"r_fair"`
+	Idle       float64 `json:"r_idle"`
 }
 
 // InFlight is a trainer job submitted for a step that is not yet committed.

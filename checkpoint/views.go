@@ -24,6 +24,9 @@ type StepView struct {
 	Adapter    *Adapter           `json:"adapter"`
 	Job        *Job               `json:"job"`
 	Seconds    map[string]float64 `json:"seconds,omitempty"`
+	// AdapterOnDisk, when set, says whether the adapter directory was
+	// found on the reader's machine (set by grpo runs show).
+	AdapterOnDisk *bool `json:"adapter_on_disk,omitempty"`
 }
 
 // BestView is a run's selected step, as `grpo best --json` prints it and

@@ -21,6 +21,7 @@ type Config struct {
 	Trainer    Trainer    `yaml:"trainer" json:"trainer"`
 	Validation Validation `yaml:"validation" json:"validation"`
 	Curriculum Curriculum `yaml:"curriculum" json:"curriculum"`
+	Test       Test       `yaml:"test" json:"test"`
 }
 
 // Run names the run and its store.
@@ -142,12 +143,25 @@ type Validation struct {
 	Every       int               `yaml:"every" json:"every"`
 	N           []int             `yaml:"n" json:"n"`
 	Episodes    int               `yaml:"episodes" json:"episodes"`
-	Seed        int64             `yaml:"seed" json:"seed"` // validation seeds start here; training seeds never reach them
+	Seed        int64             `yaml:"seed" json:"seed"` // validation tables are seeds seed, seed+1, ...; training seeds avoid them
 	Temperature float64           `yaml:"temperature" json:"temperature"`
 	Metric      checkpoint.Metric `yaml:"metric" json:"metric"`
 	Selection   checkpoint.Policy `yaml:"selection" json:"selection"` // best-validation | best-train | last
 	EMA         float64           `yaml:"ema" json:"ema"`
 }
+
+// Test is the held-out split that measures a chosen checkpoint on tables
+// never used for training or selection (DESIGN §11). It is set when N is
+// not empty; `grpo eval --run` uses it (its flags override it) and the
+// end-of-run summary reports the chosen step on it.
+type Test struct {
+	N        []int `yaml:"n" json:"n"`
+	Episodes int   `yaml:"episodes" json:"episodes"`
+	Seed     int64 `yaml:"seed" json:"seed"` // test tables are seeds seed, seed+1, ...; training seeds avoid them
+}
+
+// Set reports whether the config asks for a test split.
+func (t Test) Set() bool { return len(t.N) > 0 }
 
 // Curriculum changes the training table size over steps.
 type Curriculum struct {

@@ -84,6 +84,7 @@ func Default() Config {
 			Metric:      checkpoint.MetricRewardMean,
 			Selection:   checkpoint.PolicyBestValidation,
 		},
+		Test: Test{Episodes: 100, Seed: 2000000},
 	}
 }
 

@@ -122,6 +122,9 @@ func (c *Config) normalize() {
 	if len(c.Curriculum.Promote.Sizes) == 0 {
 		c.Curriculum.Promote.Sizes = nil
 	}
+	if len(c.Test.N) == 0 {
+		c.Test.N = nil
+	}
 }
 
 // document returns the content of the only YAML document in data, or nil

@@ -290,17 +290,27 @@ func (c Config) validateCurriculum() error {
 	return nil
 }
 
-// validateSeeds keeps training seeds below validation seeds.
+// validateSeeds checks the test section and keeps the validation and test
+// tables apart. Training seeds need no check: TrainSeed never draws a
+// reserved one.
 func (c Config) validateSeeds() error {
-	perStep := big.NewInt(int64(c.GRPO.Groups) + int64(c.GRPO.MaxResamples))
-	// The largest training seed is TrainSeed(steps, perStep-1)
-	// = run.seed + steps*perStep - 1, so validation.seed needs
-	// run.seed + steps*perStep at least.
-	need := new(big.Int).Mul(big.NewInt(int64(c.Run.Steps)), perStep)
-	need.Add(need, big.NewInt(c.Run.Seed))
-	if need.Cmp(big.NewInt(c.Validation.Seed)) > 0 {
-		return invalid("validation.seed", "is %d, but training seeds reach %v (run.seed %d + run.steps %d x (grpo.groups %d + grpo.max_resamples %d) - 1); need at least %v",
-			c.Validation.Seed, new(big.Int).Sub(need, big.NewInt(1)), c.Run.Seed, c.Run.Steps, c.GRPO.Groups, c.GRPO.MaxResamples, need)
+	t := c.Test
+	for i, n := range t.N {
+		if n < 2 {
+			return invalid(fmt.Sprintf("test.n[%d]", i), "is %d; need at least 2 philosophers", n)
+		}
+	}
+	if t.Episodes < 2 {
+		return invalid("test.episodes", "is %d; need at least 2", t.Episodes)
+	}
+	v := c.Validation
+	// [v.Seed, v.Seed+v.Episodes) and [t.Seed, t.Seed+t.Episodes) must be
+	// disjoint; big.Int so seeds near the ends of int64 cannot wrap.
+	vEnd := new(big.Int).Add(big.NewInt(v.Seed), big.NewInt(int64(v.Episodes)))
+	tEnd := new(big.Int).Add(big.NewInt(t.Seed), big.NewInt(int64(t.Episodes)))
+	if big.NewInt(v.Seed).Cmp(tEnd) < 0 && big.NewInt(t.Seed).Cmp(vEnd) < 0 {
+		return invalid("test.seed", "is %d, so test tables %d..%v overlap validation tables %d..%v (validation.seed, validation.episodes); move one of the seeds",
+			t.Seed, t.Seed, new(big.Int).Sub(tEnd, big.NewInt(1)), v.Seed, new(big.Int).Sub(vEnd, big.NewInt(1)))
 	}
 	return nil
 }

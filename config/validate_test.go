@@ -2,7 +2,7 @@ package config_test
 
 import (
 	"errors"
-	"math"
+	"fmt"
 	"strings"
 	"testing"
 
@@ -20,7 +20,7 @@ func TestValidate(t *testing.T) {
 		{"", ""},
 		{jobs, ""},
 		{"run: {steps: 0}", "run.steps: is 0; need at least 1 step"},
-		{"run: {name: a/b}", `run.name: "a/b" is not accepted; use 1 to 64 of A-Z a-z 0-9 . _ -`},
+		{"run: {name: a/../b}", `run.name: "a/../b" is not accepted; use 1 to 64 of A-Z a-z 0-9 . _ - in segments joined by '/'`},
 		{"run: {name: ..}", `run.name: ".." is not accepted`},
 		{"run: {name: " + strings.Repeat("a", 65) + "}", "run.name: "},
 		{"run: {name: " + strings.Repeat("a", 64) + "}", ""},
@@ -133,54 +133,70 @@ func TestValidate(t *testing.T) {
 }
 
 func TestValidate_Seeds(t *testing.T) {
-	// run.seed 1, 16 steps of 2 groups + 4 resamples: training seeds are
-	// 1..96, so validation.seed needs at least 97.
-	c := mustParse(t, "validation: {seed: 96}")
-	if got, want := errString(c.Validate()), "validation.seed: is 96, but training seeds reach 96 (run.seed 1 + run.steps 16 x (grpo.groups 2 + grpo.max_resamples 4) - 1); need at least 97"; got != want {
-		t.Fatalf("Validate()=%q, want %q", got, want)
+	for _, tt := range []struct{ in, want string }{
+		{"test: {n: [5, 1]}", "test.n[1]: is 1; need at least 2 philosophers"},
+		{"test: {episodes: 1}", "test.episodes: is 1; need at least 2"},
+		// validation 1000000..1000023 (24 episodes), test 999990..1000089.
+		{"test: {seed: 999990}", "test.seed: is 999990, so test tables 999990..1000089 overlap validation tables 1000000..1000023 (validation.seed, validation.episodes); move one of the seeds"},
+		{"test: {seed: 1000023, episodes: 2}", "test.seed: is 1000023, so test tables 1000023..1000024 overlap validation tables 1000000..1000023"},
+	} {
+		c := mustParse(t, tt.in)
+		if got := errString(c.Validate()); !strings.Contains(got, tt.want) {
+			t.Errorf("Validate(%q)=%q, want it to contain %q", tt.in, got, tt.want)
+		}
 	}
-	c.Validation.Seed = 97
-	if err := c.Validate(); err != nil {
-		t.Fatalf("Validate() with validation.seed 97: %v", err)
+	// Adjacent ranges are fine, and so are seeds near the top of int64.
+	for _, in := range []string{"test: {seed: 1000024, episodes: 2}", "test: {seed: 999998, episodes: 2}",
+		"test: {seed: 9223372036854775807}", "run: {seed: -5}\nvalidation: {seed: 0}"} {
+		if err := mustParse(t, in).Validate(); err != nil {
+			t.Errorf("Validate(%q): %v", in, err)
+		}
 	}
-	// 10 + 3 steps x (1 + 0) = 13.
-	c = mustParse(t, "run: {seed: 10, steps: 3}\ngrpo: {groups: 1, max_resamples: 0}\nvalidation: {seed: 12}")
-	if got, want := errString(c.Validate()), "need at least 13"; !strings.Contains(got, want) {
-		t.Fatalf("Validate()=%q, want it to contain %q", got, want)
+	c := config.Default()
+	c.Test.N = []int{5, 10}
+	if err := c.Validate(); err != nil || !c.Test.Set() {
+		t.Fatalf("Validate() with test.n [5 10]: %v, Set()=%v", err, c.Test.Set())
 	}
-	c.Validation.Seed = 13
-	if err := c.Validate(); err != nil {
-		t.Fatal(err)
-	}
-	// A seed near the top of int64 must not wrap around past the check.
-	c = config.Default()
-	c.Run.Seed = math.MaxInt64 - 10
-	c.Validation.Seed = math.MaxInt64
-	if got, want := errString(c.Validate()), "need at least 9223372036854775893"; !strings.Contains(got, want) {
-		t.Fatalf("Validate()=%q, want it to contain %q", got, want)
+	if config.Default().Test.Set() {
+		t.Error("the default config has a test split; want none until test.n is given")
 	}
 }
 
 func TestTrainSeed(t *testing.T) {
-	c := config.Default() // run.seed 1, 2 groups + 4 resamples per step
-	for _, tt := range []struct {
-		step, slot int
-		want       int64
-	}{
-		{1, 0, 1},
-		{1, 5, 6},
-		{2, 0, 7},
-		{3, 2, 15},
-		{16, 5, 96},
-	} {
-		if got := c.TrainSeed(tt.step, tt.slot); got != tt.want {
-			t.Errorf("TrainSeed(%d, %d)=%d, want %d", tt.step, tt.slot, got, tt.want)
-		}
+	// The published SplitMix64 vector: state 1234567 gives
+	// 6457827717110365317 then 3203168211198807973.
+	if got := splitmixRef(1234567); got != 6457827717110365317 {
+		t.Fatalf("splitmixRef(1234567)=%d, want 6457827717110365317", got)
 	}
-	c.Run.Seed = 100
-	c.GRPO.Groups, c.GRPO.MaxResamples = 3, 0
-	if got, want := c.TrainSeed(4, 1), int64(100+3*3+1); got != want {
-		t.Errorf("TrainSeed(4, 1)=%d, want %d", got, want)
+	if got := splitmixRef(1234567 + 0x9e3779b97f4a7c15); got != 3203168211198807973 {
+		t.Fatalf("second SplitMix64 output=%d, want 3203168211198807973", got)
+	}
+	c := config.Default() // run.seed 1
+	// Hand-computed: splitmix64(splitmix64(splitmix64(1) ^ 1) ^ 0) >> 11.
+	if got, want := c.TrainSeed(1, 0), int64(splitmixRef(splitmixRef(splitmixRef(1)^1)^0)>>11); got != want {
+		t.Errorf("TrainSeed(1, 0)=%d, want %d", got, want)
+	}
+	seen := map[int64]string{}
+	for _, seed := range []int64{1, 2, 7} {
+		c.Run.Seed = seed
+		for step := 1; step <= 50; step++ {
+			for slot := 0; slot < 6; slot++ {
+				s := c.TrainSeed(step, slot)
+				if s < 0 || s >= 1<<53 {
+					t.Fatalf("TrainSeed(%d, %d) with run.seed %d = %d, want in [0, 2^53)", step, slot, seed, s)
+				}
+				at := fmt.Sprintf("run.seed %d step %d slot %d", seed, step, slot)
+				if prev, ok := seen[s]; ok {
+					// The old scheme replayed run.seed 1's step 2 as
+					// run.seed 7's step 1: no seed may repeat.
+					t.Fatalf("%s draws %d, already drawn by %s", at, s, prev)
+				}
+				seen[s] = at
+				if c.TrainSeed(step, slot) != s {
+					t.Fatalf("%s: TrainSeed is not a function of its arguments", at)
+				}
+			}
+		}
 	}
 	if got, want := c.ValidationSeed(0), int64(1000000); got != want {
 		t.Errorf("ValidationSeed(0)=%d, want %d", got, want)
@@ -188,6 +204,39 @@ func TestTrainSeed(t *testing.T) {
 	if got, want := c.ValidationSeed(23), int64(1000023); got != want {
 		t.Errorf("ValidationSeed(23)=%d, want %d", got, want)
 	}
+	if got, want := c.TestSeed(99), int64(2000099); got != want {
+		t.Errorf("TestSeed(99)=%d, want %d", got, want)
+	}
+}
+
+// TestTrainSeed_AvoidsReserved puts the validation and test ranges over the
+// very seeds TrainSeed would draw and checks that it draws others.
+func TestTrainSeed_AvoidsReserved(t *testing.T) {
+	c := config.Default()
+	first := c.TrainSeed(1, 0)
+	second := c.TrainSeed(1, 1)
+	c.Validation.Seed = first - 5
+	c.Test.Seed = second
+	a, b := c.TrainSeed(1, 0), c.TrainSeed(1, 1)
+	for _, s := range []int64{a, b} {
+		if (s >= c.Validation.Seed && s < c.Validation.Seed+config.ReservedSpan) || (s >= c.Test.Seed && s < c.Test.Seed+config.ReservedSpan) {
+			t.Fatalf("TrainSeed drew %d, inside a reserved range (validation from %d, test from %d)", s, c.Validation.Seed, c.Test.Seed)
+		}
+	}
+	// Hand-computed: the redraw is splitmix64 of the rejected 64-bit value.
+	x := splitmixRef(splitmixRef(splitmixRef(1)^1) ^ 0)
+	if want := int64(splitmixRef(x) >> 11); a != want {
+		t.Errorf("redrawn TrainSeed(1, 0)=%d, want %d", a, want)
+	}
+}
+
+// splitmixRef is SplitMix64's mix, written out from the reference
+// (Steele, Lea and Flood 2014) for the tests.
+func splitmixRef(z uint64) uint64 {
+	z += 0x9e3779b97f4a7c15
+	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9
+	z = (z ^ (z >> 27)) * 0x94d049bb133111eb
+	return z ^ (z >> 31)
 }
 
 func TestError(t *testing.T) {

@@ -205,7 +205,23 @@ func (r Result) Evaluation(step int) checkpoint.Evaluation {
 	}
 	for _, p := range r.PerN {
 		ev.PerN = append(ev.PerN, checkpoint.EvalN{N: p.N, Episodes: p.Stats.Episodes - p.Stats.Errored,
-			RewardMean: p.Stats.Reward.Mean, DeadlockRate: p.Stats.DeadlockRate, MealsMean: p.Stats.MealsMean})
+			RewardMean: p.Stats.Reward.Mean, DeadlockRate: p.Stats.DeadlockRate, MealsMean: p.Stats.MealsMean,
+			InvalidRate: p.Stats.InvalidRate})
 	}
+	ev.Records = Records(r.Episodes)
 	return ev
+}
+
+// Records is what the store keeps of each episode.
+func Records(eps []rollout.Episode) []checkpoint.EpisodeRecord {
+	out := make([]checkpoint.EpisodeRecord, len(eps))
+	for i, ep := range eps {
+		m := ep.Metrics
+		out[i] = checkpoint.EpisodeRecord{
+			N: ep.Spec.Env.N, Seed: ep.Spec.Env.Seed, Reward: ep.Reward,
+			Terms: checkpoint.RewardTerms{NoDeadlock: ep.Terms.NoDeadlock, Throughput: ep.Terms.Throughput, Unfairness: ep.Terms.Unfairness, Idle: ep.Terms.Idle},
+			Meals: m.TotalMeals, Deadlock: m.Deadlocked, Invalid: m.Invalid, Calls: m.LLMCalls, Errored: ep.Errored,
+		}
+	}
+	return out
 }

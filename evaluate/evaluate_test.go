@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/grpo-dev/grpo/checkpoint"
 	"github.com/grpo-dev/grpo/evaluate"
 	"github.com/grpo-dev/grpo/inference"
 	"github.com/grpo-dev/grpo/internal/httpx"
@@ -59,6 +60,22 @@ func TestRun(t *testing.T) {
 	ev := res.Evaluation(3)
 	if ev.Step != 3 || ev.Episodes != 6 || len(ev.PerN) != 2 || ev.PerN[1].Episodes != 3 || len(ev.Rewards) != 6 {
 		t.Fatalf("Evaluation(3)=%+v", ev)
+	}
+	// Every episode is recorded, with §3's worked-example terms: meals
+	// (3,0,3,0,0), r_nd 1, r_thru 1, r_fair 0.375, r_idle 0.6.
+	if len(ev.Records) != 6 {
+		t.Fatalf("Evaluation(3) has %d records, want 6", len(ev.Records))
+	}
+	for i, r := range ev.Records {
+		want := checkpoint.EpisodeRecord{N: 5, Seed: 100 + int64(i%3), Reward: r.Reward,
+			Terms: checkpoint.RewardTerms{NoDeadlock: 1, Throughput: 1, Unfairness: 0.375, Idle: 0.6},
+			Meals: 6, Calls: 25}
+		if math.Abs(r.Terms.Unfairness-0.375) < 1e-12 {
+			r.Terms.Unfairness = 0.375 // 2.16/5.76 in floating point
+		}
+		if math.Abs(r.Reward-1.3275) > 1e-9 || r != want {
+			t.Fatalf("Records[%d]=%+v, want %+v with reward 1.3275", i, r, want)
+		}
 	}
 }
 

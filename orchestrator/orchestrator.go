@@ -101,10 +101,13 @@ type ResumableTrainer interface {
 
 // CheckpointKeeper is implemented by a Trainer that keeps the checkpoints
 // it trains (ART). After each commit the orchestrator names the adapters
-// to keep, the best step's and the last step's (nil: the base model); the
-// trainer may delete the others. An error is logged, not fatal.
+// to keep: the best step's (nil: the base model) and recent, the adapters
+// of the last inference.adapters.keep steps (at least the last step's;
+// oldest first, none for the base model), so that what selection can pick
+// or a user can export stays on the trainer's disk; the trainer may delete
+// the others. An error is logged, not fatal.
 type CheckpointKeeper interface {
-	KeepCheckpoints(ctx context.Context, best, last *trainer.Adapter) error
+	KeepCheckpoints(ctx context.Context, best *trainer.Adapter, recent []trainer.Adapter) error
 }
 
 // ValidationLogger is implemented by a Trainer that records validations
@@ -547,13 +550,14 @@ func (r *run) commit(ctx context.Context, step checkpoint.Step, ev *checkpoint.E
 		r.emit(Event{Type: EventBestChanged, Step: step.Step, BestChanged: bestChanged(sel)})
 	}
 	r.best = &sel
-	r.keepCheckpoints(ctx)
+	r.keepCheckpoints(ctx, steps)
 	return r.pruneAdapters(ctx)
 }
 
 // keepCheckpoints tells a trainer that keeps checkpoints (ART) which to
-// keep: the best step's and the last one's.
-func (r *run) keepCheckpoints(ctx context.Context) {
+// keep: the best step's and those of the last `keep` steps (at least the
+// last one's).
+func (r *run) keepCheckpoints(ctx context.Context, steps []checkpoint.Step) {
 	k, ok := r.o.opts.Trainer.(CheckpointKeeper)
 	if !ok {
 		return
@@ -563,10 +567,28 @@ func (r *run) keepCheckpoints(ctx context.Context) {
 		a := trainer.Adapter(*r.best.Adapter)
 		best = &a
 	}
-	if err := k.KeepCheckpoints(ctx, best, r.adapter); err != nil {
+	if err := k.KeepCheckpoints(ctx, best, recentAdapters(steps, r.cfg.Inference.Adapters.Keep)); err != nil {
 		// Not fatal: the checkpoints only cost the trainer's disk.
 		r.o.opts.Logger.Warn("delete trainer checkpoints", "run", r.name, "err", err)
 	}
+}
+
+// recentAdapters are the distinct adapters of the last max(keep, 1) steps
+// that have one, oldest first. A step without signal keeps the adapter
+// of the step before it, which then counts once.
+func recentAdapters(steps []checkpoint.Step, keep int) []trainer.Adapter {
+	var out []trainer.Adapter
+	for i := len(steps) - 1; i >= 0 && len(out) < max(keep, 1); i-- {
+		a := steps[i].Adapter
+		if a == nil {
+			break // the base model, and every step before it
+		}
+		if len(out) > 0 && out[0].Path == a.Path {
+			continue
+		}
+		out = append([]trainer.Adapter{trainer.Adapter(*a)}, out...)
+	}
+	return out
 }
 
 func (r *run) selectBest(steps []checkpoint.Step, evals []checkpoint.Evaluation) (checkpoint.Selection, error) {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -123,9 +124,9 @@ func TestAsyncPipelineSamplesWhileTraining(t *testing.T) {
 	}
 	byStep := map[int]trainer.JobRequest{}
 	for i, req := range g.reqs {
-		var s int
-		if _, err := fmt.Sscanf(req.ID, "async/step-%d", &s); err != nil {
-			t.Fatalf("job id %q", req.ID)
+		s, err := jobStep(req.ID)
+		if err != nil {
+			t.Fatal(err)
 		}
 		if i > 0 && s <= prevStep(g.reqs[i-1].ID) {
 			t.Errorf("job %s submitted after %s", req.ID, g.reqs[i-1].ID)
@@ -176,9 +177,21 @@ func TestAsyncPipelineSamplesWhileTraining(t *testing.T) {
 }
 
 func prevStep(id string) int {
-	var s int
-	fmt.Sscanf(id, "async/step-%d", &s)
+	s, _ := jobStep(id)
 	return s
+}
+
+// jobStep reads the step of a job id "<run>[.<run id>]/step-NNNN".
+func jobStep(id string) (int, error) {
+	var s int
+	i := strings.LastIndex(id, "/step-")
+	if i < 0 || !strings.HasPrefix(id, "async") {
+		return 0, fmt.Errorf("job id %q: want async[.<run id>]/step-NNNN", id)
+	}
+	if _, err := fmt.Sscanf(id[i:], "/step-%d", &s); err != nil {
+		return 0, fmt.Errorf("job id %q: %w", id, err)
+	}
+	return s, nil
 }
 
 // TestAsyncRunIsDeterministicAndResumes: with k=1, stopping a run at

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
+	"slices"
 	"sync"
 	"testing"
 
@@ -21,7 +22,7 @@ type seamTrainer struct {
 	mu        sync.Mutex
 	before    map[string]string // job id -> state answered
 	reattach  map[string]string // job id -> state handed back
-	keeps     [][2]*trainer.Adapter
+	keeps     []kept
 	validated map[int][]trainer.Trajectory
 }
 
@@ -50,10 +51,16 @@ func (s *seamTrainer) Reattach(_ context.Context, req trainer.JobRequest, state 
 	return nil
 }
 
-func (s *seamTrainer) KeepCheckpoints(_ context.Context, best, last *trainer.Adapter) error {
+// kept is one call of KeepCheckpoints.
+type kept struct {
+	best   *trainer.Adapter
+	recent []trainer.Adapter
+}
+
+func (s *seamTrainer) KeepCheckpoints(_ context.Context, best *trainer.Adapter, recent []trainer.Adapter) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.keeps = append(s.keeps, [2]*trainer.Adapter{best, last})
+	s.keeps = append(s.keeps, kept{best, recent})
 	return errors.New("keeping fails: the run goes on")
 }
 
@@ -78,6 +85,7 @@ func TestOptionalTrainerSeams(t *testing.T) {
 		}
 	}})
 	cfg := smallConfig(t, "seams", 3)
+	cfg.Inference.Adapters.Keep = 2
 	if err := o.Start(ctx, cfg); !errors.Is(err, context.Canceled) {
 		t.Fatalf("interrupted run: %v", err)
 	}
@@ -111,28 +119,30 @@ func TestOptionalTrainerSeams(t *testing.T) {
 			t.Errorf("step %d: job %v, Before called %v", s.Step, s.Job != nil, ok)
 		}
 	}
-	// After the last commit: keep the best step's adapter and the last.
+	// After the last commit: keep the best step's adapter and those of
+	// the last `keep` (2) steps.
 	sel, err := checkpoint.Select(run.Policy, run.Metric, run.EMA, steps, evals)
 	if err != nil {
 		t.Fatal(err)
 	}
 	k := st.keeps[len(st.keeps)-1]
-	name := func(a *trainer.Adapter) string {
-		if a == nil {
-			return "base"
-		}
-		return a.Name
-	}
 	wantBest := "base"
 	if sel.Adapter != nil {
 		wantBest = sel.Adapter.Name
 	}
-	wantLast := "base"
-	if a := steps[len(steps)-1].Adapter; a != nil {
-		wantLast = a.Name
+	gotBest := "base"
+	if k.best != nil {
+		gotBest = k.best.Name
 	}
-	if name(k[0]) != wantBest || name(k[1]) != wantLast {
-		t.Errorf("last KeepCheckpoints(best %s, last %s), want (%s, %s)", name(k[0]), name(k[1]), wantBest, wantLast)
+	var got []string
+	for _, a := range k.recent {
+		got = append(got, a.Name)
+	}
+	// Every step of this run trains (its config resamples nothing and
+	// each step has signal), so steps 2 and 3 have adapters of their own.
+	want := []string{steps[2].Adapter.Name, steps[3].Adapter.Name}
+	if gotBest != wantBest || !slices.Equal(got, want) {
+		t.Errorf("last KeepCheckpoints(best %s, recent %v), want (%s, %v)", gotBest, got, wantBest, want)
 	}
 	// Every validation handed over: 8 episodes x 5 philosophers, one group
 	// per table size, the episode's reward, no advantage.

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"hash/fnv"
 	"log/slog"
 	"net/url"
 	"os"
@@ -326,9 +325,9 @@ func (m *jobManager) train(ctx context.Context, e *jobEntry, req *trainer.JobReq
 }
 
 // initialAdapter loads the parent adapter or makes a fresh one seeded by the
-// server seed and the output adapter's name (not the job id, which carries
-// the run's random id: the same run in two stores trains the same), and
-// applies the job's LoRA settings.
+// server seed alone (the run's run.seed when a run starts the backend), and
+// applies the job's LoRA settings. The job id is not mixed in: it carries
+// the run's name, and a run's results must not depend on its name.
 func (m *jobManager) initialAdapter(req *trainer.JobRequest) (*Adapter, error) {
 	var a *Adapter
 	if p := req.ParentAdapter; p != nil {
@@ -352,9 +351,7 @@ func (m *jobManager) initialAdapter(req *trainer.JobRequest) (*Adapter, error) {
 		if alpha == 0 {
 			alpha = 2 * float64(rank)
 		}
-		h := fnv.New64a()
-		h.Write([]byte(req.OutputAdapter))
-		fresh, err := NewAdapter(rank, alpha, m.seed^h.Sum64())
+		fresh, err := NewAdapter(rank, alpha, m.seed)
 		if err != nil {
 			return nil, err
 		}

@@ -8,6 +8,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -315,5 +316,37 @@ func TestJobMetricsArithmetic(t *testing.T) {
 	j := waitJob(t, srv.URL, "m")
 	if j.State != trainer.StateSucceeded || math.Abs(j.Metrics.Loss-(-1)) > 1e-9 || j.Metrics.ClipFraction != 0 || j.Metrics.KL > 1e-12 {
 		t.Fatalf("metrics %+v, want loss -1, clip fraction 0, KL 0", j.Metrics)
+	}
+}
+
+// TestJobFirstAdapterIgnoresID: a run's results must not depend on its
+// name, and job ids carry the name. Two first jobs (no parent) that differ
+// only in id train the same adapter; a server with another seed trains a
+// different one.
+func TestJobFirstAdapterIgnoresID(t *testing.T) {
+	train := func(seed int64, id string) *Adapter {
+		_, srv := mustServe(t, seed)
+		out := strings.ReplaceAll(id, "/", "-")
+		if code, j := createJob(t, srv.URL, jobRequest(id, out, nil, oneTurn(stateWaitingRight, outPutDownLeft, 1))); code != http.StatusAccepted {
+			t.Fatalf("create %s: %d %+v", id, code, j)
+		}
+		j := waitJob(t, srv.URL, id)
+		if j.State != trainer.StateSucceeded || j.Adapter == nil {
+			t.Fatalf("job %s: %+v", id, j)
+		}
+		a, err := LoadAdapter(j.Adapter.Path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return a
+	}
+	a := train(7, "alpha/step-0001")
+	b := train(7, "a-much-longer-name/step-0001")
+	if !slices.Equal(a.A, b.A) || !slices.Equal(a.B, b.B) {
+		t.Fatal("same server seed, different job ids: the trained adapters differ")
+	}
+	c := train(8, "alpha/step-0001")
+	if slices.Equal(a.A, c.A) {
+		t.Fatal("server seeds 7 and 8 drew the same initial A")
 	}
 }

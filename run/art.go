@@ -310,19 +310,23 @@ func (t *artTrainer) Cancel(_ context.Context, id string) error {
 }
 
 // KeepCheckpoints deletes ART's checkpoints but the best step's and the
-// last step's (ART also keeps its latest). Servers before 0.5.9 cannot be
-// told which to keep; nothing is deleted there unless both are ART's
+// recent steps' (ART also keeps its latest). Servers before 0.5.9 cannot
+// be told which to keep; nothing is deleted there unless all are ART's
 // latest.
-func (t *artTrainer) KeepCheckpoints(ctx context.Context, best, last *trainer.Adapter) error {
+func (t *artTrainer) KeepCheckpoints(ctx context.Context, best *trainer.Adapter, recent []trainer.Adapter) error {
 	b, err := artStep(best)
 	if err != nil {
 		return err
 	}
-	l, err := artStep(last)
-	if err != nil {
-		return err
+	keep := []int{b}
+	for _, a := range recent {
+		s, err := artStep(&a)
+		if err != nil {
+			return err
+		}
+		keep = append(keep, s)
 	}
-	kept, err := t.client.DeleteCheckpoints(ctx, t.model, []int{b, l})
+	kept, err := t.client.DeleteCheckpoints(ctx, t.model, keep)
 	if errors.Is(err, art.ErrCannotKeep) {
 		t.logger.Debug("ART checkpoints left in place", "run", t.model.Name, "reason", err)
 		return nil

@@ -13,6 +13,8 @@ import (
 
 	"github.com/grpo-dev/grpo/checkpoint"
 	"github.com/grpo-dev/grpo/config"
+	"github.com/grpo-dev/grpo/inference"
+	"github.com/grpo-dev/grpo/promote"
 	"github.com/grpo-dev/grpo/run"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 )
@@ -25,6 +27,7 @@ func (s *Server) routes() http.Handler {
 	mux.HandleFunc("GET /api/v1/runs/{id}/steps", s.handleSteps)
 	mux.HandleFunc("GET /api/v1/runs/{id}/best", s.handleBest)
 	mux.Handle("POST /api/v1/runs/{id}/cancel", s.mutating(s.handleCancel))
+	mux.Handle("POST /api/v1/runs/{id}/promote", s.mutating(s.handlePromote))
 	mux.Handle("GET /metrics", promhttp.HandlerFor(s.opts.Registry, promhttp.HandlerOpts{}))
 	mux.HandleFunc("GET /ws", s.serveWS)
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "ok\n") })
@@ -229,4 +232,77 @@ func (s *Server) handleCancel(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	s.writeRun(w, r, http.StatusOK, name)
+}
+
+// promoteRequest is the optional body of POST /api/v1/runs/{id}/promote.
+type promoteRequest struct {
+	As   string `json:"as"`   // stable name; default <run>-best
+	Step string `json:"step"` // best (default) | last | a step number
+}
+
+// handlePromote loads a run's selected adapter into the inference
+// endpoints of its config under one stable name, as `grpo promote` does.
+// It answers the promote.Result: 200 when every endpoint took it, 502
+// when some did not (the result says which), 409 when there is nothing to
+// load or no endpoint to load into (the embedded backend).
+func (s *Server) handlePromote(w http.ResponseWriter, r *http.Request) {
+	name := r.PathValue("id")
+	var req promoteRequest
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, 1<<16))
+	if err != nil {
+		writeError(w, http.StatusRequestEntityTooLarge, fmt.Sprintf("read body: %v", err))
+		return
+	}
+	if len(strings.TrimSpace(string(body))) > 0 {
+		dec := json.NewDecoder(strings.NewReader(string(body)))
+		dec.DisallowUnknownFields()
+		if err := dec.Decode(&req); err != nil {
+			writeError(w, http.StatusBadRequest, fmt.Sprintf("promote body: %v (want {\"as\": NAME, \"step\": \"best\"|\"last\"|N}, both optional)", err))
+			return
+		}
+	}
+	pick, err := promote.ParsePick(req.Step)
+	if err != nil {
+		writeError(w, http.StatusBadRequest, err.Error())
+		return
+	}
+	if req.As == "" {
+		req.As = promote.DefaultName(name)
+	}
+	if err := promote.ValidateName(req.As); err != nil {
+		writeError(w, http.StatusBadRequest, "as: "+err.Error())
+		return
+	}
+	cp, err := promote.Resolve(r.Context(), s.opts.Store, name, pick)
+	if errors.Is(err, checkpoint.ErrRunNotFound) || errors.Is(err, checkpoint.ErrNoDatabase) {
+		storeError(w, err)
+		return
+	} else if err != nil {
+		writeError(w, http.StatusConflict, err.Error())
+		return
+	}
+	clients, err := promote.Endpoints(cp.Config, s.opts.Getenv, inference.AdminOptions{})
+	if err != nil {
+		writeError(w, http.StatusConflict, err.Error())
+		return
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), 5*time.Minute)
+	defer cancel()
+	res, err := promote.Promote(ctx, clients, req.As, cp)
+	switch {
+	case errors.Is(err, promote.ErrNoAdapter):
+		writeError(w, http.StatusConflict, err.Error())
+	case err != nil:
+		writeJSON(w, http.StatusBadGateway, promoteAnswer{Result: res, Error: err.Error()})
+	default:
+		s.logger.Info("promoted", "run", name, "name", req.As, "step", res.Step, "endpoints", len(res.Endpoints))
+		writeJSON(w, http.StatusOK, promoteAnswer{Result: res})
+	}
+}
+
+// promoteAnswer is a promote.Result, with the error when some endpoint
+// failed.
+type promoteAnswer struct {
+	promote.Result
+	Error string `json:"error,omitempty"`
 }

@@ -118,7 +118,7 @@ func TestCreateRejects(t *testing.T) {
 		{"bad value", "env: {mode: diagonal}", 400, "env.mode"},
 		{"validate", "env: {n: 1}", 400, "env.n"},
 		{"dot name", "run: {name: ..}", 400, "run.name"},
-		{"slash name", `run: {name: "a/b"}`, 400, "run.name"},
+		{"slash name", `run: {name: "a//b"}`, 400, "run.name"},
 		{"not yaml", "run: [", 400, "line"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

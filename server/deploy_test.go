@@ -7,7 +7,9 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"reflect"
 	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -141,9 +143,19 @@ func TestDeployCompose(t *testing.T) {
 				t.Errorf("service %s uses volume %s, not defined under volumes", name, src)
 			}
 		}
-		deps, _ := svc["depends_on"].([]any)
+		var deps []string
+		switch d := svc["depends_on"].(type) {
+		case []any: // short form: a list of names
+			for _, dep := range d {
+				deps = append(deps, dep.(string))
+			}
+		case map[string]any: // long form: name -> {condition: ...}
+			for dep := range d {
+				deps = append(deps, dep)
+			}
+		}
 		for _, dep := range deps {
-			if services[dep.(string)] == nil {
+			if services[dep] == nil {
 				t.Errorf("service %s depends on undefined %v", name, dep)
 			}
 		}
@@ -247,5 +259,331 @@ func (r *recorder) MustRegister(cs ...prometheus.Collector) {
 		if err := r.Register(c); err != nil {
 			panic(err)
 		}
+	}
+}
+
+// imagePinned reports why an image reference is not pinned to a version
+// ("" when it is): it needs a tag other than latest, or a digest.
+func imagePinned(image string) string {
+	if strings.Contains(image, "@sha256:") {
+		return ""
+	}
+	name := image[strings.LastIndex(image, "/")+1:]
+	_, tag, ok := strings.Cut(name, ":")
+	switch {
+	case !ok || tag == "":
+		return "has no tag"
+	case tag == "latest" || strings.Contains(tag, "$"):
+		return "is not pinned (tag " + tag + ")"
+	}
+	return ""
+}
+
+func TestDeployImagePinCheck(t *testing.T) {
+	for image, pinned := range map[string]bool{
+		"vllm/vllm-openai:v0.32.0":                 true,
+		"ghcr.io/grpo-dev/trainer:0.1.0":           true,
+		"localhost:5000/trainer:0.1.0":             true,
+		"python:3.11.13-slim-bookworm":             true,
+		"vllm/vllm-openai@sha256:0123456789abcdef": true,
+		"vllm/vllm-openai:latest":                  false,
+		"vllm/vllm-openai":                         false,
+		"localhost:5000/trainer":                   false,
+		"ghcr.io/x/trainer:${TAG:-latest}":         false,
+	} {
+		if got := imagePinned(image) == ""; got != pinned {
+			t.Errorf("imagePinned(%q): pinned %v, want %v", image, got, pinned)
+		}
+	}
+}
+
+// composeServices returns compose.yaml's services.
+func composeServices(t *testing.T) map[string]any {
+	t.Helper()
+	d := yamlDocs(t, filepath.Join(deployDir, "compose.yaml"))[0]
+	return d["services"].(map[string]any)
+}
+
+// k8sPodSpecs returns the pod spec of each Deployment and StatefulSet in
+// deploy/k8s, by name.
+func k8sPodSpecs(t *testing.T) map[string]map[string]any {
+	t.Helper()
+	files, _ := filepath.Glob(filepath.Join(deployDir, "k8s", "*.yaml"))
+	pods := map[string]map[string]any{}
+	for _, f := range files {
+		for _, d := range yamlDocs(t, f) {
+			if d["kind"] != "Deployment" && d["kind"] != "StatefulSet" {
+				continue
+			}
+			name := d["metadata"].(map[string]any)["name"].(string)
+			tmpl := d["spec"].(map[string]any)["template"].(map[string]any)
+			pods[name] = tmpl["spec"].(map[string]any)
+		}
+	}
+	return pods
+}
+
+func podContainers(pod map[string]any) []map[string]any {
+	var cs []map[string]any
+	for _, key := range []string{"initContainers", "containers"} {
+		list, _ := pod[key].([]any)
+		for _, c := range list {
+			cs = append(cs, c.(map[string]any))
+		}
+	}
+	return cs
+}
+
+// TestDeployImagesPinned checks that no image of compose.yaml, of the k8s
+// manifests or of the trainer's Dockerfile floats (no :latest, no tagless).
+func TestDeployImagesPinned(t *testing.T) {
+	n := 0
+	for name, s := range composeServices(t) {
+		image, _ := s.(map[string]any)["image"].(string)
+		if image == "" {
+			continue // built from the repository (grpo)
+		}
+		n++
+		if why := imagePinned(image); why != "" {
+			t.Errorf("compose.yaml service %s: image %s %s", name, image, why)
+		}
+	}
+	for name, pod := range k8sPodSpecs(t) {
+		for _, c := range podContainers(pod) {
+			n++
+			image, _ := c["image"].(string)
+			if why := imagePinned(image); why != "" {
+				t.Errorf("k8s %s container %v: image %q %s", name, c["name"], image, why)
+			}
+		}
+	}
+	df, err := os.ReadFile(filepath.Join(deployDir, "trainer", "Dockerfile"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	froms := regexp.MustCompile(`(?m)^FROM\s+(\S+)`).FindAllStringSubmatch(string(df), -1)
+	if len(froms) == 0 {
+		t.Error("deploy/trainer/Dockerfile has no FROM")
+	}
+	for _, m := range froms {
+		n++
+		if why := imagePinned(m[1]); why != "" {
+			t.Errorf("deploy/trainer/Dockerfile: FROM %s %s", m[1], why)
+		}
+		if !strings.HasPrefix(m[1], "python:3.11") {
+			t.Errorf("deploy/trainer/Dockerfile: FROM %s, want a python:3.11 base (the trainer's pins are for 3.11)", m[1])
+		}
+	}
+	if n < 8 {
+		t.Errorf("checked %d images, want at least vLLM, trainer, Prometheus, Grafana (compose), grpo, vLLM, trainer (k8s) and the Dockerfile base", n)
+	}
+}
+
+// argValue returns the value of --flag=value or "--flag value" in args.
+func argValue(args []string, flag string) (string, bool) {
+	for i, a := range args {
+		if v, ok := strings.CutPrefix(a, flag+"="); ok {
+			return v, true
+		}
+		if a == flag && i+1 < len(args) {
+			return args[i+1], true
+		}
+	}
+	return "", false
+}
+
+func stringList(v any) []string {
+	list, _ := v.([]any)
+	out := make([]string, 0, len(list))
+	for _, x := range list {
+		s, _ := x.(string)
+		out = append(out, s)
+	}
+	return out
+}
+
+// checkTrainerArgs checks what vLLM and the trainer must agree on: the
+// trainer writes under the adapters mount, reads logprobs as vLLM computes
+// them, and maps vLLM's served model name to a model directory vLLM serves.
+func checkTrainerArgs(t *testing.T, where string, vllmArgs, trainerArgs []string, adapterMount string) {
+	t.Helper()
+	dataDir, ok := argValue(trainerArgs, "--data-dir")
+	if !ok || !strings.HasPrefix(dataDir+"/", adapterMount+"/") {
+		t.Errorf("%s: trainer --data-dir %q is not under the shared adapters mount %s", where, dataDir, adapterMount)
+	}
+	if mode, _ := argValue(vllmArgs, "--logprobs-mode"); mode == "processed_logprobs" {
+		if tm, _ := argValue(trainerArgs, "--logprobs-mode"); tm != "processed" {
+			t.Errorf("%s: vLLM reports processed_logprobs but the trainer's --logprobs-mode is %q, want processed", where, tm)
+		}
+	}
+	served, _ := argValue(vllmArgs, "--served-model-name")
+	model, _ := argValue(vllmArgs, "--model")
+	if want := served + "=" + model; served == "" || !containsString(trainerArgs, "--model="+want) {
+		t.Errorf("%s: trainer args %v lack --model=%s (vLLM's served name mapped to the directory vLLM serves)", where, trainerArgs, want)
+	}
+}
+
+func containsString(list []string, s string) bool {
+	for _, x := range list {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
+
+// TestDeployComposeSharesAdapters checks that vLLM and the trainer mount the
+// adapters volume at the same path, so the path the trainer reports is the
+// path vLLM loads, and that each has a GPU of its own.
+func TestDeployComposeSharesAdapters(t *testing.T) {
+	services := composeServices(t)
+	mounts := map[string]string{}
+	for _, name := range []string{"vllm", "trainer"} {
+		svc := services[name].(map[string]any)
+		for _, v := range stringList(svc["volumes"]) {
+			parts := strings.Split(v, ":")
+			if len(parts) >= 2 && parts[0] == "adapters" {
+				mounts[name] = parts[1]
+			}
+		}
+		if mounts[name] == "" {
+			t.Fatalf("compose service %s does not mount the adapters volume", name)
+		}
+	}
+	if mounts["vllm"] != mounts["trainer"] {
+		t.Errorf("adapters mounted at %s in vllm and %s in trainer; they must be the same path", mounts["vllm"], mounts["trainer"])
+	}
+	vllm := services["vllm"].(map[string]any)
+	trainer := services["trainer"].(map[string]any)
+	checkTrainerArgs(t, "compose.yaml", stringList(vllm["command"]), stringList(trainer["command"]), mounts["trainer"])
+
+	gpus := map[string]string{}
+	for _, name := range []string{"vllm", "trainer"} {
+		b, _ := yaml.Marshal(services[name].(map[string]any)["deploy"])
+		var d struct {
+			Resources struct {
+				Reservations struct {
+					Devices []struct {
+						DeviceIDs []string `yaml:"device_ids"`
+					} `yaml:"devices"`
+				} `yaml:"reservations"`
+			} `yaml:"resources"`
+		}
+		if err := yaml.Unmarshal(b, &d); err != nil || len(d.Resources.Reservations.Devices) != 1 {
+			t.Fatalf("compose service %s: no GPU reservation (%v)", name, err)
+		}
+		gpus[name] = strings.Join(d.Resources.Reservations.Devices[0].DeviceIDs, ",")
+	}
+	if gpus["vllm"] == "" || gpus["vllm"] == gpus["trainer"] {
+		// Sharing one GPU is allowed only with vLLM's memory capped well below the whole GPU.
+		util, _ := argValue(stringList(vllm["command"]), "--gpu-memory-utilization")
+		frac, err := strconv.ParseFloat(util, 64)
+		if gpus["vllm"] == "" || err != nil || frac > 0.6 {
+			t.Errorf("vLLM (GPUs %q) and the trainer (GPUs %q) are not split: give each its own device_ids, or cap vLLM's --gpu-memory-utilization (%q)", gpus["vllm"], gpus["trainer"], util)
+		}
+	}
+}
+
+// TestDeployK8sSharesAdapters checks the same in the Kubernetes manifests:
+// the volume backed by the claim "adapters" is mounted at one path in vLLM
+// and the trainer.
+func TestDeployK8sSharesAdapters(t *testing.T) {
+	pods := k8sPodSpecs(t)
+	mounts := map[string]string{}
+	args := map[string][]string{}
+	for _, name := range []string{"vllm", "trainer"} {
+		pod := pods[name]
+		if pod == nil {
+			t.Fatalf("deploy/k8s has no workload %s", name)
+		}
+		volName := ""
+		vols, _ := pod["volumes"].([]any)
+		for _, v := range vols {
+			vm := v.(map[string]any)
+			if pvc, ok := vm["persistentVolumeClaim"].(map[string]any); ok && pvc["claimName"] == "adapters" {
+				volName = vm["name"].(string)
+			}
+		}
+		if volName == "" {
+			t.Fatalf("k8s %s: no volume from the claim adapters", name)
+		}
+		c := pod["containers"].([]any)[0].(map[string]any)
+		args[name] = stringList(c["args"])
+		vms, _ := c["volumeMounts"].([]any)
+		for _, m := range vms {
+			mm := m.(map[string]any)
+			if mm["name"] == volName {
+				mounts[name], _ = mm["mountPath"].(string)
+			}
+		}
+		if mounts[name] == "" {
+			t.Fatalf("k8s %s: container %v does not mount volume %s", name, c["name"], volName)
+		}
+	}
+	if mounts["vllm"] != mounts["trainer"] {
+		t.Errorf("k8s: adapters mounted at %s in vllm and %s in trainer; they must be the same path", mounts["vllm"], mounts["trainer"])
+	}
+	checkTrainerArgs(t, "k8s", args["vllm"], args["trainer"], mounts["trainer"])
+}
+
+// TestCPUExampleMatchesUpScript checks that examples/cpu/grpo.yaml is the
+// config deploy/cpu/up.sh writes, with its placeholders where up.sh puts the
+// stack's URLs, model directory and run directory.
+func TestCPUExampleMatchesUpScript(t *testing.T) {
+	up, err := os.ReadFile(filepath.Join(deployDir, "cpu", "up.sh"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := regexp.MustCompile(`(?s)cat >"\$dir/\.grpo\.yaml\.tmp" <<EOF\n(.*?)\nEOF\n`).FindSubmatch(up)
+	if m == nil {
+		t.Fatal("deploy/cpu/up.sh: no here-document writing grpo.yaml")
+	}
+	example, err := os.ReadFile("../examples/cpu/grpo.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ex map[string]any
+	if err := yaml.Unmarshal(example, &ex); err != nil {
+		t.Fatalf("examples/cpu/grpo.yaml: %v", err)
+	}
+	at := func(path ...string) string {
+		var v any = ex
+		for _, p := range path {
+			switch x := v.(type) {
+			case map[string]any:
+				v = x[p]
+			case []any:
+				v = x[0].(map[string]any)[p]
+			}
+		}
+		s, _ := v.(string)
+		return s
+	}
+	dir := strings.TrimSuffix(at("run", "db"), "/grpo.db")
+	vars := strings.NewReplacer(
+		"$dir", dir,
+		"$vllm_url", at("inference", "endpoints", "url"),
+		"$model_name", at("inference", "model"),
+		"$trainer_url", at("trainer", "url"),
+		"$model_dir", at("trainer", "base_model"),
+	)
+	script := vars.Replace(string(m[1]))
+	if strings.Contains(script, "$") {
+		t.Fatalf("up.sh's grpo.yaml has a variable this test does not know: %s", script)
+	}
+	var gen map[string]any
+	if err := yaml.Unmarshal([]byte(script), &gen); err != nil {
+		t.Fatalf("up.sh's grpo.yaml: %v", err)
+	}
+	for _, key := range []string{"run", "env", "reward", "grpo", "inference", "trainer", "validation"} {
+		if !reflect.DeepEqual(ex[key], gen[key]) {
+			t.Errorf("examples/cpu/grpo.yaml %s:\n  %v\nup.sh writes:\n  %v", key, ex[key], gen[key])
+		}
+	}
+	if !reflect.DeepEqual(ex, gen) {
+		t.Errorf("examples/cpu/grpo.yaml and up.sh's grpo.yaml differ in their top-level keys")
+	}
+	if at("inference", "model") != "tiny-qwen3" {
+		t.Errorf("example serves %q, up.sh serves tiny-qwen3", at("inference", "model"))
 	}
 }

@@ -24,6 +24,7 @@ func TestJobID(t *testing.T) {
 		{"run", 3, "run/step-0003", "run-step-0003"},
 		{"dp5-shaped", 0, "dp5-shaped/step-0000", "dp5-shaped-step-0000"},
 		{"r", 12345, "r/step-12345", "r-step-12345"},
+		{"exp/arm/1", 3, "exp/arm/1/step-0003", "exp.arm.1-step-0003"},
 	} {
 		if got, want := JobID(tt.run, tt.step), tt.id; got != want {
 			t.Errorf("JobID(%q, %d)=%q, want %q", tt.run, tt.step, got, want)

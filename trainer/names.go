@@ -1,6 +1,9 @@
 package trainer
 
-import "fmt"
+import (
+	"fmt"
+	"strings"
+)
 
 // JobID returns the idempotency key of a run's training step, e.g.
 // JobID("dp5", 3) = "dp5/step-0003". Submitting the same id twice returns the
@@ -22,7 +25,9 @@ func JobKey(run, id string) string {
 
 // AdapterName returns the name of the adapter a run's step produces, e.g.
 // AdapterName("dp5", 3) = "dp5-step-0003". It is the name the inference
-// servers load it under and the model name requests address.
+// servers load it under and the model name requests address. A run name's
+// '/' separators (experiment runs, exp/arm/1) become '.', so the adapter
+// name is one path segment: AdapterName("exp/arm/1", 3) = "exp.arm.1-step-0003".
 func AdapterName(run string, step int) string {
-	return fmt.Sprintf("%s-step-%04d", run, step)
+	return fmt.Sprintf("%s-step-%04d", strings.ReplaceAll(run, "/", "."), step)
 }

@@ -58,12 +58,14 @@ func commands() []command {
 	return []command{
 		{"run", "run GRPO training (no arguments: the embedded default)", (*Main).run},
 		{"runs", "list runs, show one run's steps (runs show RUN), or cancel one offline (runs cancel RUN)", split(func(m *Main) Command { return &RunsCommand{Main: m} })},
-		{"best", "print a run's selected step and adapter", split(func(m *Main) Command { return &BestCommand{Main: m} })},
+		{"best", "print a run's selected step and adapter, or export it (--export DIR)", split(func(m *Main) Command { return &BestCommand{Main: m} })},
+		{"promote", "load a run's selected adapter into its endpoints under one stable name", split(func(m *Main) Command { return &PromoteCommand{Main: m} })},
 		{"serve", "run the daemon: HTTP API, /metrics, /ws, dashboard", (*Main).serve},
 		{"watch", "follow a daemon's runs live, one line per step (watch [RUN] --addr HOST:PORT)", (*Main).watch},
 		{"refmodel", "serve the embedded reference backend on its own (refmodel serve)", split(func(m *Main) Command { return &RefmodelCommand{Main: m} })},
 		{"eval", "evaluate one or more models on the Dining Philosophers table", split(func(m *Main) Command { return &EvalCommand{Main: m} })},
-		{"compare", "compare two eval outputs (Welch's t-test, Hedges' g)", split(func(m *Main) Command { return &CompareCommand{Main: m} })},
+		{"compare", "compare two eval outputs (Welch or paired t-test, Hedges' g)", split(func(m *Main) Command { return &CompareCommand{Main: m} })},
+		{"experiment", "run arms x seeds of runs, test their checkpoints, write a report", split(func(m *Main) Command { return &ExperimentCommand{Main: m} })},
 		{"bench", "measure client CPU, rollout throughput, step time, the store (bench --help)", split(func(m *Main) Command { return &BenchCommand{Main: m} })},
 		{"version", "print the version", split(func(m *Main) Command { return &VersionCommand{Main: m} })},
 	}

@@ -14,13 +14,23 @@ import (
 	"github.com/grpo-dev/grpo/rollout"
 )
 
-const compareSynopsis = `Usage: grpo compare [--json] A.jsonl B.jsonl
+const compareSynopsis = `Usage: grpo compare [--paired] [--json] A.jsonl B.jsonl
 
 Compares two 'grpo eval --out' files per table size n: mean reward of A and
 of B, the difference B - A with its 95% CI (Welch), Welch's t-test p-value
-(two-sided) and Hedges' g (B vs A). Errored episodes are left out. A table
-size with scored episodes in only one file cannot be compared: compare
-names it on stderr (and under "unmatched" with --json).
+(two-sided) and Hedges' g (B vs A, pooled standard deviation). Errored
+episodes are left out. A table size with scored episodes in only one file
+cannot be compared: compare names it on stderr (and under "unmatched" with
+--json).
+
+--paired: both files played the same tables (same seeds, as every model of
+one 'grpo eval' and every checkpoint of 'grpo eval --run' do); compare table
+by table: a paired t-test on the per-table differences B - A, with its t
+interval and a percentile bootstrap 95% CI. Only tables scored on both
+sides count.
+
+With several table sizes the p-values are also Holm-corrected across them
+(P HOLM), since they are reported together.
 `
 
 type comparison struct {
@@ -36,7 +46,11 @@ type comparison struct {
 	T       float64    `json:"t"`
 	DF      float64    `json:"df"`
 	P       float64    `json:"p"`
+	PHolm   float64    `json:"p_holm"` // Holm-corrected across the comparisons printed together
 	HedgesG float64    `json:"hedges_g"`
+	Test    string     `json:"test"`            // welch | paired-t
+	Pairs   int        `json:"pairs,omitempty"` // paired-t: tables scored on both sides
+	Boot95  [2]float64 `json:"boot_ci95"`       // paired-t: bootstrap 95% CI of diff
 }
 
 // unmatchedN is a table size with scored episodes in only one file.
@@ -55,6 +69,7 @@ type compareJSON struct {
 type CompareCommand struct {
 	*Main
 	json         bool
+	paired       bool
 	pathA, pathB string
 }
 
@@ -62,6 +77,7 @@ type CompareCommand struct {
 func (c *CompareCommand) ParseFlags(args []string) error {
 	fs := c.newFlags("compare", compareSynopsis)
 	fs.BoolVar(&c.json, "json", false, "print JSON instead of a table")
+	fs.BoolVar(&c.paired, "paired", false, "pair episodes by table (seed): paired t-test with a bootstrap CI")
 	if err := parse(fs, args); err != nil {
 		return err
 	}
@@ -82,6 +98,13 @@ func (c *CompareCommand) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	if c.paired {
+		for _, f := range []episodeFile{a, b} {
+			if f.dupSeed != "" {
+				return fmt.Errorf("--paired: %s; pairing needs one episode per table", f.dupSeed)
+			}
+		}
+	}
 	var out []comparison
 	var unmatched []unmatchedN
 	for _, n := range sortedKeys(b.rewards) {
@@ -96,14 +119,40 @@ func (c *CompareCommand) Run(ctx context.Context) error {
 			continue
 		}
 		ra := a.rewards[n]
+		if c.paired {
+			ra, rb = pairs(a.bySeed[n], b.bySeed[n])
+			if len(ra) == 0 {
+				continue
+			}
+		}
 		sa, sb := grpo.Summarize(ra), grpo.Summarize(rb)
-		w := grpo.Welch(ra, rb)
-		out = append(out, comparison{
+		cmp := comparison{
 			N: n, ModelA: a.model, ModelB: b.model,
 			A: rewardJSON{sa.Mean, sa.Std, sa.CI95}, B: rewardJSON{sb.Mean, sb.Std, sb.CI95},
-			NA: len(ra), NB: len(rb), Diff: w.Diff, DiffCI: w.CI95, T: w.T, DF: w.DF, P: w.P,
-			HedgesG: grpo.HedgesG(ra, rb),
-		})
+			NA: len(ra), NB: len(rb), HedgesG: grpo.HedgesG(ra, rb), Test: "welch",
+		}
+		if c.paired {
+			pr, err := grpo.Paired(ra, rb)
+			if err != nil {
+				return err
+			}
+			cmp.Test, cmp.Pairs, cmp.Diff, cmp.DiffCI, cmp.Boot95, cmp.T, cmp.DF, cmp.P = "paired-t", pr.N, pr.Diff, pr.CI95, pr.Boot95, pr.T, pr.DF, pr.P
+		} else {
+			w := grpo.Welch(ra, rb)
+			cmp.Diff, cmp.DiffCI, cmp.T, cmp.DF, cmp.P = w.Diff, w.CI95, w.T, w.DF, w.P
+			cmp.Boot95 = w.CI95
+		}
+		out = append(out, cmp)
+	}
+	if c.paired && len(out) == 0 {
+		return fmt.Errorf("--paired: %s and %s share no table (same n and seed) scored on both sides; were they played with the same --seed?", c.pathA, c.pathB)
+	}
+	ps := make([]float64, len(out))
+	for i := range out {
+		ps[i] = out[i].P
+	}
+	for i, p := range grpo.Holm(ps) {
+		out[i].PHolm = p
 	}
 	slices.SortFunc(unmatched, func(x, y unmatchedN) int { return x.N - y.N })
 	for _, u := range unmatched {
@@ -124,25 +173,62 @@ func (c *CompareCommand) Run(ctx context.Context) error {
 
 func printComparisons(w io.Writer, cs []comparison) {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "N\tA\tB\tB-A\t95% CI\tWELCH P\tHEDGES G")
+	paired := len(cs) > 0 && cs[0].Test == "paired-t"
+	hdr := "N\tA\tB\tB-A\t95% CI\tWELCH P\t"
+	if paired {
+		hdr = "N\tA\tB\tB-A\t95% CI\tBOOTSTRAP CI\tPAIRED P\t"
+	}
+	if len(cs) > 1 {
+		hdr += "P HOLM\t"
+	}
+	fmt.Fprintln(tw, hdr+"HEDGES G")
 	for _, c := range cs {
-		fmt.Fprintf(tw, "%d\t%.3f (%d)\t%.3f (%d)\t%+.3f\t[%.3f, %.3f]\t%.3g\t%+.2f\n",
-			c.N, c.A.Mean, c.NA, c.B.Mean, c.NB, c.Diff, c.DiffCI[0], c.DiffCI[1], c.P, c.HedgesG)
+		line := fmt.Sprintf("%d\t%.3f (%d)\t%.3f (%d)\t%+.3f\t[%.3f, %.3f]\t", c.N, c.A.Mean, c.NA, c.B.Mean, c.NB, c.Diff, c.DiffCI[0], c.DiffCI[1])
+		if paired {
+			line += fmt.Sprintf("[%.3f, %.3f]\t", c.Boot95[0], c.Boot95[1])
+		}
+		line += fmt.Sprintf("%.3g\t", c.P)
+		if len(cs) > 1 {
+			line += fmt.Sprintf("%.3g\t", c.PHolm)
+		}
+		fmt.Fprintf(tw, "%s%+.2f\n", line, c.HedgesG)
 	}
 	tw.Flush()
 	if len(cs) > 0 {
-		fmt.Fprintf(w, "A = %s, B = %s; (k) = scored episodes.\n", cs[0].ModelA, cs[0].ModelB)
+		note := "(k) = scored episodes"
+		if paired {
+			note = "(k) = tables scored on both sides, compared table by table"
+		}
+		fmt.Fprintf(w, "A = %s, B = %s; %s.\n", cs[0].ModelA, cs[0].ModelB, note)
 	}
+}
+
+// pairs returns the rewards of the tables scored in both a and b, in
+// seed order.
+func pairs(a, b map[int64]float64) (ra, rb []float64) {
+	seeds := make([]int64, 0, len(a))
+	for s := range a {
+		if _, ok := b[s]; ok {
+			seeds = append(seeds, s)
+		}
+	}
+	slices.Sort(seeds)
+	for _, s := range seeds {
+		ra, rb = append(ra, a[s]), append(rb, b[s])
+	}
+	return ra, rb
 }
 
 type episodeFile struct {
 	model   string
 	rewards map[int][]float64
+	bySeed  map[int]map[int64]float64 // n -> table seed -> reward
+	dupSeed string                    // set when a table was played twice: --paired cannot pair it
 }
 
 // readEpisodes reads an eval --out file: one rollout.Episode per line.
 func readEpisodes(path string) (episodeFile, error) {
-	ef := episodeFile{rewards: map[int][]float64{}}
+	ef := episodeFile{rewards: map[int][]float64{}, bySeed: map[int]map[int64]float64{}}
 	f, err := os.Open(path)
 	if err != nil {
 		return ef, fmt.Errorf("open episodes file: %w", err)
@@ -170,7 +256,15 @@ func readEpisodes(path string) (episodeFile, error) {
 			return ef, fmt.Errorf("%s holds episodes of two models (%s, %s); compare takes one model per file", path, ef.model, ep.Spec.Model)
 		}
 		if !ep.Errored {
-			ef.rewards[ep.Spec.Env.N] = append(ef.rewards[ep.Spec.Env.N], ep.Reward)
+			n, seed := ep.Spec.Env.N, ep.Spec.Env.Seed
+			ef.rewards[n] = append(ef.rewards[n], ep.Reward)
+			if ef.bySeed[n] == nil {
+				ef.bySeed[n] = map[int64]float64{}
+			}
+			if _, dup := ef.bySeed[n][seed]; dup {
+				ef.dupSeed = fmt.Sprintf("%s:%d: a second episode on table n=%d seed %d", path, line, n, seed)
+			}
+			ef.bySeed[n][seed] = ep.Reward
 		}
 	}
 	if err := sc.Err(); err != nil {

@@ -3,11 +3,13 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"flag"
 	"fmt"
 	"io"
 	"net/url"
 	"os"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"text/tabwriter"
@@ -15,7 +17,10 @@ import (
 
 	yaml "go.yaml.in/yaml/v3"
 
+	"github.com/grpo-dev/grpo/checkpoint"
+	"github.com/grpo-dev/grpo/config"
 	"github.com/grpo-dev/grpo/evaluate"
+	"github.com/grpo-dev/grpo/grpo"
 	"github.com/grpo-dev/grpo/inference"
 	"github.com/grpo-dev/grpo/internal/httpx"
 	"github.com/grpo-dev/grpo/rollout"
@@ -36,6 +41,15 @@ With neither flag, the embedded reference backend's base policy is
 evaluated in-process.
 
 Every episode of a model sees the same tables (seeds) as the other models'.
+
+Checkpoints of a stored run, on the run's test split (DESIGN §11):
+  grpo eval --db DB --run RUN --step best|last|base|N[,...] [--n 5,10,15] [--episodes 100]
+plays the test tables (test.seed, test.seed+1, ...; test.n and
+test.episodes of the run's config, which --n and --episodes override, and
+validation.n when the config has no test section) with the run's own env,
+reward and inference settings. With the embedded backend the adapters are
+served from the run's data directory; with endpoints they are loaded into
+them. Each result's model is RUN@STEP.
 `
 
 // target is one model on one endpoint.
@@ -54,6 +68,16 @@ type EvalCommand struct {
 	// embedded: no --base-url nor --models, so Run evaluates the embedded
 	// reference backend's base policy in-process.
 	embedded bool
+	// ckpt is set by --run: evaluate a stored run's checkpoints.
+	ckpt *checkpointEval
+}
+
+// checkpointEval is the --db --run --step mode.
+type checkpointEval struct {
+	db, run  string
+	steps    []string // best, last, base or a step number, as given
+	ns       []int    // nil: the run's test.n (or validation.n)
+	episodes int      // 0: the run's test.episodes
 }
 
 type evalOptions struct {
@@ -103,11 +127,19 @@ func (c *EvalCommand) ParseFlags(args []string) error {
 	maxRecord := fs.Int64("max-record-bytes", defaultMaxRecordBytes, "with --out: largest record (one episode, transcripts included) written; a larger one fails the evaluation")
 	maxOut := fs.Int64("max-out-bytes", defaultMaxOutBytes, "with --out: largest file written (whole records only); a record that would pass it fails the evaluation")
 	asJSON := fs.Bool("json", false, "print a machine-readable summary on stdout instead of the table")
+	db := fs.String("db", "", "with --run: the store holding the run")
+	runName := fs.String("run", "", "evaluate this stored run's checkpoints on its test split (needs --db)")
+	stepList := fs.String("step", "base,best,last", "with --run: best, last, base or step numbers, comma-separated")
 	if err := parse(fs, args); err != nil {
 		return err
 	}
 	if fs.NArg() > 0 {
 		return usagef("unexpected argument %q", fs.Arg(0))
+	}
+	set := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	if set["db"] || set["run"] || set["step"] {
+		return c.parseCheckpointFlags(set, *db, *runName, *stepList, *nList, *episodes, *concurrency, *timeout, *retries, *out, *asJSON)
 	}
 	o := &c.opts
 	*o = evalOptions{episodes: *episodes, seed: *seed, concurrency: *concurrency, timeout: *timeout, retries: *retries, replays: *replays, maxErrored: *maxErrored, out: *out, maxRecord: *maxRecord, maxOut: *maxOut, json: *asJSON}
@@ -193,9 +225,65 @@ func (c *EvalCommand) ParseFlags(args []string) error {
 	return nil
 }
 
+// parseCheckpointFlags checks the --run mode's flags: the run's own
+// settings replace every flag that would describe the table or the model.
+func (c *EvalCommand) parseCheckpointFlags(set map[string]bool, db, runName, stepList, nList string, episodes, concurrency int, timeout time.Duration, retries int, out string, asJSON bool) error {
+	allowed := []string{"db", "run", "step", "n", "episodes", "json", "out", "concurrency", "request-timeout", "retries"}
+	for name := range set {
+		if !slices.Contains(allowed, name) {
+			return usagef("--%s cannot be combined with --run: a run's checkpoints are evaluated with the run's own settings (accepted with --run: --%s)", name, strings.Join(allowed, ", --"))
+		}
+	}
+	if runName == "" {
+		return usagef("--db and --step need --run RUN")
+	}
+	if db == "" {
+		return usagef("--run needs --db DB, the store holding the run")
+	}
+	k := &checkpointEval{db: db, run: runName}
+	for _, f := range strings.Split(stepList, ",") {
+		f = strings.TrimSpace(f)
+		switch f {
+		case "best", "last", "base":
+		default:
+			if n, err := strconv.Atoi(f); err != nil || n < 0 {
+				return usagef("--step %q: %q is not best, last, base or a step number", stepList, f)
+			}
+		}
+		k.steps = append(k.steps, f)
+	}
+	if set["n"] {
+		ns, err := parseInts("n", nList)
+		if err != nil {
+			return err
+		}
+		for _, n := range ns {
+			if n < 2 {
+				return usagef("--n %d: need at least 2 philosophers", n)
+			}
+		}
+		k.ns = ns
+	}
+	if set["episodes"] {
+		if episodes < 1 {
+			return usagef("--episodes %d: need at least 1", episodes)
+		}
+		k.episodes = episodes
+	}
+	if concurrency < 1 {
+		return usagef("--concurrency %d: need at least 1", concurrency)
+	}
+	c.ckpt = k
+	c.opts = evalOptions{concurrency: concurrency, timeout: timeout, retries: retries, out: out, json: asJSON}
+	return nil
+}
+
 // Run evaluates every model at every table size and prints the results.
 func (c *EvalCommand) Run(ctx context.Context) error {
 	o := c.opts
+	if c.ckpt != nil {
+		return c.runCheckpoints(ctx)
+	}
 	if c.embedded {
 		dir, err := os.MkdirTemp("", "grpo-eval-")
 		if err != nil {
@@ -246,6 +334,9 @@ func readTargets(path string) ([]target, error) {
 // evalResult is one model at one n, as printed by --json.
 type evalResult struct {
 	Model          string     `json:"model"`
+	Run            string     `json:"run,omitempty"`         // --run: the run
+	Step           *int       `json:"step,omitempty"`        // --run: the checkpoint's step
+	SelectedBy     string     `json:"selected_by,omitempty"` // --run: best, last, base or step`
 	N              int        `json:"n"`
 	Episodes       int        `json:"episodes"`
 	Errored        int        `json:"errored"`
@@ -317,12 +408,7 @@ func (m *Main) runEval(ctx context.Context, o evalOptions) error {
 				fmt.Fprintf(m.Stderr, "grpo eval: WARNING: model %s, n=%d: %d of %d episodes errored even after %d replay(s); the figures leave them out and may be biased\n",
 					t.Name, n, st.Errored, st.Episodes, o.replays)
 			}
-			results = append(results, evalResult{
-				Model: t.Name, N: n, Episodes: st.Episodes, Errored: st.Errored, RewardFn: string(o.reward.Function),
-				Reward:       rewardJSON{Mean: st.Reward.Mean, Std: st.Reward.Std, CI95: st.Reward.CI95},
-				DeadlockRate: st.DeadlockRate, MealsMean: st.MealsMean, InvalidRate: st.InvalidRate,
-				StarvationMean: st.StarvationMean, JainMean: st.JainMean,
-			})
+			results = append(results, newEvalResult(t.Name, string(o.reward.Function), n, res.Stats))
 		}
 	}
 	bar.Finish()
@@ -337,6 +423,16 @@ func (m *Main) runEval(ctx context.Context, o evalOptions) error {
 	}
 	printEval(m.Stdout, results)
 	return nil
+}
+
+// newEvalResult is one model at one n.
+func newEvalResult(model, rewardFn string, n int, st grpo.EpisodeStats) evalResult {
+	return evalResult{
+		Model: model, N: n, Episodes: st.Episodes, Errored: st.Errored, RewardFn: rewardFn,
+		Reward:       rewardJSON{Mean: st.Reward.Mean, Std: st.Reward.Std, CI95: st.Reward.CI95},
+		DeadlockRate: st.DeadlockRate, MealsMean: st.MealsMean, InvalidRate: st.InvalidRate,
+		StarvationMean: st.StarvationMean, JainMean: st.JainMean,
+	}
 }
 
 // retryPolicy is the default policy with the --retries count (0: none).
@@ -463,4 +559,218 @@ func (s *jsonlSink) Close() error {
 		}
 	})
 	return s.err
+}
+
+// pick is one checkpoint to evaluate.
+type pick struct {
+	step       int
+	selectedBy string // best, last, base or step
+	adapter    *checkpoint.Adapter
+}
+
+// choose resolves --step against the stored run.
+func (r *report) choose(steps []string) ([]pick, error) {
+	if len(r.steps) == 0 {
+		return nil, fmt.Errorf("run %s has no committed step yet", r.run.Name)
+	}
+	byStep := map[int]checkpoint.Step{}
+	for _, s := range r.steps {
+		byStep[s.Step] = s
+	}
+	last := r.steps[len(r.steps)-1]
+	var out []pick
+	for _, f := range steps {
+		switch f {
+		case "base":
+			out = append(out, pick{step: 0, selectedBy: "base"})
+		case "last":
+			out = append(out, pick{step: last.Step, selectedBy: "last", adapter: last.Adapter})
+		case "best":
+			if r.sel == nil {
+				return nil, fmt.Errorf("run %s has no selected step yet (no validation to choose on)", r.run.Name)
+			}
+			out = append(out, pick{step: r.sel.Step, selectedBy: "best", adapter: byStep[r.sel.Step].Adapter})
+		default:
+			n, _ := strconv.Atoi(f)
+			s, ok := byStep[n]
+			if !ok {
+				return nil, fmt.Errorf("--step %d: run %s has no step %d (it has steps 0..%d)", n, r.run.Name, n, last.Step)
+			}
+			out = append(out, pick{step: n, selectedBy: "step", adapter: s.Adapter})
+		}
+	}
+	return out, nil
+}
+
+// runCheckpoints is `grpo eval --db --run --step`: the chosen checkpoints
+// of a stored run on its test split.
+func (c *EvalCommand) runCheckpoints(ctx context.Context) error {
+	k, o := c.ckpt, c.opts
+	if _, err := os.Stat(k.db); err != nil {
+		return fmt.Errorf("open store %s: %w", k.db, err)
+	}
+	rep, err := loadReport(ctx, checkpoint.New(k.db, checkpoint.Options{}), k.run)
+	if err != nil {
+		return err
+	}
+	cfg, err := config.FromJSON(rep.run.Config)
+	if err != nil {
+		return fmt.Errorf("run %s: read its stored config: %w", k.run, err)
+	}
+	picks, err := rep.choose(k.steps)
+	if err != nil {
+		return err
+	}
+	ns, episodes := k.ns, k.episodes
+	if ns == nil {
+		ns = cfg.Test.N
+		if !cfg.Test.Set() {
+			ns = cfg.Validation.N
+		}
+	}
+	if episodes == 0 {
+		episodes = cfg.Test.Episodes
+	}
+
+	results, done, err := testCheckpoints(ctx, c.Getenv, c.Stderr, cfg, k.run, picks, ns, episodes, o)
+	if err != nil {
+		return err
+	}
+	if err := storeTests(ctx, checkpoint.New(k.db, checkpoint.Options{}), k.run, cfg.Test.Seed, done); err != nil {
+		return err
+	}
+	if o.json {
+		return json.NewEncoder(c.Stdout).Encode(map[string]any{"results": results})
+	}
+	fmt.Fprintf(c.Stdout, "run %s on its test split: %d tables per n from seed %d\n", k.run, episodes, cfg.Test.Seed)
+	for i := range results {
+		results[i].Model += " (" + results[i].SelectedBy + ")"
+	}
+	printEval(c.Stdout, results)
+	return nil
+}
+
+// testCheckpoints plays the test split of a run's config (ns x episodes
+// tables) with each picked checkpoint of run name, on the run's own peers:
+// a fresh embedded backend loading the adapters from their stored paths
+// (the run's data directory), or the run's endpoints, into which the
+// adapters are loaded (and unloaded after). It returns one result per pick
+// and n, and each step's full result (episodes in TestSet order).
+func testCheckpoints(ctx context.Context, getenv func(string) string, stderr io.Writer, cfg config.Config, name string, picks []pick, ns []int, episodes int, o evalOptions) ([]evalResult, map[int]evaluate.Result, error) {
+	var err error
+	// The run's own peers: the embedded backend, or its endpoints.
+	chat := inference.ChatOptions{RequestTimeout: o.timeout, Retry: retryPolicy(o.retries)}
+	var replicas []inference.Replica
+	if cfg.Embedded() {
+		dir, err := os.MkdirTemp("", "grpo-eval-")
+		if err != nil {
+			return nil, nil, err
+		}
+		defer os.RemoveAll(dir)
+		e, err := run.StartEmbedded(ctx, dir, cfg.Run.Seed, nil)
+		if err != nil {
+			return nil, nil, err
+		}
+		defer e.Close()
+		replicas = []inference.Replica{{Chat: inference.NewChatClient(e.InferenceURL, chat), Admin: inference.NewAdminClient(e.InferenceURL, inference.AdminOptions{})}}
+	} else {
+		for _, ep := range cfg.Inference.Endpoints {
+			env := ep.APIKeyEnv
+			if env == "" {
+				env = "OPENAI_API_KEY"
+			}
+			co := chat
+			co.APIKey = getenv(env)
+			replicas = append(replicas, inference.Replica{Chat: inference.NewChatClient(ep.URL, co), Admin: inference.NewAdminClient(ep.URL, inference.AdminOptions{APIKey: co.APIKey})})
+		}
+	}
+	// Per-step adapter names, whatever the run used: each checkpoint is
+	// loaded under its own name next to the others.
+	fleet := inference.NewFleet(replicas, inference.FleetOptions{Concurrency: o.concurrency, OutageWindow: -1})
+	defer fleet.Close()
+	var completer rollout.Completer = fleet
+
+	var sink *jsonlSink
+	if o.out != "" {
+		if sink, err = createJSONL(o.out); err != nil {
+			return nil, nil, err
+		}
+		defer sink.Close()
+	}
+	bar := newProgress(stderr, len(picks)*len(ns)*episodes, "test episodes")
+	opts := evaluate.Options{
+		Client: completer, Limit: rollout.NewLimiter(o.concurrency), Concurrency: o.concurrency,
+		OnEpisode: func(ep rollout.Episode) {
+			bar.Add(1)
+			if sink != nil {
+				sink.Write(ep)
+			}
+		},
+	}
+	loaded := map[string]bool{}
+	defer func() {
+		if cfg.Embedded() {
+			return
+		}
+		for name := range loaded {
+			// Leave the endpoints as they were; failure only costs memory.
+			fleet.UnloadEverywhere(context.WithoutCancel(ctx), name)
+		}
+	}()
+	var results []evalResult
+	done := map[int]evaluate.Result{}
+	for _, p := range picks {
+		model := cfg.Inference.Model
+		if p.adapter != nil {
+			model = p.adapter.Name
+			if !loaded[model] {
+				if err := fleet.LoadEverywhere(ctx, model, p.adapter.Path); err != nil {
+					return nil, nil, fmt.Errorf("run %s step %d: load adapter %s from %s: %w", name, p.step, model, p.adapter.Path, err)
+				}
+				loaded[model] = true
+			}
+		}
+		res, ok := done[p.step]
+		if !ok {
+			// Each step once, even when best is last.
+			if res, err = evaluate.Run(ctx, opts, evaluate.TestSet(cfg, model, ns, episodes)); ctx.Err() != nil {
+				return nil, nil, ctx.Err()
+			}
+			if err != nil {
+				return nil, nil, fmt.Errorf("run %s step %d: %w", name, p.step, err)
+			}
+			done[p.step] = res
+		} else {
+			bar.Add(len(ns) * episodes)
+		}
+		for _, pn := range res.PerN {
+			r := newEvalResult(fmt.Sprintf("%s@%d", name, p.step), string(cfg.Reward.Function), pn.N, pn.Stats)
+			r.Run, r.Step, r.SelectedBy = name, &p.step, p.selectedBy
+			results = append(results, r)
+		}
+	}
+	bar.Finish()
+	if sink != nil {
+		if err := sink.Close(); err != nil {
+			return nil, nil, err
+		}
+	}
+	return results, done, nil
+}
+
+// storeTests keeps every test episode measured, per step, in the run's
+// store (a later measurement of a step replaces the earlier one).
+func storeTests(ctx context.Context, store *checkpoint.Store, name string, seed int64, done map[int]evaluate.Result) error {
+	steps := make([]int, 0, len(done))
+	for s := range done {
+		steps = append(steps, s)
+	}
+	slices.Sort(steps)
+	for _, s := range steps {
+		te := checkpoint.TestEvaluation{Split: checkpoint.SplitTest, Seed: seed, Evaluation: done[s].Evaluation(s)}
+		if err := store.PutTestEvaluation(ctx, name, te); err != nil {
+			return err
+		}
+	}
+	return nil
 }

@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"net"
 	"os"
+	"path/filepath"
 
 	"github.com/grpo-dev/grpo/refmodel"
 )
@@ -18,6 +19,13 @@ behind vLLM's OpenAI-compatible API (/v1/chat/completions, /v1/models,
 /v1/load_lora_adapter, /v1/unload_lora_adapter, /health, /metrics) and the
 trainer job API (/v1/jobs, /healthz) on one address. Its base model is
 served as "refmodel"; trained adapters are written under --data-dir.
+
+Pointed at a finished run's data directory (grpo run keeps it next to the
+store as <db>.data; the daemon as <db>.data/<run>), it serves that run's
+adapters after the run ended: each step's adapter is loaded at start under
+the name the run gave it (e.g. dp5-shaped-1-step-0003), and any adapter
+directory can be loaded by path with POST /v1/load_lora_adapter, which is
+what 'grpo promote RUN --endpoint http://HOST:PORT/v1' does.
 
 --strict behaves like vLLM where grpo could go wrong: tool_choice "auto"
 is refused with vLLM's 400 unless --enable-auto-tool-choice is given too;
@@ -33,6 +41,7 @@ type RefmodelCommand struct {
 	*Main
 	addr, dataDir string
 	seed          int64
+	preload       bool
 	strict, auto  bool
 	quirks        float64
 }
@@ -43,6 +52,7 @@ func (c *RefmodelCommand) ParseFlags(args []string) error {
 	fs.StringVar(&c.addr, "addr", "127.0.0.1:8000", "listen address")
 	fs.StringVar(&c.dataDir, "data-dir", "refmodel-data", "directory for adapters and job records")
 	fs.Int64Var(&c.seed, "seed", 1, "seed of the server's sampler for requests without a seed")
+	fs.BoolVar(&c.preload, "preload", true, "serve the adapters already under --data-dir/adapters at start, under their names")
 	fs.BoolVar(&c.strict, "strict", false, "behave like vLLM where grpo could go wrong")
 	fs.BoolVar(&c.auto, "enable-auto-tool-choice", false, "with --strict: accept tool_choice \"auto\", as vLLM started with --enable-auto-tool-choice --tool-call-parser hermes")
 	fs.Float64Var(&c.quirks, "quirks", 0.05, "with --strict: share of tool calls answered as vLLM's parser sometimes does, 0 to 1")
@@ -67,10 +77,15 @@ func (c *RefmodelCommand) ParseFlags(args []string) error {
 // Run serves the reference backend until ctx ends.
 func (c *RefmodelCommand) Run(ctx context.Context) error {
 	logger := slog.New(slog.NewTextHandler(c.Stderr, nil))
-	if err := os.MkdirAll(c.dataDir, 0o755); err != nil {
-		return fmt.Errorf("data directory: %w", err)
+	// Adapter paths go into /v1/models and to other programs: absolute.
+	dataDir, err := filepath.Abs(c.dataDir)
+	if err != nil {
+		return fmt.Errorf("--data-dir %s: %w", c.dataDir, err)
 	}
-	opts := refmodel.Options{DataDir: c.dataDir, Seed: c.seed, Logger: logger}
+	if err := os.MkdirAll(dataDir, 0o755); err != nil {
+		return fmt.Errorf("--data-dir %s: %w", c.dataDir, err)
+	}
+	opts := refmodel.Options{DataDir: dataDir, Seed: c.seed, Logger: logger}
 	if c.strict {
 		opts.Strict = &refmodel.Strict{AutoToolChoice: c.auto, Quirks: c.quirks}
 	}
@@ -82,6 +97,15 @@ func (c *RefmodelCommand) Run(ctx context.Context) error {
 		return err
 	}
 	defer b.Close()
+	if c.preload {
+		names, err := b.LoadStored()
+		if err != nil {
+			return err
+		}
+		if len(names) > 0 {
+			fmt.Fprintf(c.Stderr, "refmodel: serving %d stored adapters from %s (see /v1/models)\n", len(names), dataDir)
+		}
+	}
 	ln, err := net.Listen("tcp", c.addr)
 	if err != nil {
 		return fmt.Errorf("listen on --addr %s: %w", c.addr, err)

@@ -7,13 +7,16 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"slices"
 	"sync"
 	"time"
 
 	"github.com/grpo-dev/grpo/checkpoint"
 	"github.com/grpo-dev/grpo/config"
+	"github.com/grpo-dev/grpo/evaluate"
 	"github.com/grpo-dev/grpo/grpo"
 	"github.com/grpo-dev/grpo/orchestrator"
+	"github.com/grpo-dev/grpo/promote"
 	"github.com/grpo-dev/grpo/refmodel"
 	"github.com/grpo-dev/grpo/run"
 )
@@ -172,7 +175,13 @@ func (c *runCommand) play(ctx context.Context, m *Main) error {
 	if err != nil {
 		return err
 	}
+	report.noValidationCompare = cfg.Test.Set()
 	report.print(m.Stdout)
+	if cfg.Test.Set() && report.sel != nil {
+		if err := report.printTest(ctx, m, cfg); err != nil {
+			return fmt.Errorf("run %s: test split: %w", cfg.Run.Name, err)
+		}
+	}
 	fmt.Fprintf(m.Stdout, "finished in %.1fs; store %s; read back with 'grpo runs show %s' and 'grpo best %s'\n",
 		time.Since(start).Seconds(), cfg.Run.DB, cfg.Run.Name, cfg.Run.Name)
 	return nil
@@ -270,6 +279,10 @@ type report struct {
 	sel   *checkpoint.Selection
 
 	evalList []checkpoint.Evaluation
+	tests    []checkpoint.TestEvaluation // stored measurements on the test split
+	// noValidationCompare drops the best-vs-last and best-vs-base lines
+	// on validation: the test split reports them instead.
+	noValidationCompare bool
 }
 
 func loadReport(ctx context.Context, store *checkpoint.Store, name string) (*report, error) {
@@ -278,6 +291,9 @@ func loadReport(ctx context.Context, store *checkpoint.Store, name string) (*rep
 		return nil, err
 	}
 	r := &report{run: run, steps: steps, evals: map[int]checkpoint.Evaluation{}, evalList: evals}
+	if r.tests, err = store.TestEvaluations(ctx, name, checkpoint.SplitTest); err != nil {
+		return nil, err
+	}
 	for _, ev := range evals {
 		r.evals[ev.Step] = ev
 	}
@@ -293,7 +309,12 @@ func (r *report) print(w io.Writer) {
 		fmt.Fprintf(w, "error: %s\n", r.run.Error)
 	}
 	tw := newTable(w)
-	fmt.Fprintln(tw, "STEP\tN\tTRAIN\tVALIDATION\t95% CI\tDEADLOCK\tMEALS\tJOB\t")
+	ns := r.validationSizes()
+	hdr := "STEP\tN\tTRAIN\tVALIDATION\t95% CI\tDEADLOCK\tMEALS\t"
+	for _, n := range ns {
+		hdr += fmt.Sprintf("VAL n=%d\t", n)
+	}
+	fmt.Fprintln(tw, hdr+"JOB\tADAPTER\t")
 	for _, s := range r.steps {
 		train, job := "-", "-"
 		if s.Train != nil {
@@ -305,20 +326,56 @@ func (r *report) print(w io.Writer) {
 			job = "no signal"
 		}
 		val, ci, dl, meals := "-", "", "-", "-"
+		perN := make([]string, len(ns))
+		for i := range perN {
+			perN[i] = "-"
+		}
 		if ev, ok := r.evals[s.Step]; ok {
 			val = fmt.Sprintf("%.3f", ev.RewardMean)
 			ci = fmt.Sprintf("[%.3f, %.3f]", ev.RewardCI95[0], ev.RewardCI95[1])
 			dl, meals = fmt.Sprintf("%.2f", ev.DeadlockRate), fmt.Sprintf("%.2f", ev.MealsMean)
+			for _, p := range ev.PerN {
+				if i := slices.Index(ns, p.N); i >= 0 {
+					perN[i] = fmt.Sprintf("%.3f", p.RewardMean)
+				}
+			}
 		}
 		mark := ""
 		if r.sel != nil && r.sel.Step == s.Step {
 			mark = "<- best"
 		}
-		fmt.Fprintf(tw, "%d\t%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", s.Step, s.N, train, val, ci, dl, meals, job, mark)
+		cols := ""
+		for _, c := range perN {
+			cols += c + "\t"
+		}
+		// Whether the step's adapter can still be exported or promoted
+		// from this machine.
+		disk := "-"
+		if s.Adapter != nil {
+			disk = "missing"
+			if promote.OnDisk(s.Adapter) {
+				disk = "on disk"
+			}
+		}
+		fmt.Fprintf(tw, "%d\t%d\t%s\t%s\t%s\t%s\t%s\t%s%s\t%s\t%s\n", s.Step, s.N, train, val, ci, dl, meals, cols, job, disk, mark)
 	}
 	tw.Flush()
 	if r.sel == nil || len(r.steps) == 0 {
 		return
+	}
+	if r.noValidationCompare {
+		return
+	}
+	if len(r.tests) > 0 {
+		fmt.Fprintln(w, "measured on the test split (grpo eval --run):")
+		tw := newTable(w)
+		fmt.Fprintln(tw, "STEP\tN\tEPISODES\tREWARD\tDEADLOCK\tMEALS\tINVALID\t")
+		for _, te := range r.tests {
+			for _, p := range te.Evaluation.PerN {
+				fmt.Fprintf(tw, "%d\t%d\t%d\t%.3f\t%.2f\t%.2f\t%.3f\t\n", te.Evaluation.Step, p.N, p.Episodes, p.RewardMean, p.DeadlockRate, p.MealsMean, p.InvalidRate)
+			}
+		}
+		tw.Flush()
 	}
 	best, okB := r.evals[r.sel.Step]
 	last, okL := r.evals[r.steps[len(r.steps)-1].Step]
@@ -329,6 +386,27 @@ func (r *report) print(w io.Writer) {
 	if okB && ok0 {
 		fmt.Fprintln(w, compareLine("best", best, "base", base))
 	}
+	if okB && (okL || ok0) && r.run.Policy == checkpoint.PolicyBestValidation {
+		fmt.Fprintf(w, "(selection-biased: the best step was chosen on these validation episodes, so they overstate it; measure it on the test split with 'grpo eval --db DB --run %s --step best,last,base')\n", r.run.Name)
+	}
+}
+
+// validationSizes are the table sizes of the run's validations when
+// there are several (one column each), else none.
+func (r *report) validationSizes() []int {
+	var ns []int
+	for _, ev := range r.evalList {
+		for _, p := range ev.PerN {
+			if !slices.Contains(ns, p.N) {
+				ns = append(ns, p.N)
+			}
+		}
+	}
+	if len(ns) < 2 {
+		return nil
+	}
+	slices.Sort(ns)
+	return ns
 }
 
 // compareLine compares two validations: means, 95% CIs, Welch p.
@@ -337,4 +415,82 @@ func compareLine(an string, a checkpoint.Evaluation, bn string, b checkpoint.Eva
 	return fmt.Sprintf("%s step %d: %.3f [%.3f, %.3f] vs %s step %d: %.3f [%.3f, %.3f]; difference %+.3f, Welch p = %.3g",
 		an, a.Step, a.RewardMean, a.RewardCI95[0], a.RewardCI95[1],
 		bn, b.Step, b.RewardMean, b.RewardCI95[0], b.RewardCI95[1], w.Diff, w.P)
+}
+
+// printTest measures the best, last and base checkpoints on the config's
+// test split and compares them table by table (paired t, Holm across the
+// comparisons printed, Hedges' g).
+func (r *report) printTest(ctx context.Context, m *Main, cfg config.Config) error {
+	picks, err := r.choose([]string{"best", "last", "base"})
+	if err != nil {
+		return err
+	}
+	t := cfg.Test
+	results, done, err := testCheckpoints(ctx, m.Getenv, m.Stderr, cfg, r.run.Name, picks, t.N, t.Episodes,
+		evalOptions{concurrency: cfg.Inference.Concurrency, timeout: time.Duration(cfg.Inference.RequestTimeout), retries: cfg.Inference.Retries})
+	if err != nil {
+		return err
+	}
+	if err := storeTests(ctx, checkpoint.New(cfg.Run.DB, checkpoint.Options{}), r.run.Name, t.Seed, done); err != nil {
+		return err
+	}
+	fmt.Fprintf(m.Stdout, "test split: %d tables per n from seed %d, never used for training or selection\n", t.Episodes, t.Seed)
+	tw := newTable(m.Stdout)
+	fmt.Fprintln(tw, "N\tCHECKPOINT\tREWARD\t95% CI\tDEADLOCK\tMEALS\tINVALID\t")
+	for _, n := range t.N {
+		for _, res := range results {
+			if res.N == n {
+				fmt.Fprintf(tw, "%d\t%s step %d\t%.3f\t[%.3f, %.3f]\t%.2f\t%.2f\t%.3f\t\n", n, res.SelectedBy, *res.Step,
+					res.Reward.Mean, res.Reward.CI95[0], res.Reward.CI95[1], res.DeadlockRate, res.MealsMean, res.InvalidRate)
+			}
+		}
+	}
+	tw.Flush()
+	type cmp struct {
+		label string
+		pr    grpo.PairedResult
+		g     float64
+	}
+	var cs []cmp
+	best, last := picks[0], picks[1]
+	for _, n := range t.N {
+		for _, other := range []pick{last, picks[2]} {
+			if other.step == best.step {
+				continue
+			}
+			a, b := testPairs(done[other.step], done[best.step], n)
+			pr, err := grpo.Paired(a, b)
+			if err != nil {
+				return err
+			}
+			cs = append(cs, cmp{fmt.Sprintf("best step %d vs %s step %d at n=%d", best.step, other.selectedBy, other.step, n), pr, grpo.HedgesG(a, b)})
+		}
+	}
+	ps := make([]float64, len(cs))
+	for i, c := range cs {
+		ps[i] = c.pr.P
+	}
+	for i, ph := range grpo.Holm(ps) {
+		c := cs[i]
+		fmt.Fprintf(m.Stdout, "%s: difference %+.3f [%.3f, %.3f] over %d tables, paired p = %.3g, Holm p = %.3g, Hedges' g %+.2f\n",
+			c.label, c.pr.Diff, c.pr.CI95[0], c.pr.CI95[1], c.pr.N, c.pr.P, ph, c.g)
+	}
+	if best.step == last.step {
+		fmt.Fprintf(m.Stdout, "the best step is the last step (%d)\n", best.step)
+	}
+	return nil
+}
+
+// testPairs are the rewards of a and b at size n on the tables both
+// scored, in table order (both played evaluate.TestSet's tables).
+func testPairs(a, b evaluate.Result, n int) (ra, rb []float64) {
+	ea, eb := a.Episodes, b.Episodes
+	for i := range min(len(ea), len(eb)) {
+		x, y := ea[i], eb[i]
+		if x.Spec.Env.N != n || x.Errored || y.Errored || x.Spec.Env.Seed != y.Spec.Env.Seed {
+			continue
+		}
+		ra, rb = append(ra, x.Reward), append(rb, y.Reward)
+	}
+	return ra, rb
 }

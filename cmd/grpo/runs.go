@@ -12,6 +12,7 @@ import (
 
 	"github.com/grpo-dev/grpo/checkpoint"
 	"github.com/grpo-dev/grpo/config"
+	"github.com/grpo-dev/grpo/promote"
 )
 
 const runsSynopsis = `Usage: grpo runs [--db PATH] [--json]
@@ -19,9 +20,10 @@ const runsSynopsis = `Usage: grpo runs [--db PATH] [--json]
        grpo runs cancel RUN [--db PATH]
 
 Lists the runs in the store, or shows one run's configuration and steps
-(train reward, validation reward with 95% CI, deadlock rate, meals, adapter,
-trainer job). Safe while a run is training: the store is opened read-only
-for the moment of the read.
+(train reward, validation reward with 95% CI, deadlock rate, meals, trainer
+job, and whether the step's adapter directory is on this machine's disk).
+Safe while a run is training: the store is opened read-only for the moment
+of the read.
 
 'runs cancel' marks a running run cancelled in the store without any daemon
 (offline), so that no daemon resumes it, e.g. a run that crashes the daemon
@@ -160,94 +162,8 @@ func (m *Main) showRun(ctx context.Context, db, name string, asJSON bool) error 
 		return nil
 	}
 	out := checkpoint.NewRunView(r.run, r.steps, r.evalList)
+	promote.MarkOnDisk(&out)
 	enc := json.NewEncoder(m.Stdout)
 	enc.SetIndent("", "  ")
 	return enc.Encode(out)
-}
-
-const bestSynopsis = `Usage: grpo best [RUN] [--db PATH] [--json]
-
-Prints the selected step of RUN (default: the most recent run) under the
-run's selection policy (best-validation by default), its adapter, its
-score, and the last step's score for comparison.
-
-A run that failed has no trustworthy result: best says so, with the run's
-error and the best of its committed steps, and exits 1. A run still
-running or cancelled is reported with its state.
-`
-
-// BestCommand is `grpo best`.
-type BestCommand struct {
-	*Main
-	db   string
-	json bool
-	name string // empty: the most recent run
-}
-
-// ParseFlags parses the command line of `grpo best`.
-func (c *BestCommand) ParseFlags(args []string) error {
-	fs := c.newFlags("best", bestSynopsis)
-	fs.StringVar(&c.db, "db", config.Default().Run.DB, "bbolt store")
-	fs.BoolVar(&c.json, "json", false, "print JSON")
-	if err := parse(fs, args); err != nil {
-		return err
-	}
-	if fs.NArg() > 0 {
-		c.name = fs.Arg(0)
-		if err := parse(fs, fs.Args()[1:]); err != nil {
-			return err
-		}
-		if fs.NArg() > 0 {
-			return usagef("unexpected argument %q", fs.Arg(0))
-		}
-	}
-	return nil
-}
-
-// Run prints the run's selected step.
-func (c *BestCommand) Run(ctx context.Context) error {
-	name := c.name
-	store, err := openStore(c.db)
-	if err != nil {
-		return err
-	}
-	if name == "" {
-		list, err := store.ListRuns(ctx)
-		if err != nil {
-			return err
-		}
-		if len(list) == 0 {
-			return fmt.Errorf("no runs in %s", c.db)
-		}
-		name = list[len(list)-1].Name
-	}
-	r, err := loadReport(ctx, store, name)
-	if err != nil {
-		return err
-	}
-	if r.run.State == checkpoint.StateFailed {
-		msg := fmt.Sprintf("run %s failed: %s", name, r.run.Error)
-		if r.sel != nil {
-			msg += fmt.Sprintf("; its best committed step was %d (%s %.4f), see 'grpo runs show %s'", r.sel.Step, r.run.Metric, r.sel.Value, name)
-		}
-		return errors.New(msg)
-	}
-	if r.sel == nil {
-		return fmt.Errorf("run %s (%s) has no selectable step yet under %s", name, r.run.State, r.run.Policy)
-	}
-	out := checkpoint.BestView{Run: name, Selection: *r.sel}
-	if c.json {
-		return json.NewEncoder(c.Stdout).Encode(out)
-	}
-	adapter := "base model (no adapter)"
-	if a := r.sel.Adapter; a != nil {
-		adapter = a.Name + " at " + a.Path
-	}
-	state := ""
-	if r.run.State != checkpoint.StateSucceeded {
-		state = " (" + r.run.State + ")"
-	}
-	fmt.Fprintf(c.Stdout, "run %s%s: best step %d by %s (%s %.4f); adapter %s\nlast step %d: %.4f\n",
-		name, state, r.sel.Step, r.sel.Policy, r.run.Metric, r.sel.Value, adapter, r.sel.LastStep, r.sel.LastValue)
-	return nil
 }

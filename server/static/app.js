@@ -74,6 +74,7 @@ function select(name) {
   history.replaceState(null, "", "?run=" + encodeURIComponent(name));
   state.jobs = {};
   state.episodes = 0;
+  $("#promote-result").textContent = "";
   for (const tr of document.querySelectorAll("#runs tbody tr")) tr.classList.toggle("selected", tr.dataset.run === name);
   loadRun();
 }
@@ -323,6 +324,23 @@ for (const id of ["#smooth", "#xfrom", "#xto"]) $(id).addEventListener("input", 
 api("/dashboard.json").then((d) => {
   if (d.grafana_url) { $("#grafana").href = d.grafana_url; $("#grafana").hidden = false; }
 }).catch(console.error);
+
+// Promote: load the selected step's adapter into the run's endpoints
+// under RUN-best, and say what each endpoint did.
+$("#promote").addEventListener("click", async () => {
+  const out = $("#promote-result");
+  out.className = "";
+  out.textContent = "promoting " + state.selected + "…";
+  try {
+    const r = await api("/api/v1/runs/" + encodeURIComponent(state.selected) + "/promote",
+      { method: "POST", body: "{}", headers: { "Content-Type": "application/json", ...authHeaders() } });
+    out.textContent = "step " + r.step + " served as " + r.name + ": " +
+      r.endpoints.map((e) => e.url + " " + e.action).join(", ");
+  } catch (err) {
+    out.className = "error";
+    out.textContent = "promote: " + err.message;
+  }
+});
 
 loadRuns().catch((err) => { $("#empty").textContent = "cannot list runs: " + err.message; });
 connect();

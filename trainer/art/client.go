@@ -11,6 +11,8 @@ import (
 	"strconv"
 	"sync"
 	"time"
+
+	"github.com/grpo-dev/grpo/internal/httpx"
 )
 
 // Options configure a Client. Zero values take the defaults.
@@ -25,11 +27,11 @@ type Options struct {
 	// PrepareTimeout bounds /_prepare_backend_for_training, which starts
 	// ART's vLLM and loads the base model. Default 15m.
 	PrepareTimeout time.Duration
-	// Retries is how many times an idempotent read (GET, /_get_step) is
-	// retried after a transport error, 429 or 5xx. Default 3; negative: none.
-	Retries int
-	// RetryWait is the first pause between attempts; it doubles. Default 500ms.
-	RetryWait time.Duration
+	// Retry is the retry policy of idempotent reads (GET, /_get_step),
+	// with the meaning it has for every HTTP client of grpo (httpx.Policy:
+	// Retries extra attempts after the first, 0 none). Nil: httpx's
+	// default policy starting at 500ms. Writes are sent once.
+	Retry *httpx.Policy
 	// ServerArgs, when set, is sent to /_prepare_backend_for_training as
 	// config.server_args (vLLM's host, port, api_key, ...).
 	ServerArgs map[string]any
@@ -44,6 +46,8 @@ type Options struct {
 type Client struct {
 	base *url.URL
 	opts Options
+	// reads retries by opts.Retry; writes sends once.
+	reads, writes *httpx.Client
 
 	mu    sync.Mutex
 	proto *Protocol
@@ -65,18 +69,18 @@ func New(baseURL string, opts Options) (*Client, error) {
 	if opts.PrepareTimeout <= 0 {
 		opts.PrepareTimeout = 15 * time.Minute
 	}
-	if opts.Retries == 0 {
-		opts.Retries = 3
-	} else if opts.Retries < 0 {
-		opts.Retries = 0
-	}
-	if opts.RetryWait <= 0 {
-		opts.RetryWait = 500 * time.Millisecond
+	retry := httpx.DefaultPolicy()
+	retry.BaseDelay = 500 * time.Millisecond
+	if opts.Retry != nil {
+		retry = *opts.Retry
 	}
 	if opts.DeleteBenchmark == "" {
 		opts.DeleteBenchmark = "val/reward"
 	}
-	return &Client{base: u, opts: opts}, nil
+	return &Client{base: u, opts: opts,
+		reads:  httpx.New(httpx.Options{HTTPClient: opts.HTTPClient, Retry: retry, MaxBody: maxBody}),
+		writes: httpx.New(httpx.Options{HTTPClient: opts.HTTPClient, MaxBody: maxBody}),
+	}, nil
 }
 
 // Check reads the server's /openapi.json, refuses a version outside

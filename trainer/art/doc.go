@@ -158,5 +158,6 @@
 //
 // RunJob runs one grpo step given as a trainer.JobRequest and answers a
 // trainer.Job, for a thin adapter behind the orchestrator's trainer seam.
-// All HTTP lives in http.go, to be swapped for the shared retry helper.
+// All HTTP lives in http.go; requests go through internal/httpx, the retry
+// loop every HTTP client of grpo shares (reads retried by Options.Retry).
 package art

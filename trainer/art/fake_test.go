@@ -12,6 +12,9 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
+
+	"github.com/grpo-dev/grpo/internal/httpx"
 )
 
 // fakeART behaves like `art run` of one release, as read in that release's
@@ -85,7 +88,7 @@ func newFake(t testing.TB, release string) *fakeART {
 
 func (f *fakeART) client(t testing.TB) *Client {
 	t.Helper()
-	c, err := New(f.srv.URL, Options{RetryWait: 1})
+	c, err := New(f.srv.URL, Options{Retry: &httpx.Policy{Retries: 3, BaseDelay: time.Millisecond, MaxDelay: time.Millisecond}})
 	if err != nil {
 		t.Fatal(err)
 	}

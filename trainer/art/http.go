@@ -1,8 +1,8 @@
 package art
 
-// This file holds all of the package's HTTP plumbing, so that it can be
-// swapped for the shared retry helper later: call for request/answer
-// exchanges and openStream for /_train_model.
+// This file holds all of the package's HTTP plumbing: call for
+// request/answer exchanges, through internal/httpx like every other client,
+// and openStream for /_train_model, which is streamed and never retried.
 
 import (
 	"bytes"
@@ -16,6 +16,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/grpo-dev/grpo/internal/httpx"
 	"github.com/grpo-dev/grpo/internal/quote"
 )
 
@@ -56,9 +57,10 @@ func (c *Client) url(path string, q url.Values) string {
 	return u.String()
 }
 
-// call performs r and decodes a 2xx JSON answer into out (when out is not
-// nil; a *[]byte receives the body undecoded). Non-2xx answers become
-// *StatusError.
+// call performs r through the shared HTTP client (internal/httpx: one
+// retry loop, Retry-After, body cap) and decodes a 2xx JSON answer into
+// out (when out is not nil; a *[]byte receives the body undecoded).
+// Non-2xx answers become *StatusError with FastAPI's detail.
 func (c *Client) call(ctx context.Context, r request, out any) error {
 	var body []byte
 	if r.body != nil {
@@ -68,57 +70,38 @@ func (c *Client) call(ctx context.Context, r request, out any) error {
 		}
 	}
 	u := c.url(r.path, r.query)
-	wait := c.opts.RetryWait
-	for attempt := 0; ; attempt++ {
-		data, err := c.once(ctx, r, u, body)
-		if err == nil {
-			switch o := out.(type) {
-			case nil:
-				return nil
-			case *[]byte:
-				*o = data
-				return nil
-			}
-			if err := json.Unmarshal(data, out); err != nil {
-				return fmt.Errorf("%s %s: decode answer %s: %w", r.method, u, quote.Body(data), err)
-			}
-			return nil
-		}
-		if !r.idempotent || attempt >= c.opts.Retries || !transient(ctx, err) {
-			return err
-		}
-		t := time.NewTimer(wait)
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			return fmt.Errorf("%s %s: %w (after %v)", r.method, u, ctx.Err(), err)
-		case <-t.C:
-		}
-		wait *= 2
-	}
-}
-
-func (c *Client) once(ctx context.Context, r request, u string, body []byte) ([]byte, error) {
 	if r.timeout > 0 {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, r.timeout)
 		defer cancel()
 	}
-	resp, err := c.send(ctx, r.method, u, body)
+	hc := c.writes
+	if r.idempotent {
+		hc = c.reads
+	}
+	resp, _, err := hc.Do(ctx, &httpx.Request{Method: r.method, URL: u, Body: body})
 	if err != nil {
-		return nil, err
+		var se *httpx.StatusError
+		if errors.As(err, &se) {
+			return &StatusError{Method: r.method, URL: u, StatusCode: se.StatusCode, Detail: detail(se.Body)}
+		}
+		return fmt.Errorf("%s %s: %w", r.method, u, err)
 	}
-	defer resp.Body.Close()
-	data, err := io.ReadAll(io.LimitReader(resp.Body, maxBody))
-	if err != nil {
-		return nil, fmt.Errorf("%s %s: read answer: %w", r.method, u, err)
+	switch o := out.(type) {
+	case nil:
+		return nil
+	case *[]byte:
+		*o = resp.Body
+		return nil
 	}
-	if resp.StatusCode < 200 || resp.StatusCode > 299 {
-		return nil, &StatusError{Method: r.method, URL: u, StatusCode: resp.StatusCode, Detail: detail(data)}
+	if err := json.Unmarshal(resp.Body, out); err != nil {
+		return fmt.Errorf("%s %s: decode answer %s: %w", r.method, u, quote.Body(resp.Body), err)
 	}
-	return data, nil
+	return nil
 }
 
+// send makes one streaming request for openStream: its answer is read as
+// it arrives, which httpx (it reads answers whole) does not do.
 func (c *Client) send(ctx context.Context, method, u string, body []byte) (*http.Response, error) {
 	var rd io.Reader
 	if body != nil {
@@ -158,20 +141,6 @@ func (c *Client) openStream(ctx context.Context, path string, body any) (*http.R
 		return nil, &StatusError{Method: http.MethodPost, URL: u, StatusCode: resp.StatusCode, Detail: detail(b)}
 	}
 	return resp, nil
-}
-
-// transient reports whether a failed idempotent request is worth another
-// attempt: transport errors and 429/5xx answers, not the caller's own
-// cancellation.
-func transient(ctx context.Context, err error) bool {
-	if ctx.Err() != nil {
-		return false
-	}
-	var se *StatusError
-	if errors.As(err, &se) {
-		return se.StatusCode == http.StatusTooManyRequests || se.StatusCode >= 500
-	}
-	return true
 }
 
 // detail extracts FastAPI's {"detail": ...} from an error body, or quotes

@@ -1,0 +1,252 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"slices"
+	"time"
+
+	"github.com/grpo-dev/grpo/checkpoint"
+	"github.com/grpo-dev/grpo/config"
+	"github.com/grpo-dev/grpo/experiment"
+	"github.com/grpo-dev/grpo/run"
+)
+
+const experimentSynopsis = `Usage: grpo experiment FILE.yaml [--out DIR] [--json]
+
+Runs an experiment (DESIGN §11): one run per arm and seed, named
+<experiment>/<arm>/<seed>, in one store; measures each run's base, best
+and last checkpoints on the test split; and writes report.md and
+summary.json into the experiment's out directory. Running the file again
+reuses finished runs and stored test measurements, and resumes unfinished
+runs: nothing is trained twice.
+
+  experiment: {name: NAME, seeds: [1, 2, 3], db: NAME.db, out: NAME}
+  base: {run: {steps: 16}}                   # a run config every arm starts from
+  arms:
+    - {name: shaped, set: {reward: {function: shaped}}}   # deep-merged over base
+    - {name: paper,  set: {reward: {function: paper}}}
+  test: {n: [5, 10, 15], episodes: 100, seed: 2000000, steps: [base, best, last]}
+`
+
+// ExperimentCommand is `grpo experiment`.
+type ExperimentCommand struct {
+	*Main
+	file, out string
+	json      bool
+}
+
+// ParseFlags parses the command line of `grpo experiment`.
+func (c *ExperimentCommand) ParseFlags(args []string) error {
+	fs := c.newFlags("experiment", experimentSynopsis)
+	fs.StringVar(&c.out, "out", "", "directory for report.md and summary.json (default: experiment.out)")
+	fs.BoolVar(&c.json, "json", false, "print summary.json on stdout")
+	if err := parse(fs, args); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		// Flags may follow the file: grpo experiment FILE --json.
+		c.file = fs.Arg(0)
+		if err := parse(fs, fs.Args()[1:]); err != nil {
+			return err
+		}
+	}
+	if c.file == "" || fs.NArg() != 0 {
+		return usagef("want one experiment file (grpo experiment FILE.yaml [--out DIR] [--json])")
+	}
+	return nil
+}
+
+// Run plays or reuses every run, measures the checkpoints and writes the
+// report.
+func (c *ExperimentCommand) Run(ctx context.Context) error {
+	f, err := experiment.Load(c.file)
+	if err != nil {
+		return err
+	}
+	if c.out != "" {
+		f.Out = c.out
+	}
+	store := checkpoint.New(f.DB, checkpoint.Options{})
+	view := newRunView(c.Stderr, false)
+	opts := run.Options{
+		Store: store, DataDir: f.DB + ".data", Getenv: c.Getenv,
+		Logger:      slog.New(slog.NewTextHandler(c.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})),
+		Events:      view.event,
+		Interrupted: checkpoint.StateCancelled,
+	}
+	total, i := len(f.Arms)*len(f.Seeds), 0
+	var results []experiment.RunResult
+	for _, a := range f.Arms {
+		for _, seed := range f.Seeds {
+			i++
+			cfg, err := f.Config(a.Name, seed)
+			if err != nil {
+				return err
+			}
+			name := cfg.Run.Name
+			status, err := c.playRun(ctx, store, cfg, opts)
+			view.finish()
+			if err != nil {
+				return fmt.Errorf("experiment %s: run %s: %w (rerun the same command to resume)", f.Name, name, err)
+			}
+			res, measured, err := c.measure(ctx, f, store, cfg)
+			if err != nil {
+				return fmt.Errorf("experiment %s: run %s: test split: %w", f.Name, name, err)
+			}
+			res.Arm, res.Seed = a.Name, seed
+			fmt.Fprintf(c.Stderr, "[%d/%d] %s: %s; best step %d, last step %d; %s\n", i, total, name, status, res.BestStep, res.LastStep, measured)
+			results = append(results, res)
+		}
+	}
+	sum, err := f.Summarize(results)
+	if err != nil {
+		return err
+	}
+	if err := os.MkdirAll(f.Out, 0o755); err != nil {
+		return fmt.Errorf("create report directory: %w", err)
+	}
+	js, err := json.MarshalIndent(sum, "", "  ")
+	if err != nil {
+		return err
+	}
+	if err := os.WriteFile(filepath.Join(f.Out, "summary.json"), append(js, '\n'), 0o644); err != nil {
+		return fmt.Errorf("write summary.json: %w", err)
+	}
+	plots, err := f.WritePlots(f.Out, sum, results)
+	if err != nil {
+		return err
+	}
+	var rep bytes.Buffer
+	if err := f.WriteReport(&rep, sum, "grpo experiment "+c.file, plots); err != nil {
+		return err
+	}
+	if err := os.WriteFile(filepath.Join(f.Out, "report.md"), rep.Bytes(), 0o644); err != nil {
+		return fmt.Errorf("write report.md: %w", err)
+	}
+	if c.json {
+		_, err := c.Stdout.Write(append(js, '\n'))
+		return err
+	}
+	fmt.Fprintf(c.Stdout, "experiment %s: %d runs in %s; wrote %s and %s\n", f.Name, total, f.DB,
+		filepath.Join(f.Out, "report.md"), filepath.Join(f.Out, "summary.json"))
+	return nil
+}
+
+// playRun trains cfg's run, resumes it, or reuses it when it is finished.
+// A stored run of that name with another config is an error: the file
+// changed under a finished experiment.
+func (c *ExperimentCommand) playRun(ctx context.Context, store *checkpoint.Store, cfg config.Config, opts run.Options) (string, error) {
+	name := cfg.Run.Name
+	var r *run.Run
+	rec, err := store.GetRun(ctx, name)
+	switch {
+	case errors.Is(err, checkpoint.ErrRunNotFound) || errors.Is(err, checkpoint.ErrNoDatabase):
+		if r, err = run.Open(ctx, cfg, opts); err != nil {
+			return "", err
+		}
+	case err != nil:
+		return "", err
+	default:
+		stored, err := config.FromJSON(rec.Config)
+		if err != nil {
+			return "", fmt.Errorf("stored config: %w", err)
+		}
+		stored.Run.DB = cfg.Run.DB
+		if !bytes.Equal(stored.JSON(), cfg.JSON()) {
+			return "", fmt.Errorf("the store %s holds run %s with another config than the experiment file now gives; use another experiment name or db", cfg.Run.DB, name)
+		}
+		if r, err = run.Reopen(ctx, name, opts); err != nil {
+			return "", err
+		}
+	}
+	defer r.Close()
+	status := "trained"
+	if r.Finished() {
+		status = "reused (already finished)"
+	} else if err == nil && rec.Name != "" {
+		status = "resumed and finished"
+	}
+	start := time.Now()
+	if err := r.Play(ctx); err != nil {
+		return "", err
+	}
+	if status != "reused (already finished)" {
+		status += fmt.Sprintf(" in %.1fs", time.Since(start).Seconds())
+	}
+	return status, nil
+}
+
+// measure returns the run's test results for the experiment's checkpoint
+// kinds, measuring (and storing) only those not already stored with the
+// experiment's test split.
+func (c *ExperimentCommand) measure(ctx context.Context, f *experiment.File, store *checkpoint.Store, cfg config.Config) (experiment.RunResult, string, error) {
+	name := cfg.Run.Name
+	rep, err := loadReport(ctx, store, name)
+	if err != nil {
+		return experiment.RunResult{}, "", err
+	}
+	picks, err := rep.choose(f.Test.Steps)
+	if err != nil {
+		return experiment.RunResult{}, "", err
+	}
+	stored := map[int]checkpoint.Evaluation{}
+	for _, te := range rep.tests {
+		if te.Seed == f.Test.Seed && sameSplit(te.Evaluation, f.Test.N, f.Test.Episodes) {
+			stored[te.Evaluation.Step] = te.Evaluation
+		}
+	}
+	var need []pick
+	for _, p := range picks {
+		if _, ok := stored[p.step]; !ok && !slices.ContainsFunc(need, func(q pick) bool { return q.step == p.step }) {
+			need = append(need, p)
+		}
+	}
+	measured := "test results reused"
+	if len(need) > 0 {
+		_, done, err := testCheckpoints(ctx, c.Getenv, c.Stderr, cfg, name, need, f.Test.N, f.Test.Episodes,
+			evalOptions{concurrency: cfg.Inference.Concurrency, timeout: time.Duration(cfg.Inference.RequestTimeout), retries: cfg.Inference.Retries})
+		if err != nil {
+			return experiment.RunResult{}, "", err
+		}
+		if err := storeTests(ctx, store, name, f.Test.Seed, done); err != nil {
+			return experiment.RunResult{}, "", err
+		}
+		for s, res := range done {
+			stored[s] = res.Evaluation(s)
+		}
+		measured = fmt.Sprintf("measured %d checkpoint(s) on the test split", len(need))
+	}
+	res := experiment.RunResult{Run: name, BestStep: -1, LastStep: rep.steps[len(rep.steps)-1].Step, Tests: map[string]checkpoint.Evaluation{}}
+	if rep.sel != nil {
+		res.BestStep = rep.sel.Step
+	}
+	for _, p := range picks {
+		res.Tests[p.selectedBy] = stored[p.step]
+	}
+	res.Validation = map[int]float64{}
+	for s, ev := range rep.evals {
+		res.Validation[s] = ev.RewardMean
+	}
+	return res, measured, nil
+}
+
+// sameSplit reports whether ev measured exactly the sizes ns with
+// episodes tables each.
+func sameSplit(ev checkpoint.Evaluation, ns []int, episodes int) bool {
+	if len(ev.PerN) != len(ns) || len(ev.Records) != len(ns)*episodes {
+		return false
+	}
+	for i, p := range ev.PerN {
+		if p.N != ns[i] {
+			return false
+		}
+	}
+	return true
+}

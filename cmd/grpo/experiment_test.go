@@ -1,0 +1,152 @@
+package main
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+const tinyExperiment = `experiment: {name: tiny, seeds: [1, 2]}
+base: {run: {steps: 2}, validation: {episodes: 4}}
+arms:
+  - {name: shaped, set: {reward: {function: shaped}}}
+  - {name: lazy, set: {reward: {function: paper}, grpo: {groups: 1}}}
+test: {n: [5], episodes: 4}
+`
+
+// TestExperiment runs a two-arm, two-seed experiment: summary.json agrees
+// with 'grpo best' and the stored test results for every run, report.md
+// names both arms, and a second run of the file trains and measures
+// nothing.
+func TestExperiment(t *testing.T) {
+	dir := t.TempDir()
+	file := filepath.Join(dir, "e.yaml")
+	os.WriteFile(file, []byte(tinyExperiment), 0o644)
+	code, out, errs := cli(t, "experiment", file, "--json")
+	if code != 0 {
+		t.Fatalf("experiment: exit %d\n%s", code, errs)
+	}
+	var sum struct {
+		Experiment string `json:"experiment"`
+		Arms       []struct {
+			Name string `json:"name"`
+			Runs []struct {
+				Seed     int64  `json:"seed"`
+				Run      string `json:"run"`
+				BestStep int    `json:"best_step"`
+				LastStep int    `json:"last_step"`
+				Test     map[string]map[string]struct {
+					RewardMean float64 `json:"reward_mean"`
+					Episodes   int     `json:"episodes"`
+				} `json:"test"`
+			} `json:"runs"`
+		} `json:"arms"`
+		Comparisons []struct {
+			A, B  string
+			N     int     `json:"n"`
+			P     float64 `json:"p"`
+			PHolm float64 `json:"p_holm"`
+			Pairs int     `json:"pairs"`
+			Test  string  `json:"test"`
+		} `json:"comparisons"`
+	}
+	if err := json.Unmarshal([]byte(out), &sum); err != nil {
+		t.Fatalf("--json: %v\n%s", err, out)
+	}
+	file2, _ := os.ReadFile(filepath.Join(dir, "tiny", "summary.json"))
+	var onDisk any
+	if json.Unmarshal(file2, &onDisk) != nil {
+		t.Fatalf("summary.json on disk is not JSON:\n%s", file2)
+	}
+	db := filepath.Join(dir, "tiny.db")
+	if sum.Experiment != "tiny" || len(sum.Arms) != 2 || sum.Arms[0].Name != "shaped" || sum.Arms[1].Name != "lazy" {
+		t.Fatalf("summary: %+v", sum)
+	}
+	for _, a := range sum.Arms {
+		if len(a.Runs) != 2 {
+			t.Fatalf("arm %s has %d runs, want 2", a.Name, len(a.Runs))
+		}
+		for i, r := range a.Runs {
+			if want := "tiny/" + a.Name + "/" + itoa(int([]int64{1, 2}[i])); r.Run != want || r.Seed != []int64{1, 2}[i] {
+				t.Fatalf("run %+v, want %s", r, want)
+			}
+			code, bout, _ := cli(t, "best", r.Run, "--db", db, "--json")
+			var best struct {
+				Step     int `json:"step"`
+				LastStep int `json:"last_step"`
+			}
+			if code != 0 || json.Unmarshal([]byte(bout), &best) != nil || best.Step != r.BestStep || best.LastStep != r.LastStep || r.LastStep != 2 {
+				t.Fatalf("summary says %s best %d last %d; grpo best says %s", r.Run, r.BestStep, r.LastStep, bout)
+			}
+			// The summary's test figures are the ones 'grpo eval --run'
+			// measures for the same checkpoints.
+			code, eout, _ := cli(t, "eval", "--db", db, "--run", r.Run, "--step", "base,best,last", "--n", "5", "--episodes", "4", "--json")
+			var ev evalRunJSON
+			if code != 0 || json.Unmarshal([]byte(eout), &ev) != nil || len(ev.Results) != 3 {
+				t.Fatalf("eval --run %s: %d %s", r.Run, code, eout)
+			}
+			for _, e := range ev.Results {
+				cell := r.Test[e.SelectedBy]["5"]
+				if cell.Episodes != 4 || cell.RewardMean != e.Reward.Mean {
+					t.Fatalf("%s %s: summary %+v, eval --run %v", r.Run, e.SelectedBy, cell, e.Reward.Mean)
+				}
+			}
+		}
+	}
+	// best vs last, best vs base per arm; shaped vs lazy for best and last.
+	if len(sum.Comparisons) != 6 {
+		t.Fatalf("%d comparisons, want 6: %+v", len(sum.Comparisons), sum.Comparisons)
+	}
+	for _, c := range sum.Comparisons {
+		if c.Test != "paired-t" || c.Pairs != 8 || c.N != 5 || c.PHolm < c.P || c.PHolm > 1 {
+			t.Fatalf("comparison %+v: want paired-t over 2 seeds x 4 tables, Holm p >= p", c)
+		}
+	}
+	report, err := os.ReadFile(filepath.Join(dir, "tiny", "report.md"))
+	if err != nil || !strings.Contains(string(report), "## Arm shaped") || !strings.Contains(string(report), "## Arm lazy") || !strings.Contains(string(report), "p (Holm)") {
+		t.Fatalf("report.md: %v\n%s", err, report)
+	}
+
+	for _, png := range []string{"curves.png", "test.png"} {
+		b, err := os.ReadFile(filepath.Join(dir, "tiny", png))
+		if err != nil || len(b) < 1000 || string(b[1:4]) != "PNG" || !strings.Contains(string(report), "]("+png+")") {
+			t.Fatalf("plot %s: %v, %d bytes; report links it: %v", png, err, len(b), strings.Contains(string(report), png))
+		}
+	}
+	// Again: nothing trained, nothing measured, the same summary.
+	code, again, errs := cli(t, "experiment", file, "--json")
+	if code != 0 || again != out {
+		t.Fatalf("second run: exit %d, summary changed\n%s\n%s", code, errs, again)
+	}
+	if strings.Count(errs, "reused (already finished)") != 4 || strings.Count(errs, "test results reused") != 4 || strings.Contains(errs, "committed") {
+		t.Fatalf("second run trained or measured something:\n%s", errs)
+	}
+	code, list, _ := cli(t, "runs", "--db", db, "--json")
+	var runs []struct{ Name string }
+	if code != 0 || json.Unmarshal([]byte(list), &runs) != nil || len(runs) != 4 {
+		t.Fatalf("runs after two experiment runs: %s", list)
+	}
+}
+
+func TestExperimentBadFile(t *testing.T) {
+	dir := t.TempDir()
+	for _, tt := range []struct{ file, want string }{
+		{"experiment: {name: x}\narms: [{name: a}]\n", "experiment.seeds is empty"},
+		{"experiment: {name: x, seeds: [1, 1]}\narms: [{name: a}]\n", "lists 1 twice"},
+		{"experiment: {name: x/y, seeds: [1]}\narms: [{name: a}]\n", `experiment.name "x/y"`},
+		{"experiment: {name: x, seeds: [1]}\n", "arms is empty"},
+		{"experiment: {name: x, seeds: [1]}\narms: [{name: a}, {name: a}]\n", "two arms are named a"},
+		{"experiment: {name: x, seeds: [1]}\narms: [{name: a, set: {grpo: {grops: 2}}}]\n", "grpo.grops"},
+		{"experiment: {name: x, seeds: [1]}\narms: [{name: a}]\ntest: {steps: [best, worst]}\n", `"worst" is not one of base, best, last`},
+		{"experiment: {name: x, seeds: [1]}\narm: []\n", "field arm not found"},
+	} {
+		p := filepath.Join(dir, "bad.yaml")
+		os.WriteFile(p, []byte(tt.file), 0o644)
+		code, _, errs := cli(t, "experiment", p)
+		if code == 0 || !strings.Contains(errs, tt.want) {
+			t.Errorf("experiment %q: exit %d, %q; want an error containing %q", tt.file, code, errs, tt.want)
+		}
+	}
+}

@@ -1,0 +1,60 @@
+package main
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// summaryLines are the lines of a 'grpo run' output from its "run NAME
+// (STATE)" header up to (not including) "finished in", trailing spaces
+// trimmed: what depends on the config alone.
+func summaryLines(out string) []string {
+	var lines []string
+	in := false
+	for _, l := range strings.Split(out, "\n") {
+		l = strings.TrimRight(l, " ")
+		switch {
+		case strings.HasPrefix(l, "run ") && strings.Contains(l, "(succeeded)"):
+			in = true
+		case strings.HasPrefix(l, "finished in"):
+			in = false
+		}
+		if in {
+			lines = append(lines, l)
+		}
+	}
+	return lines
+}
+
+// TestReadmeDefaultRun: the README's default-run table is what 'grpo run'
+// prints with no arguments (results depend on the config alone).
+func TestReadmeDefaultRun(t *testing.T) {
+	if testing.Short() {
+		t.Skip("plays the whole default run")
+	}
+	readme, err := os.ReadFile(filepath.Join("..", "..", "README.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	const open = "```\n$ go run ./cmd/grpo run\n"
+	_, block, ok := strings.Cut(string(readme), open)
+	if !ok {
+		t.Fatalf("README.md has no block starting %q", open)
+	}
+	block, _, _ = strings.Cut(block, "```")
+	want := summaryLines(block)
+	if len(want) < 18 {
+		t.Fatalf("README's default-run block has %d summary lines; want the header, the table and the comparisons:\n%s", len(want), block)
+	}
+	dir := t.TempDir()
+	code, out, errs := cli(t, "run", "--db", filepath.Join(dir, "grpo.db"))
+	if code != 0 {
+		t.Fatalf("grpo run: exit %d\n%s", code, errs)
+	}
+	got := summaryLines(out)
+	if strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Fatalf("README's default run differs from 'grpo run'; regenerate it.\nREADME:\n%s\n\ngrpo run:\n%s", strings.Join(want, "\n"), strings.Join(got, "\n"))
+	}
+}

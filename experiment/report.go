@@ -1,0 +1,59 @@
+package experiment
+
+import (
+	"fmt"
+	"io"
+	"strings"
+)
+
+// WriteReport writes report.md: per arm, checkpoint kind and n, the test
+// reward mean with its 95% CI across seeds, deadlock rate, meals and
+// invalid rate; then every comparison with p, Holm's p and Hedges' g;
+// then the plots (file names in the same directory).
+func (f *File) WriteReport(w io.Writer, s Summary, command string, plots []string) error {
+	var b strings.Builder
+	fmt.Fprintf(&b, "# Experiment %s\n\n", s.Experiment)
+	fmt.Fprintf(&b, "Reproduce with `%s`. Arms: %s; seeds (run.seed): %v; runs named `%s/<arm>/<seed>` in `%s`.\n\n",
+		command, armNames(f), f.Seeds, f.Name, f.DB)
+	fmt.Fprintf(&b, "Test split: %d tables per n from seed %d (never used for training or selection), n = %v; checkpoints: %s.\n\n",
+		f.Test.Episodes, f.Test.Seed, f.Test.N, strings.Join(f.Test.Steps, ", "))
+	for _, a := range s.Arms {
+		fmt.Fprintf(&b, "## Arm %s\n\n", a.Name)
+		b.WriteString("| run | best step | last step |\n|---|---|---|\n")
+		for _, r := range a.Runs {
+			fmt.Fprintf(&b, "| %s | %d | %d |\n", r.Run, r.BestStep, r.LastStep)
+		}
+		b.WriteString("\n| checkpoint | n | seeds | test reward (mean of seeds) | 95% CI across seeds | deadlock | meals | invalid |\n|---|---|---|---|---|---|---|---|\n")
+		for _, row := range s.Table(a, f.Test.Steps, f.Test.N) {
+			fmt.Fprintf(&b, "| %s | %d | %d | %.3f | [%.3f, %.3f] | %.2f | %.2f | %.3f |\n", row.Kind, row.N, row.Seeds,
+				row.Reward.Mean, row.Reward.CI95[0], row.Reward.CI95[1], row.DeadlockRate, row.MealsMean, row.InvalidRate)
+		}
+		b.WriteString("\n")
+	}
+	b.WriteString("## Comparisons\n\n")
+	if len(s.Comparisons) == 0 {
+		b.WriteString("None (no pair of checkpoints or arms measured on shared tables).\n")
+	} else {
+		b.WriteString("Paired t-tests of A − B over the (run.seed, test table) units both sides scored; p Holm-corrected across all the comparisons below; Hedges' g of A vs B.\n\n")
+		b.WriteString("| A | B | n | pairs | A − B | 95% CI | p | p (Holm) | g |\n|---|---|---|---|---|---|---|---|---|\n")
+		for _, c := range s.Comparisons {
+			fmt.Fprintf(&b, "| %s | %s | %d | %d | %+.3f | [%.3f, %.3f] | %.3g | %.3g | %+.2f |\n", c.A, c.B, c.N, c.Pairs, c.Diff, c.CI95[0], c.CI95[1], c.P, c.PHolm, c.G)
+		}
+	}
+	if len(plots) > 0 {
+		b.WriteString("\n## Plots\n\n")
+		for _, p := range plots {
+			fmt.Fprintf(&b, "![%s](%s)\n\n", strings.TrimSuffix(p, ".png"), p)
+		}
+	}
+	_, err := io.WriteString(w, b.String())
+	return err
+}
+
+func armNames(f *File) string {
+	names := make([]string, len(f.Arms))
+	for i, a := range f.Arms {
+		names[i] = "`" + a.Name + "`"
+	}
+	return strings.Join(names, ", ")
+}

@@ -1,0 +1,208 @@
+package experiment
+
+import (
+	"fmt"
+	"slices"
+	"strconv"
+
+	"github.com/grpo-dev/grpo/checkpoint"
+	"github.com/grpo-dev/grpo/grpo"
+)
+
+// RunResult is what an experiment's run left in the store: its selected
+// and last steps and the test measurement of each checkpoint kind.
+type RunResult struct {
+	Arm      string
+	Seed     int64
+	Run      string
+	BestStep int
+	LastStep int
+	Tests    map[string]checkpoint.Evaluation // base | best | last -> on the test split
+	// Validation is the run's validation reward by step (the curve the
+	// best step was chosen on), for the plots.
+	Validation map[int]float64
+}
+
+// Summary is summary.json (DESIGN §11).
+type Summary struct {
+	Experiment  string       `json:"experiment"`
+	Arms        []ArmSummary `json:"arms"`
+	Comparisons []Comparison `json:"comparisons"`
+}
+
+// ArmSummary is one arm's runs.
+type ArmSummary struct {
+	Name string       `json:"name"`
+	Runs []RunSummary `json:"runs"`
+}
+
+// RunSummary is one run: test results by checkpoint kind and table size.
+type RunSummary struct {
+	Seed     int64                          `json:"seed"`
+	Run      string                         `json:"run"`
+	BestStep int                            `json:"best_step"`
+	LastStep int                            `json:"last_step"`
+	Test     map[string]map[string]TestCell `json:"test"`
+}
+
+// TestCell is one checkpoint at one table size on the test split.
+type TestCell struct {
+	RewardMean   float64 `json:"reward_mean"`
+	DeadlockRate float64 `json:"deadlock_rate"`
+	MealsMean    float64 `json:"meals_mean"`
+	InvalidRate  float64 `json:"invalid_rate"`
+	Episodes     int     `json:"episodes"`
+}
+
+// Comparison is A - B at one table size, paired across shared tables:
+// the units are (run.seed, test table) pairs scored on both sides, so
+// within an arm a checkpoint is compared with another of the same run, and
+// across arms runs of the same seed are paired.
+type Comparison struct {
+	A     string     `json:"a"` // arm/kind
+	B     string     `json:"b"`
+	N     int        `json:"n"`
+	Diff  float64    `json:"diff"` // mean(A - B)
+	CI95  [2]float64 `json:"ci95"`
+	P     float64    `json:"p"`
+	PHolm float64    `json:"p_holm"` // Holm across every comparison of the experiment
+	G     float64    `json:"g"`      // Hedges' g of A vs B
+	Test  string     `json:"test"`   // paired-t
+	Pairs int        `json:"pairs"`
+}
+
+// Summarize builds the summary of f from its runs' results (any order).
+func (f *File) Summarize(results []RunResult) (Summary, error) {
+	s := Summary{Experiment: f.Name}
+	byArm := map[string][]RunResult{}
+	for _, r := range results {
+		byArm[r.Arm] = append(byArm[r.Arm], r)
+	}
+	for _, a := range f.Arms {
+		rs := byArm[a.Name]
+		slices.SortFunc(rs, func(x, y RunResult) int { return int(x.Seed - y.Seed) })
+		as := ArmSummary{Name: a.Name}
+		for _, r := range rs {
+			rsum := RunSummary{Seed: r.Seed, Run: r.Run, BestStep: r.BestStep, LastStep: r.LastStep, Test: map[string]map[string]TestCell{}}
+			for kind, ev := range r.Tests {
+				cells := map[string]TestCell{}
+				for _, p := range ev.PerN {
+					cells[strconv.Itoa(p.N)] = TestCell{RewardMean: p.RewardMean, DeadlockRate: p.DeadlockRate, MealsMean: p.MealsMean, InvalidRate: p.InvalidRate, Episodes: p.Episodes}
+				}
+				rsum.Test[kind] = cells
+			}
+			as.Runs = append(as.Runs, rsum)
+		}
+		s.Arms = append(s.Arms, as)
+	}
+	has := func(k string) bool { return slices.Contains(f.Test.Steps, k) }
+	add := func(a, ka, b, kb string, n int) error {
+		x, y := pairUp(byArm[a], ka, byArm[b], kb, n)
+		if len(x) == 0 {
+			return nil
+		}
+		pr, err := grpo.Paired(y, x) // mean(x - y)
+		if err != nil {
+			return err
+		}
+		s.Comparisons = append(s.Comparisons, Comparison{A: a + "/" + ka, B: b + "/" + kb, N: n, Diff: pr.Diff, CI95: pr.CI95, P: pr.P,
+			G: grpo.HedgesG(y, x), Test: "paired-t", Pairs: pr.N})
+		return nil
+	}
+	for _, n := range f.Test.N {
+		for _, a := range f.Arms {
+			for _, other := range []string{"last", "base"} {
+				if has("best") && has(other) {
+					if err := add(a.Name, "best", a.Name, other, n); err != nil {
+						return s, err
+					}
+				}
+			}
+		}
+		for i, a := range f.Arms {
+			for _, b := range f.Arms[i+1:] {
+				for _, k := range []string{"best", "last"} {
+					if has(k) {
+						if err := add(a.Name, k, b.Name, k, n); err != nil {
+							return s, err
+						}
+					}
+				}
+			}
+		}
+	}
+	ps := make([]float64, len(s.Comparisons))
+	for i, c := range s.Comparisons {
+		ps[i] = c.P
+	}
+	for i, p := range grpo.Holm(ps) {
+		s.Comparisons[i].PHolm = p
+	}
+	return s, nil
+}
+
+// pairUp returns the rewards of checkpoint ka of arm runs ra and kb of rb
+// at size n on the (run.seed, table) units scored on both sides.
+func pairUp(ra []RunResult, ka string, rb []RunResult, kb string, n int) (x, y []float64) {
+	type unit struct{ seed, table int64 }
+	other := map[unit]float64{}
+	for _, r := range rb {
+		for _, e := range r.Tests[kb].Records {
+			if e.N == n && !e.Errored {
+				other[unit{r.Seed, e.Seed}] = e.Reward
+			}
+		}
+	}
+	for _, r := range ra {
+		for _, e := range r.Tests[ka].Records {
+			if v, ok := other[unit{r.Seed, e.Seed}]; ok && e.N == n && !e.Errored {
+				x, y = append(x, e.Reward), append(y, v)
+			}
+		}
+	}
+	return x, y
+}
+
+// ArmTable is one row of the report's per-arm table: a checkpoint kind at
+// one table size, across the arm's seeds.
+type ArmTable struct {
+	Kind         string
+	N            int
+	Seeds        int
+	Reward       grpo.Summary // of the per-seed means: mean and 95% CI across seeds
+	DeadlockRate float64      // means across seeds
+	MealsMean    float64
+	InvalidRate  float64
+}
+
+// Table is arm a's rows, by kind then n.
+func (s Summary) Table(a ArmSummary, kinds []string, ns []int) []ArmTable {
+	var out []ArmTable
+	for _, k := range kinds {
+		for _, n := range ns {
+			var rewards []float64
+			row := ArmTable{Kind: k, N: n}
+			for _, r := range a.Runs {
+				c, ok := r.Test[k][strconv.Itoa(n)]
+				if !ok {
+					continue
+				}
+				rewards = append(rewards, c.RewardMean)
+				row.DeadlockRate += c.DeadlockRate
+				row.MealsMean += c.MealsMean
+				row.InvalidRate += c.InvalidRate
+			}
+			if len(rewards) == 0 {
+				continue
+			}
+			m := float64(len(rewards))
+			row.Seeds, row.Reward = len(rewards), grpo.Summarize(rewards)
+			row.DeadlockRate, row.MealsMean, row.InvalidRate = row.DeadlockRate/m, row.MealsMean/m, row.InvalidRate/m
+			out = append(out, row)
+		}
+	}
+	return out
+}
+
+// String names a comparison for the report.
+func (c Comparison) String() string { return fmt.Sprintf("%s vs %s at n=%d", c.A, c.B, c.N) }

@@ -1,0 +1,111 @@
+package grpo
+
+import (
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"slices"
+
+	"gonum.org/v1/gonum/stat/distuv"
+)
+
+// PairedResult is the outcome of a paired t-test of b against a: the two
+// samples measured the same units (tables) in the same order.
+type PairedResult struct {
+	N      int        `json:"n"`      // pairs
+	Diff   float64    `json:"diff"`   // mean(b_i - a_i)
+	CI95   [2]float64 `json:"ci95"`   // Student t 95% interval of Diff
+	Boot95 [2]float64 `json:"boot95"` // percentile bootstrap 95% interval of Diff
+	T      float64    `json:"t"`
+	DF     float64    `json:"df"` // N - 1
+	P      float64    `json:"p"`  // two-sided
+}
+
+// BootstrapResamples is how many resamples Paired's bootstrap draws.
+const BootstrapResamples = 10000
+
+// Paired runs the paired t-test of mean(b_i - a_i), the test R's
+// t.test(b, a, paired = TRUE) performs, and adds a percentile bootstrap
+// CI of the mean difference (BootstrapResamples resamples from a fixed
+// seed, so the same data give the same interval). a and b must have the
+// same length.
+//
+// Degenerate inputs give finite results as Welch does: fewer than two
+// pairs: T 0, DF 0, P 1, both CIs [Diff, Diff]; all differences equal:
+// P 1 when they are 0, else P 0 and T ±math.MaxFloat64.
+func Paired(a, b []float64) (PairedResult, error) {
+	if len(a) != len(b) {
+		return PairedResult{}, fmt.Errorf("paired test: %d values against %d; pairs need the same tables on both sides", len(a), len(b))
+	}
+	d := make([]float64, len(a))
+	for i := range a {
+		d[i] = b[i] - a[i]
+	}
+	n := len(d)
+	mean, variance := meanVar(d)
+	r := PairedResult{N: n, Diff: mean, P: 1}
+	r.CI95 = [2]float64{mean, mean}
+	r.Boot95 = r.CI95
+	if n < 2 {
+		return r, nil
+	}
+	r.DF = float64(n - 1)
+	if variance == 0 {
+		if mean != 0 {
+			r.T, r.P = math.Copysign(math.MaxFloat64, mean), 0
+		}
+		return r, nil
+	}
+	se := math.Sqrt(variance / float64(n))
+	r.T = mean / se
+	dist := distuv.StudentsT{Mu: 0, Sigma: 1, Nu: r.DF}
+	r.P = min(1, 2*dist.Survival(math.Abs(r.T)))
+	half := dist.Quantile(0.975) * se
+	r.CI95 = [2]float64{mean - half, mean + half}
+	r.Boot95 = bootstrapMeanCI(d, BootstrapResamples)
+	return r, nil
+}
+
+// bootstrapMeanCI is the percentile bootstrap 95% interval of mean(d).
+func bootstrapMeanCI(d []float64, resamples int) [2]float64 {
+	rng := rand.New(rand.NewPCG(0x9e3779b97f4a7c15, uint64(len(d))))
+	means := make([]float64, resamples)
+	for i := range means {
+		s := 0.0
+		for range d {
+			s += d[rng.IntN(len(d))]
+		}
+		means[i] = s / float64(len(d))
+	}
+	slices.Sort(means)
+	at := func(q float64) float64 { return means[min(resamples-1, int(q*float64(resamples)))] }
+	return [2]float64{at(0.025), at(0.975)}
+}
+
+// Holm adjusts p-values for multiple comparisons (Holm 1979), as R's
+// p.adjust(p, "holm"): the i-th smallest of m values is multiplied by
+// m-i+1, then made non-decreasing in that order and capped at 1. The
+// result is in the order of ps.
+func Holm(ps []float64) []float64 {
+	m := len(ps)
+	order := make([]int, m)
+	for i := range order {
+		order[i] = i
+	}
+	slices.SortStableFunc(order, func(i, j int) int {
+		switch {
+		case ps[i] < ps[j]:
+			return -1
+		case ps[i] > ps[j]:
+			return 1
+		}
+		return 0
+	})
+	out := make([]float64, m)
+	running := 0.0
+	for rank, i := range order {
+		running = max(running, min(1, float64(m-rank)*ps[i]))
+		out[i] = running
+	}
+	return out
+}
