@@ -139,7 +139,7 @@ func (c *EvalCommand) ParseFlags(args []string) error {
 	set := map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
 	if set["db"] || set["run"] || set["step"] {
-		return c.parseCheckpointFlags(set, *db, *runName, *stepList, *nList, *episodes, *concurrency, *timeout, *retries, *out, *asJSON)
+		return c.parseCheckpointFlags(set, *db, *runName, *stepList, *nList, *episodes, *concurrency, *timeout, *retries, *out, *maxRecord, *maxOut, *asJSON)
 	}
 	o := &c.opts
 	*o = evalOptions{episodes: *episodes, seed: *seed, concurrency: *concurrency, timeout: *timeout, retries: *retries, replays: *replays, maxErrored: *maxErrored, out: *out, maxRecord: *maxRecord, maxOut: *maxOut, json: *asJSON}
@@ -227,8 +227,8 @@ func (c *EvalCommand) ParseFlags(args []string) error {
 
 // parseCheckpointFlags checks the --run mode's flags: the run's own
 // settings replace every flag that would describe the table or the model.
-func (c *EvalCommand) parseCheckpointFlags(set map[string]bool, db, runName, stepList, nList string, episodes, concurrency int, timeout time.Duration, retries int, out string, asJSON bool) error {
-	allowed := []string{"db", "run", "step", "n", "episodes", "json", "out", "concurrency", "request-timeout", "retries"}
+func (c *EvalCommand) parseCheckpointFlags(set map[string]bool, db, runName, stepList, nList string, episodes, concurrency int, timeout time.Duration, retries int, out string, maxRecord, maxOut int64, asJSON bool) error {
+	allowed := []string{"db", "run", "step", "n", "episodes", "json", "out", "max-record-bytes", "max-out-bytes", "concurrency", "request-timeout", "retries"}
 	for name := range set {
 		if !slices.Contains(allowed, name) {
 			return usagef("--%s cannot be combined with --run: a run's checkpoints are evaluated with the run's own settings (accepted with --run: --%s)", name, strings.Join(allowed, ", --"))
@@ -270,11 +270,23 @@ func (c *EvalCommand) parseCheckpointFlags(set map[string]bool, db, runName, ste
 		}
 		k.episodes = episodes
 	}
-	if concurrency < 1 {
-		return usagef("--concurrency %d: need at least 1", concurrency)
+	if err := atLeast("concurrency", concurrency, 1); err != nil {
+		return err
+	}
+	if err := atLeast("retries", retries, 0); err != nil {
+		return err
+	}
+	if err := positive("request-timeout", timeout); err != nil {
+		return err
+	}
+	if maxRecord < 1 {
+		return usagef("--max-record-bytes %d: need at least 1", maxRecord)
+	}
+	if maxOut < 1 {
+		return usagef("--max-out-bytes %d: need at least 1", maxOut)
 	}
 	c.ckpt = k
-	c.opts = evalOptions{concurrency: concurrency, timeout: timeout, retries: retries, out: out, json: asJSON}
+	c.opts = evalOptions{concurrency: concurrency, timeout: timeout, retries: retries, out: out, maxRecord: maxRecord, maxOut: maxOut, json: asJSON}
 	return nil
 }
 
@@ -692,18 +704,23 @@ func testCheckpoints(ctx context.Context, getenv func(string) string, stderr io.
 
 	var sink *jsonlSink
 	if o.out != "" {
-		if sink, err = createJSONL(o.out); err != nil {
+		if sink, err = createJSONL(o.out, o.maxRecord, o.maxOut); err != nil {
 			return nil, nil, err
 		}
 		defer sink.Close()
 	}
+	// A record --out refuses stops the evaluation: its error is the cause.
+	ctx, stop := context.WithCancelCause(ctx)
+	defer stop(nil)
 	bar := newProgress(stderr, len(picks)*len(ns)*episodes, "test episodes")
 	opts := evaluate.Options{
 		Client: completer, Limit: rollout.NewLimiter(o.concurrency), Concurrency: o.concurrency,
 		OnEpisode: func(ep rollout.Episode) {
 			bar.Add(1)
 			if sink != nil {
-				sink.Write(ep)
+				if err := sink.Write(ep); err != nil {
+					stop(err)
+				}
 			}
 		},
 	}
@@ -734,7 +751,7 @@ func testCheckpoints(ctx context.Context, getenv func(string) string, stderr io.
 		if !ok {
 			// Each step once, even when best is last.
 			if res, err = evaluate.Run(ctx, opts, evaluate.TestSet(cfg, model, ns, episodes)); ctx.Err() != nil {
-				return nil, nil, ctx.Err()
+				return nil, nil, context.Cause(ctx)
 			}
 			if err != nil {
 				return nil, nil, fmt.Errorf("run %s step %d: %w", name, p.step, err)

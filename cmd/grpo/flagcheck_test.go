@@ -32,6 +32,10 @@ func TestBadNumericFlags(t *testing.T) {
 		{[]string{"eval", "--request-timeout", "0s"}, "--request-timeout 0s: need a positive duration"},
 		{[]string{"eval", "--max-record-bytes", "0"}, "--max-record-bytes 0: need at least 1"},
 		{[]string{"eval", "--max-out-bytes", "-1"}, "--max-out-bytes -1: need at least 1"},
+		{[]string{"eval", "--db", "x.db", "--run", "r", "--retries", "-1"}, "--retries -1: need at least 0"},
+		{[]string{"eval", "--db", "x.db", "--run", "r", "--request-timeout", "0s"}, "--request-timeout 0s: need a positive duration"},
+		{[]string{"eval", "--db", "x.db", "--run", "r", "--concurrency", "0"}, "--concurrency 0: need at least 1"},
+		{[]string{"eval", "--db", "x.db", "--run", "r", "--max-out-bytes", "0"}, "--max-out-bytes 0: need at least 1"},
 		{[]string{"serve", "--max-runs", "0"}, "--max-runs 0: need at least 1"},
 		{[]string{"bench", "--steps", "0"}, "--steps and --curve must be at least 1"},
 	} {

@@ -61,8 +61,8 @@ func TestEvalOutCaps(t *testing.T) {
 	// Room for about two and a half records: two are written, the third refused.
 	capped := filepath.Join(dir, "capped.jsonl")
 	limit := per * 5 / 2
-	code, _, errs := cli(t, append(base, "--out", capped, "--max-out-bytes", itoa(limit))...)
-	if code != 1 || !strings.Contains(errs, "--out "+capped) || !strings.Contains(errs, "over --max-out-bytes "+itoa(limit)) {
+	code, _, errs := cli(t, append(base, "--out", capped, "--max-out-bytes", i64toa(limit))...)
+	if code != 1 || !strings.Contains(errs, "--out "+capped) || !strings.Contains(errs, "over --max-out-bytes "+i64toa(limit)) {
 		t.Fatalf("total cap: exit %d, stderr %q", code, errs)
 	}
 	n, size = wholeRecords(t, capped)
@@ -80,7 +80,7 @@ func TestEvalOutCaps(t *testing.T) {
 	}
 }
 
-func itoa(v int64) string { return strconv.FormatInt(v, 10) }
+func i64toa(v int64) string { return strconv.FormatInt(v, 10) }
 
 // failingFile writes half of what it is given, then fails, as a full
 // disk does.
@@ -121,5 +121,25 @@ func TestJSONLSinkCutsPartialLine(t *testing.T) {
 	}
 	if cerr := s.Close(); cerr == nil || cerr.Error() != err.Error() {
 		t.Fatalf("Close: %v, want %v", cerr, err)
+	}
+}
+
+// TestEvalRunOutCap: 'grpo eval --run' (a stored run's checkpoints)
+// caps its --out file the same way.
+func TestEvalRunOutCap(t *testing.T) {
+	dir := t.TempDir()
+	cfg := filepath.Join(dir, "run.yaml")
+	os.WriteFile(cfg, []byte("run: {name: r, steps: 1}\nvalidation: {episodes: 2}\ntest: {episodes: 3}\n"), 0o644)
+	db := filepath.Join(dir, "x.db")
+	if code, _, errs := cli(t, "run", "--config", cfg, "--db", db, "--quiet"); code != 0 {
+		t.Fatalf("run: exit %d\n%s", code, errs)
+	}
+	out := filepath.Join(dir, "t.jsonl")
+	code, _, errs := cli(t, "eval", "--db", db, "--run", "r", "--step", "last", "--out", out, "--max-record-bytes", "1000")
+	if code != 1 || !strings.Contains(errs, "--out "+out) || !strings.Contains(errs, "over --max-record-bytes 1000") {
+		t.Fatalf("eval --run with a record cap: exit %d, stderr %q", code, errs)
+	}
+	if n, _ := wholeRecords(t, out); n != 0 {
+		t.Fatalf("%d records written, want 0", n)
 	}
 }
