@@ -59,6 +59,9 @@ type Checkpoint struct {
 	Selection *checkpoint.Selection
 	// Validation is the step's validation, nil when it was not evaluated.
 	Validation *checkpoint.Evaluation
+	// Test is the step's measurement on the run's test split (stored by
+	// `grpo eval --run` or the end-of-run summary), nil when it has none.
+	Test *checkpoint.TestEvaluation
 }
 
 // Adapter is the step's adapter, nil for the base model.
@@ -113,6 +116,15 @@ func Resolve(ctx context.Context, store *checkpoint.Store, run string, pick Pick
 	for _, ev := range evals {
 		if ev.Step == want {
 			cp.Validation = &ev
+		}
+	}
+	tests, err := store.TestEvaluations(ctx, run, checkpoint.SplitTest)
+	if err != nil {
+		return Checkpoint{}, err
+	}
+	for _, te := range tests {
+		if te.Evaluation.Step == want {
+			cp.Test = &te
 		}
 	}
 	return cp, nil

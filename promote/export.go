@@ -43,6 +43,9 @@ type Manifest struct {
 	// --json` without the run name), null while it has none.
 	Selection  *checkpoint.Selection  `json:"selection"`
 	Validation *checkpoint.Evaluation `json:"validation"` // the step's validation, null when not evaluated
+	// Test is the step's measurement on the run's test split, null when
+	// it was not measured (`grpo eval --db DB --run RUN --step N` does).
+	Test *checkpoint.TestEvaluation `json:"test"`
 	// BaseModel is the model the adapter was trained on (trainer.base_model);
 	// ServedModel the name the inference servers served it under.
 	BaseModel   string          `json:"base_model"`
@@ -82,7 +85,7 @@ var ErrNotEmpty = errors.New("directory is not empty")
 func NewManifest(cp Checkpoint) Manifest {
 	m := Manifest{
 		Format: ManifestFormat, Run: cp.Run.Name, Step: cp.Step.Step, SelectedBy: cp.SelectedBy,
-		Metric: cp.Run.Metric, Selection: cp.Selection, Validation: cp.Validation,
+		Metric: cp.Run.Metric, Selection: cp.Selection, Validation: cp.Validation, Test: cp.Test,
 		BaseModel: cp.Config.Trainer.BaseModel, ServedModel: cp.Config.Inference.Model,
 		LoRA: cp.Config.Trainer.LoRA, Config: cp.Run.Config,
 	}

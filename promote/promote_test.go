@@ -120,6 +120,12 @@ func TestResolve(t *testing.T) {
 
 func TestExport(t *testing.T) {
 	f := newFixture(t)
+	// Step 1 was measured on the test split; step 3 was not.
+	te := checkpoint.TestEvaluation{Split: checkpoint.SplitTest, Seed: 2000000,
+		Evaluation: checkpoint.Evaluation{Step: 1, RewardMean: 0.42, Episodes: 100}}
+	if err := f.store.PutTestEvaluation(context.Background(), "r1", te); err != nil {
+		t.Fatal(err)
+	}
 	cp := f.resolve(t, promote.Pick{By: "best"})
 	out := filepath.Join(f.dir, "export", "best")
 	m, err := promote.Export(cp, out, false, time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC))
@@ -139,7 +145,8 @@ func TestExport(t *testing.T) {
 	if disk.Run != "r1" || disk.Step != 1 || disk.SelectedBy != "best" || disk.Value == nil || *disk.Value != 0.5 ||
 		disk.Metric != "reward_mean" || disk.Selection == nil || disk.Selection.Step != 1 || disk.Selection.Value != 0.5 ||
 		disk.Validation == nil || disk.Validation.RewardMean != 0.5 || disk.BaseModel != "Qwen/Qwen3-14B" ||
-		disk.LoRA.Rank != 8 || disk.Format != promote.ManifestFormat || !disk.Exported.Equal(m.Exported) {
+		disk.LoRA.Rank != 8 || disk.Format != promote.ManifestFormat || !disk.Exported.Equal(m.Exported) ||
+		disk.Test == nil || disk.Test.Seed != 2000000 || disk.Test.Evaluation.Step != 1 || disk.Test.Evaluation.RewardMean != 0.42 {
 		t.Fatalf("manifest %s", raw)
 	}
 	var cfg map[string]any
@@ -179,7 +186,7 @@ func TestExport(t *testing.T) {
 	}
 	// force replaces it with the other step.
 	m3, err := promote.Export(f.resolve(t, promote.Pick{By: "last"}), out, true, time.Now())
-	if err != nil || m3.Step != 3 || m3.Value == nil || *m3.Value != 0.2 || m3.Adapter.SHA256 == sum {
+	if err != nil || m3.Step != 3 || m3.Value == nil || *m3.Value != 0.2 || m3.Adapter.SHA256 == sum || m3.Test != nil {
 		t.Fatalf("forced export: %+v %v", m3, err)
 	}
 	if now, _, _ := promote.HashDir(out); now != m3.Adapter.SHA256 {
