@@ -143,6 +143,9 @@ type Options struct {
 	// Lease tunes the lease a run is played under (one process at a time;
 	// see checkpoint.AcquireLease); zero fields take the defaults.
 	Lease checkpoint.LeaseOptions
+	// EndTimeout bounds recording a run's end and releasing its lease,
+	// counted from when the step loop stops; default 30 s.
+	EndTimeout time.Duration
 }
 
 // Orchestrator runs training runs.
@@ -155,6 +158,9 @@ type Orchestrator struct {
 func New(opts Options) *Orchestrator {
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	if opts.EndTimeout <= 0 {
+		opts.EndTimeout = 30 * time.Second
 	}
 	if opts.Interrupted == "" {
 		opts.Interrupted = checkpoint.StateCancelled
@@ -241,9 +247,13 @@ func (o *Orchestrator) play(ctx context.Context, cfg config.Config, resumed bool
 	ctx, stop := context.WithCancelCause(ctx)
 	defer stop(nil)
 	lease.Keep(stop)
-	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
-	defer cancel()
-	defer lease.Release(sctx)
+	// The end is recorded and the lease released after the loop, however
+	// long it ran and even if ctx was cancelled: their bound starts then.
+	defer func() {
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), o.opts.EndTimeout)
+		defer cancel()
+		lease.Release(rctx)
+	}()
 	r := &run{o: o, cfg: cfg, name: cfg.Run.Name, keeper: inference.AdapterKeeper{Keep: cfg.Inference.Adapters.Keep}}
 	rec, err := o.opts.Store.GetRun(ctx, r.name)
 	if err == nil {
@@ -255,6 +265,8 @@ func (o *Orchestrator) play(ctx context.Context, cfg config.Config, resumed bool
 	}
 	state, msg := o.endState(ctx, err)
 	// The run's context may be cancelled: record the end regardless.
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), o.opts.EndTimeout)
+	defer cancel()
 	if serr := o.opts.Store.SetRunState(sctx, r.name, state, msg); serr != nil && err == nil {
 		err = serr
 	}

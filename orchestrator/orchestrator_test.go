@@ -319,6 +319,22 @@ func TestTrainerFailureFailsTheRun(t *testing.T) {
 	}
 }
 
+// TestEndRecordedAfterLongRun: the bound on recording a run's end starts
+// when the loop stops, not when the run starts — a run that outlasted it
+// was left "running" with "set state: context deadline exceeded".
+func TestEndRecordedAfterLongRun(t *testing.T) {
+	dir := t.TempDir()
+	e := newEnv(t, filepath.Join(dir, "data"), filepath.Join(dir, "grpo.db"))
+	e.trainer = fakeTrainer(t, trainer.Job{State: trainer.StateFailed, Error: "boom"}, 600*time.Millisecond)
+	o := orchestrator.New(orchestrator.Options{Store: e.store, Completer: e.chat, Trainer: e.trainer, Adapters: e.fleet, EndTimeout: 300 * time.Millisecond})
+	if err := o.Start(context.Background(), smallConfig(t, "long", 1)); !errors.Is(err, trainer.ErrJobFailed) {
+		t.Fatalf("err = %v, want the failed job", err)
+	}
+	if run, _, _ := snapshot(t, e.store, "long"); run.State != checkpoint.StateFailed || !strings.Contains(run.Error, "boom") {
+		t.Fatalf("state %s error %q; want failed with the job's error", run.State, run.Error)
+	}
+}
+
 func TestTrainerJobTimeout(t *testing.T) {
 	dir := t.TempDir()
 	e := newEnv(t, filepath.Join(dir, "data"), filepath.Join(dir, "grpo.db"))
