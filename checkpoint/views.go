@@ -24,6 +24,10 @@ type StepView struct {
 	Adapter    *Adapter           `json:"adapter"`
 	Job        *Job               `json:"job"`
 	Seconds    map[string]float64 `json:"seconds,omitempty"`
+	// ValidationTerms is the mean of each reward term over the step's
+	// validation episodes (errored ones left out, as in every other
+	// validation figure); absent when the store kept no episode records.
+	ValidationTerms *RewardTerms `json:"validation_terms,omitempty"`
 	// AdapterOnDisk, when set, says whether the adapter directory was
 	// found on the reader's machine (set by grpo runs show).
 	AdapterOnDisk *bool `json:"adapter_on_disk,omitempty"`
@@ -48,6 +52,7 @@ func NewRunView(run Run, steps []Step, evals []Evaluation) RunView {
 		sv := StepView{Step: s.Step, N: s.N, Train: s.Train, Adapter: s.Adapter, Job: s.Job, Seconds: s.Seconds}
 		if ev, ok := byStep[s.Step]; ok {
 			sv.Validation = &ev
+			sv.ValidationTerms = TermMeans(ev.Records)
 		}
 		v.Steps = append(v.Steps, sv)
 	}
@@ -55,4 +60,26 @@ func NewRunView(run Run, steps []Step, evals []Evaluation) RunView {
 		v.Best = &sel
 	}
 	return v
+}
+
+// TermMeans is the mean of each reward term over the records that did not
+// error; nil when none is left.
+func TermMeans(records []EpisodeRecord) *RewardTerms {
+	var sum RewardTerms
+	k := 0
+	for _, r := range records {
+		if r.Errored {
+			continue
+		}
+		sum.NoDeadlock += r.Terms.NoDeadlock
+		sum.Throughput += r.Terms.Throughput
+		sum.Unfairness += r.Terms.Unfairness
+		sum.Idle += r.Terms.Idle
+		k++
+	}
+	if k == 0 {
+		return nil
+	}
+	n := float64(k)
+	return &RewardTerms{NoDeadlock: sum.NoDeadlock / n, Throughput: sum.Throughput / n, Unfairness: sum.Unfairness / n, Idle: sum.Idle / n}
 }

@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -127,6 +128,64 @@ func TestDashboardRunLinkBandsAndTrainer(t *testing.T) {
 		}
 	}
 
+	// Reward terms: one point per validated step and term, each the mean
+	// of that term over the step's stored validation records (errored
+	// ones left out), computed here from the store.
+	_, _, evals, err := e.store.Snapshot(context.Background(), "a")
+	if err != nil {
+		t.Fatalf("snapshot a: %v", err)
+	}
+	if len(evals) != 3 {
+		t.Fatalf("run a: %d evaluations, want 3", len(evals))
+	}
+	for _, ev := range evals {
+		var sum [4]float64
+		k := 0
+		for _, r := range ev.Records {
+			if !r.Errored {
+				sum[0] += r.Terms.NoDeadlock
+				sum[1] += r.Terms.Throughput
+				sum[2] += r.Terms.Unfairness
+				sum[3] += r.Terms.Idle
+				k++
+			}
+		}
+		if k != 8 { // 4 episodes at each of n=5 and n=6
+			t.Fatalf("step %d: %d records, want 8", ev.Step, k)
+		}
+		for i, cls := range []string{"rnd", "rthru", "rfair", "ridle"} {
+			want := sum[i] / float64(k)
+			sel := fmt.Sprintf(`#terms circle.pt.%s[data-step="%d"]`, cls, ev.Step)
+			got, err := chromedp.Run(tctx, chromedp.Evaluate[string](`(() => { const c = document.querySelector('`+sel+`'); return c ? c.getAttribute("data-value") : "missing"; })()`))
+			if err != nil {
+				t.Fatalf("%s: %v", sel, err)
+			}
+			var v float64
+			if _, err := fmt.Sscan(got, &v); err != nil {
+				t.Errorf("%s: data-value %q", sel, got)
+				continue
+			}
+			if d := v - want; d > 1e-9 || d < -1e-9 {
+				t.Errorf("%s: %v, want the mean %v", sel, v, want)
+			}
+		}
+	}
+	for _, cls := range []string{"rnd", "rthru", "rfair", "ridle"} {
+		if got := count(`#terms path.` + cls); got != 1 {
+			t.Errorf("#terms path.%s: %d, want 1", cls, got)
+		}
+		if got := count(`#terms circle.pt.` + cls); got != 3 {
+			t.Errorf("#terms circle.pt.%s: %d, want 3", cls, got)
+		}
+	}
+	if got := eval(`document.querySelector('#terms circle.pt.rthru[data-step="0"] title').textContent`); !strings.HasPrefix(got, "r_thru step 0: ") {
+		t.Errorf("r_thru tooltip %q", got)
+	}
+	termsShot, err := chromedp.Run(tctx, chromedp.Screenshot(chromedp.CSS(`#terms`)))
+	if err != nil {
+		t.Fatalf("screenshot #terms: %v", err)
+	}
+
 	// Overlay run b's validation curve.
 	eval(`document.querySelector("#runs tr[data-run=b] input.compare").click(), ""`)
 	if err := chromedp.Do(tctx, chromedp.WaitVisible(chromedp.CSS(`#curve path.other`))); err != nil {
@@ -163,4 +222,7 @@ func TestDashboardRunLinkBandsAndTrainer(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Logf("screenshot: %s", path)
+	if err := os.WriteFile(filepath.Join(dir, "dashboard-terms.png"), termsShot, 0o644); err != nil {
+		t.Fatal(err)
+	}
 }

@@ -115,6 +115,7 @@ function render(r) {
   const best = r.best ? r.best.step : null;
 
   const train = [], val = [], band = [], dl = [], meals = [], perN = {}, loss = [], kl = [], gn = [];
+  const terms = { rnd: [], rthru: [], rfair: [], ridle: [] };
   for (const s of r.steps) {
     if (s.train) train.push([s.step, s.train.reward_mean]);
     if (s.validation) {
@@ -123,6 +124,14 @@ function render(r) {
       dl.push([s.step, s.validation.deadlock_rate]);
       meals.push([s.step, s.validation.meals_mean]);
       for (const pn of s.validation.per_n || []) (perN[pn.n] = perN[pn.n] || []).push([s.step, pn.reward_mean]);
+    }
+    // Per-step means of the reward terms over the validation episodes.
+    const t = s.validation_terms;
+    if (t) {
+      terms.rnd.push([s.step, t.r_nd]);
+      terms.rthru.push([s.step, t.r_thru]);
+      terms.rfair.push([s.step, t.r_fair]);
+      terms.ridle.push([s.step, t.r_idle]);
     }
     const m = s.job && s.job.metrics;
     if (m) {
@@ -144,6 +153,8 @@ function render(r) {
   chart($("#curve"), [{ cls: "train", pts: ema(train, v.smooth) }, { cls: "val", pts: ema(val, v.smooth) }, ...nSeries, ...others],
     { ...x, best, bestSeries: 1, band });
   chart($("#trainer"), [{ cls: "loss", pts: ema(loss, v.smooth) }, { cls: "kl", pts: ema(kl, v.smooth) }], { ...x, right: { cls: "gradnorm", pts: ema(gn, v.smooth) } });
+  const termNames = { rnd: "r_nd", rthru: "r_thru", rfair: "r_fair", ridle: "r_idle" };
+  chart($("#terms"), Object.entries(terms).map(([cls, pts]) => ({ cls, name: termNames[cls], pts: ema(pts, v.smooth) })), x);
   chart($("#deadlock"), [{ cls: "dl", pts: dl }], { ...x, ymin: 0, ymax: 1, right: { cls: "meals", pts: meals } });
 
   const tbody = $("#steps tbody");
@@ -225,8 +236,8 @@ function chart(svg, series, opts) {
     if (s.label) svg.append(el("svg:text", { class: "label " + s.cls, x: x(last[0]) - 4, y: yf(last[1]) - 5, "text-anchor": "end" }, s.label));
     svg.append(el("svg:path", { class: s.cls, d: s.pts.map((p, i) => (i ? "L" : "M") + x(p[0]) + " " + yf(p[1])).join(" ") }));
     for (const p of s.pts) {
-      const c = el("svg:circle", { class: "pt " + s.cls, cx: x(p[0]), cy: yf(p[1]), r: 3.5, "data-step": p[0] });
-      c.append(el("svg:title", {}, (s.label || s.cls) + " step " + p[0] + ": " + fmt(p[1])));
+      const c = el("svg:circle", { class: "pt " + s.cls, cx: x(p[0]), cy: yf(p[1]), r: 3.5, "data-step": p[0], "data-value": p[1] });
+      c.append(el("svg:title", {}, (s.label || s.name || s.cls) + " step " + p[0] + ": " + fmt(p[1])));
       svg.append(c);
     }
   };
