@@ -34,18 +34,10 @@ type AdminError struct {
 	Err        error  // ErrAdapterExists, ErrAdapterNotFound or nil
 }
 
-// Error implements error.
+// Error implements error, worded as every other status error of grpo's
+// HTTP clients.
 func (e *AdminError) Error() string {
-	var b strings.Builder
-	fmt.Fprintf(&b, "%s %s: %d", e.Method, e.URL, e.StatusCode)
-	if s := http.StatusText(e.StatusCode); s != "" {
-		b.WriteString(" " + s)
-	}
-	if e.Type != "" {
-		b.WriteString(": " + e.Type)
-	}
-	b.WriteString(": " + e.Message)
-	return b.String()
+	return (&httpx.StatusError{Method: e.Method, URL: e.URL, StatusCode: e.StatusCode, Type: e.Type, Message: e.Message}).Error()
 }
 
 // Unwrap exposes the sentinel the answer was recognised as.

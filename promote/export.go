@@ -17,6 +17,7 @@ import (
 
 	"github.com/grpo-dev/grpo/checkpoint"
 	"github.com/grpo-dev/grpo/config"
+	"github.com/grpo-dev/grpo/internal/fsutil"
 )
 
 // ManifestFile is the manifest Export writes beside the adapter files.
@@ -151,10 +152,10 @@ func Export(cp Checkpoint, dir string, force bool, now time.Time) (Manifest, err
 	if err != nil {
 		return m, fmt.Errorf("encode manifest: %w", err)
 	}
-	if err := writeFileSync(filepath.Join(tmp, ManifestFile), append(b, '\n')); err != nil {
+	if err := fsutil.WriteFileSync(filepath.Join(tmp, ManifestFile), append(b, '\n')); err != nil {
 		return m, fmt.Errorf("write manifest: %w", err)
 	}
-	if err := syncDir(tmp); err != nil {
+	if err := fsutil.SyncDir(tmp); err != nil {
 		return m, fmt.Errorf("export to %s: %w", dir, err)
 	}
 	if err := swapIn(tmp, dst); err != nil {
@@ -236,7 +237,7 @@ func copyTree(src, dst string) ([]FileHash, error) {
 	// Sync the copied directories so the renames are durable.
 	err = filepath.WalkDir(dst, func(path string, d fs.DirEntry, err error) error {
 		if err == nil && d.IsDir() {
-			err = syncDir(path)
+			err = fsutil.SyncDir(path)
 		}
 		return err
 	})
@@ -328,36 +329,11 @@ func swapIn(tmp, dst string) error {
 		}
 		return err
 	}
-	if err := syncDir(parent); err != nil {
+	if err := fsutil.SyncDir(parent); err != nil {
 		return err
 	}
 	if aside != "" {
 		return os.RemoveAll(aside)
 	}
 	return nil
-}
-
-func writeFileSync(path string, data []byte) error {
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644)
-	if err != nil {
-		return err
-	}
-	if _, err := f.Write(data); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Sync(); err != nil {
-		f.Close()
-		return err
-	}
-	return f.Close()
-}
-
-func syncDir(dir string) error {
-	f, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	defer f.Close()
-	return f.Sync()
 }

@@ -10,6 +10,8 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+
+	"github.com/grpo-dev/grpo/internal/fsutil"
 )
 
 // Files of an adapter directory, named as PEFT names them.
@@ -114,10 +116,10 @@ func (a *Adapter) Save(dir string) error {
 		{name: tensorA, shape: []int{a.Rank, NumFeatures}, data: a.A},
 		{name: tensorB, shape: []int{NumOutputs, a.Rank}, data: a.B},
 	})
-	if err := writeFileSync(filepath.Join(tmp, ConfigFile), append(cfg, '\n')); err != nil {
+	if err := fsutil.WriteFileSync(filepath.Join(tmp, ConfigFile), append(cfg, '\n')); err != nil {
 		return fmt.Errorf("save adapter %s: %w", dir, err)
 	}
-	if err := writeFileSync(filepath.Join(tmp, WeightsFile), weights); err != nil {
+	if err := fsutil.WriteFileSync(filepath.Join(tmp, WeightsFile), weights); err != nil {
 		return fmt.Errorf("save adapter %s: %w", dir, err)
 	}
 	if err := replaceDir(tmp, dir); err != nil {
@@ -141,7 +143,7 @@ func replaceDir(src, dst string) error {
 	for attempt := 0; ; attempt++ {
 		err := os.Rename(src, dst)
 		if err == nil {
-			return syncDir(parent)
+			return fsutil.SyncDir(parent)
 		}
 		// EEXIST and ENOTEMPTY both match fs.ErrExist.
 		if !errors.Is(err, fs.ErrExist) || attempt == 8 {

@@ -13,6 +13,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/grpo-dev/grpo/internal/fsutil"
 	"github.com/grpo-dev/grpo/trainer"
 )
 
@@ -145,7 +146,7 @@ func (m *jobManager) persist(e *jobEntry) error {
 	if err != nil {
 		return err
 	}
-	if err := writeFileAtomic(filepath.Join(m.jobDir(e.job.ID), jobFile), b); err != nil {
+	if err := fsutil.WriteFileAtomic(filepath.Join(m.jobDir(e.job.ID), jobFile), b); err != nil {
 		return fmt.Errorf("record job %s: %w", e.job.ID, err)
 	}
 	return nil
@@ -175,7 +176,7 @@ func (m *jobManager) create(req *trainer.JobRequest, body []byte) (trainer.Job, 
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return trainer.Job{}, false, fmt.Errorf("record job %s: %w", req.ID, err)
 	}
-	if err := writeFileAtomic(filepath.Join(dir, requestFile), body); err != nil {
+	if err := fsutil.WriteFileAtomic(filepath.Join(dir, requestFile), body); err != nil {
 		os.RemoveAll(dir)
 		return trainer.Job{}, false, fmt.Errorf("record job %s: %w", req.ID, err)
 	}

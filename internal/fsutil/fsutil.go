@@ -1,12 +1,14 @@
-package refmodel
+// Package fsutil writes files durably: fsynced, and renamed into place
+// atomically where a reader must never see half a file.
+package fsutil
 
 import (
 	"os"
 	"path/filepath"
 )
 
-// writeFileSync writes and fsyncs a new file.
-func writeFileSync(path string, data []byte) error {
+// WriteFileSync writes and fsyncs a new file.
+func WriteFileSync(path string, data []byte) error {
 	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644)
 	if err != nil {
 		return err
@@ -22,8 +24,8 @@ func writeFileSync(path string, data []byte) error {
 	return f.Close()
 }
 
-// syncDir fsyncs a directory so that renames inside it are durable.
-func syncDir(dir string) error {
+// SyncDir fsyncs a directory so that renames inside it are durable.
+func SyncDir(dir string) error {
 	f, err := os.Open(dir)
 	if err != nil {
 		return err
@@ -32,9 +34,9 @@ func syncDir(dir string) error {
 	return f.Sync()
 }
 
-// writeFileAtomic replaces path with data: a temporary file in the same
+// WriteFileAtomic replaces path with data: a temporary file in the same
 // directory is written, synced and renamed over path.
-func writeFileAtomic(path string, data []byte) error {
+func WriteFileAtomic(path string, data []byte) error {
 	f, err := os.CreateTemp(filepath.Dir(path), ".tmp-"+filepath.Base(path)+"-")
 	if err != nil {
 		return err
@@ -58,5 +60,5 @@ func writeFileAtomic(path string, data []byte) error {
 		os.Remove(tmp)
 		return err
 	}
-	return syncDir(filepath.Dir(path))
+	return SyncDir(filepath.Dir(path))
 }
