@@ -139,6 +139,39 @@ type Evaluation struct {
 	// checkpoints compared table by table. Absent in stores written
 	// before it existed.
 	Records []EpisodeRecord `json:"records,omitempty"`
+	// Transcripts are round-by-round replays of the first
+	// validation.transcripts episodes at each table size; absent when
+	// none were asked for. Run views leave them out (they are served per
+	// step: GET /api/v1/runs/{id}/steps/{step}/transcripts).
+	Transcripts []EpisodeReplay `json:"transcripts,omitempty"`
+}
+
+// EpisodeReplay is one validation episode round by round.
+type EpisodeReplay struct {
+	ID       string        `json:"id"`
+	N        int           `json:"n"`
+	Seed     int64         `json:"seed"` // the table seed
+	Reward   float64       `json:"reward"`
+	Meals    int           `json:"meals"`
+	Deadlock bool          `json:"deadlock"`
+	Errored  bool          `json:"errored,omitempty"`
+	Rounds   []ReplayRound `json:"rounds"`
+}
+
+// ReplayRound is one round: each philosopher's move in seat order.
+type ReplayRound struct {
+	Round int          `json:"round"`
+	Moves []ReplayMove `json:"moves"`
+}
+
+// ReplayMove is a philosopher's turn: its tool call ("invalid" when none
+// could be read), whether it succeeded, the forks it holds after the
+// round, and its raw output (capped).
+type ReplayMove struct {
+	Action string `json:"action"`
+	OK     bool   `json:"ok"`
+	Forks  []int  `json:"forks"`
+	Output string `json:"output"`
 }
 
 // EpisodeRecord is what one held-out episode measured.

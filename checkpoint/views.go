@@ -28,6 +28,9 @@ type StepView struct {
 	// validation episodes (errored ones left out, as in every other
 	// validation figure); absent when the store kept no episode records.
 	ValidationTerms *RewardTerms `json:"validation_terms,omitempty"`
+	// Transcripts is how many episode replays the step's validation kept
+	// (GET /api/v1/runs/{id}/steps/{step}/transcripts serves them).
+	Transcripts int `json:"transcripts,omitempty"`
 	// AdapterOnDisk, when set, says whether the adapter directory was
 	// found on the reader's machine (set by grpo runs show).
 	AdapterOnDisk *bool `json:"adapter_on_disk,omitempty"`
@@ -51,6 +54,8 @@ func NewRunView(run Run, steps []Step, evals []Evaluation) RunView {
 	for _, s := range steps {
 		sv := StepView{Step: s.Step, N: s.N, Train: s.Train, Adapter: s.Adapter, Job: s.Job, Seconds: s.Seconds}
 		if ev, ok := byStep[s.Step]; ok {
+			sv.Transcripts = len(ev.Transcripts)
+			ev.Transcripts = nil // served per step
 			sv.Validation = &ev
 			sv.ValidationTerms = TermMeans(ev.Records)
 		}

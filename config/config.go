@@ -148,6 +148,9 @@ type Validation struct {
 	Metric      checkpoint.Metric `yaml:"metric" json:"metric"`
 	Selection   checkpoint.Policy `yaml:"selection" json:"selection"` // best-validation | best-train | last
 	EMA         float64           `yaml:"ema" json:"ema"`
+	// Transcripts is how many validation episodes per table size (the
+	// first ones) the store keeps round by round for the dashboard.
+	Transcripts int `yaml:"transcripts" json:"transcripts"`
 }
 
 // Test is the held-out split that measures a chosen checkpoint on tables

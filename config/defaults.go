@@ -79,6 +79,7 @@ func Default() Config {
 			Every:       1,
 			N:           []int{5},
 			Episodes:    24,
+			Transcripts: 1,
 			Seed:        1000000,
 			Temperature: 1.0,
 			Metric:      checkpoint.MetricRewardMean,

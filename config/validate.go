@@ -264,6 +264,8 @@ func (c Config) validateValidation() error {
 		return invalid("validation.selection", "%q is not accepted; accepted: %s", v.Selection, joinNames(checkpoint.Policies))
 	case !(v.EMA >= 0 && v.EMA < 1):
 		return invalid("validation.ema", "is %v; accepted: 0 <= ema < 1 (0: no smoothing)", v.EMA)
+	case v.Transcripts < 0 || v.Transcripts > v.Episodes:
+		return invalid("validation.transcripts", "is %d; accepted: 0 to validation.episodes (%d)", v.Transcripts, v.Episodes)
 	}
 	return nil
 }

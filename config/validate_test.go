@@ -100,6 +100,8 @@ func TestValidate(t *testing.T) {
 		{"validation: {ema: 1}", "validation.ema: is 1; accepted: 0 <= ema < 1"},
 		{"validation: {ema: -0.1}", "validation.ema: is -0.1; accepted: 0 <= ema < 1"},
 		{"validation: {ema: .nan}", "validation.ema: is NaN; accepted: 0 <= ema < 1"},
+		{"validation: {transcripts: -1}", "validation.transcripts: is -1; accepted: 0 to validation.episodes (24)"},
+		{"validation: {episodes: 4, transcripts: 5}", "validation.transcripts: is 5; accepted: 0 to validation.episodes (4)"},
 		{"validation: {ema: 0.9}", ""},
 		{"curriculum: {schedule: '5@0,10@6,15@11'}", ""},
 		{"curriculum: {schedule: '5@2'}", `curriculum.schedule: stage "5@2": the first stage must start at step 0 or 1`},

@@ -97,6 +97,9 @@ type Set struct {
 	Seeds    Seeds
 	// ID names episode e at table size n, for transcripts and events.
 	ID func(n, e int) string
+	// Transcripts is how many episodes at each table size (the first
+	// ones) keep a round-by-round replay.
+	Transcripts int
 	// What names the episodes in the every-episode-failed error
 	// ("validation": "every validation episode failed"); empty says none.
 	What string
@@ -112,7 +115,7 @@ func (s Set) Specs() []rollout.EpisodeSpec {
 			env.N, env.Seed = n, table
 			specs = append(specs, rollout.EpisodeSpec{
 				ID: s.ID(n, e), Model: s.Model, Env: env, Reward: s.Reward,
-				Sampling: s.Sampling, SampleSeed: sample,
+				Sampling: s.Sampling, SampleSeed: sample, KeepRounds: e < s.Transcripts,
 			})
 		}
 	}
@@ -209,7 +212,30 @@ func (r Result) Evaluation(step int) checkpoint.Evaluation {
 			InvalidRate: p.Stats.InvalidRate})
 	}
 	ev.Records = Records(r.Episodes)
+	ev.Transcripts = Replays(r.Episodes)
 	return ev
+}
+
+// Replays is what the store keeps of the episodes that kept their rounds.
+func Replays(eps []rollout.Episode) []checkpoint.EpisodeReplay {
+	var out []checkpoint.EpisodeReplay
+	for _, ep := range eps {
+		if !ep.Spec.KeepRounds {
+			continue
+		}
+		rp := checkpoint.EpisodeReplay{ID: ep.Spec.ID, N: ep.Spec.Env.N, Seed: ep.Spec.Env.Seed, Reward: ep.Reward,
+			Meals: ep.Metrics.TotalMeals, Deadlock: ep.Metrics.Deadlocked, Errored: ep.Errored,
+			Rounds: make([]checkpoint.ReplayRound, len(ep.Rounds))}
+		for i, rd := range ep.Rounds {
+			moves := make([]checkpoint.ReplayMove, len(rd.Moves))
+			for j, m := range rd.Moves {
+				moves[j] = checkpoint.ReplayMove{Action: m.Action, OK: m.OK, Forks: m.Forks, Output: m.Output}
+			}
+			rp.Rounds[i] = checkpoint.ReplayRound{Round: rd.Round, Moves: moves}
+		}
+		out = append(out, rp)
+	}
+	return out
 }
 
 // Records is what the store keeps of each episode.

@@ -297,7 +297,7 @@ func (r *run) validate(ctx context.Context, s int) (*checkpoint.Evaluation, erro
 	v := r.cfg.Validation
 	set := evaluate.Set{
 		Model: r.model(), Env: r.env(0, 0), Reward: r.reward(), Sampling: r.sampling(v.Temperature),
-		N: v.N, Episodes: v.Episodes, What: "validation",
+		N: v.N, Episodes: v.Episodes, What: "validation", Transcripts: v.Transcripts,
 		Seeds: func(n, i int) (int64, int64) {
 			seed := r.cfg.ValidationSeed(i)
 			return seed, rollout.RequestSeed(seed, n, -2)

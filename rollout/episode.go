@@ -41,6 +41,9 @@ type EpisodeSpec struct {
 	// server that honours seeds is reproducible. Episodes of one group share
 	// Env.Seed and differ in SampleSeed.
 	SampleSeed int64 `json:"sample_seed"`
+	// KeepRounds asks for the episode's round-by-round replay
+	// (Episode.Rounds).
+	KeepRounds bool `json:"-"`
 }
 
 // Transcript is one philosopher's conversation: OpenAI messages, and each
@@ -65,6 +68,8 @@ type Episode struct {
 	// Replays is how many times the episode was played again from its
 	// seeds after a call failed for good (Runner.Replays).
 	Replays int `json:"replays,omitempty"`
+	// Rounds is the episode round by round, when its spec kept them.
+	Rounds []Round `json:"rounds,omitempty"`
 }
 
 // Runner plays episodes against a Completer. Limit, when set, bounds the
@@ -176,6 +181,7 @@ type episode struct {
 	agents  []*agent
 	metrics Metrics
 	calls   chan call // to the episode's callers (simultaneous mode)
+	rounds  []Round   // when spec.KeepRounds
 }
 
 // observe appends this round's observation to a's conversation.
@@ -284,6 +290,7 @@ func (r *Runner) play(ctx context.Context, spec EpisodeSpec) (out Episode, callF
 	for i, a := range e.agents {
 		out.Transcripts[i] = Transcript{Agent: i, MessagesAndChoices: a.items}
 	}
+	out.Rounds = e.rounds
 	out.Seconds = time.Since(start).Seconds()
 	if failure != nil {
 		out.Errored, out.Error = true, failure.Error()
@@ -295,16 +302,25 @@ func (r *Runner) play(ctx context.Context, spec EpisodeSpec) (out Episode, callF
 }
 
 func (r *Runner) sequentialRound(ctx context.Context, e *episode) error {
+	round := e.table.Round()
+	var actions, outputs []string
+	var oks []bool
 	for _, a := range e.agents {
 		e.observe(a)
-		c, err := r.complete(ctx, e.spec, a, e.table.Round())
+		c, err := r.complete(ctx, e.spec, a, round)
 		if err != nil {
 			return err
 		}
 		action := e.take(a, c, r.maxAnswer())
-		e.answer(a, action, e.table.Act(a.id, action))
+		ok := e.table.Act(a.id, action)
+		e.answer(a, action, ok)
+		if e.spec.KeepRounds {
+			actions, oks = append(actions, action), append(oks, ok)
+			outputs = append(outputs, rawOutput(&c.Choice.Message, r.maxAnswer()))
+		}
 	}
 	e.table.EndRound()
+	e.recordRound(round, actions, oks, outputs)
 	return nil
 }
 
@@ -334,6 +350,13 @@ func (r *Runner) simultaneousRound(ctx context.Context, e *episode) error {
 	ok := e.table.Resolve(actions)
 	for i, a := range e.agents {
 		e.answer(a, actions[i], ok[i])
+	}
+	if e.spec.KeepRounds {
+		outputs := make([]string, len(done))
+		for i, c := range done {
+			outputs[i] = rawOutput(&c.Choice.Message, r.maxAnswer())
+		}
+		e.recordRound(rd.round, actions, ok, outputs)
 	}
 	return nil
 }

@@ -26,6 +26,7 @@ func (s *Server) routes() http.Handler {
 	mux.HandleFunc("GET /api/v1/runs/{id}", s.handleShow)
 	mux.HandleFunc("GET /api/v1/runs/{id}/steps", s.handleSteps)
 	mux.HandleFunc("GET /api/v1/runs/{id}/best", s.handleBest)
+	mux.HandleFunc("GET /api/v1/runs/{id}/steps/{step}/transcripts", s.handleTranscripts)
 	mux.Handle("POST /api/v1/runs/{id}/cancel", s.mutating(s.handleCancel))
 	mux.Handle("POST /api/v1/runs/{id}/promote", s.mutating(s.handlePromote))
 	mux.Handle("GET /metrics", promhttp.HandlerFor(s.opts.Registry, promhttp.HandlerOpts{}))

@@ -74,6 +74,10 @@ function select(name) {
   history.replaceState(null, "", "?run=" + encodeURIComponent(name));
   state.jobs = {};
   state.episodes = 0;
+  state.tx = null;
+  $("#tx-list").replaceChildren();
+  $("#tx-replay").hidden = true;
+  $("#tx-none").textContent = "No step selected.";
   $("#promote-result").textContent = "";
   for (const tr of document.querySelectorAll("#runs tbody tr")) tr.classList.toggle("selected", tr.dataset.run === name);
   loadRun();
@@ -168,7 +172,12 @@ function render(r) {
       el("td", {}, v ? "[" + fmt(v.reward_ci95[0]) + ", " + fmt(v.reward_ci95[1]) + "]" : ""),
       el("td", {}, v ? fmt(v.deadlock_rate, 2) : "-"), el("td", {}, v ? fmt(v.meals_mean, 2) : "-"),
       el("td", {}, s.adapter ? s.adapter.name : "base"),
-      el("td", {}, s.job ? s.job.state : (s.step > 0 ? "no signal" : "-")));
+      el("td", {}, s.job ? s.job.state : (s.step > 0 ? "no signal" : "-")), el("td", {}, ""));
+    if (s.transcripts) {
+      const b = el("button", { type: "button", class: "tx-open", "data-step": s.step }, s.transcripts + " replays");
+      b.addEventListener("click", () => openTranscripts(s.step).catch((err) => { $("#tx-none").textContent = err.message; }));
+      tr.lastChild.append(b);
+    }
     tbody.append(tr);
   }
   for (const s of r.steps) {
@@ -178,6 +187,47 @@ function render(r) {
   }
   renderJobs();
 }
+
+// openTranscripts lists the episode replays step's validation kept.
+async function openTranscripts(step) {
+  const eps = await api("/api/v1/runs/" + encodeURIComponent(state.selected) + "/steps/" + step + "/transcripts");
+  state.tx = { step, eps, ep: null, round: 0 };
+  $("#tx-none").textContent = "step " + step + ": " + eps.length + " stored episodes";
+  const ul = $("#tx-list");
+  ul.replaceChildren();
+  eps.forEach((ep, i) => {
+    const li = el("li", { "data-episode": ep.id });
+    const b = el("button", { type: "button", class: "tx-episode" }, ep.id);
+    b.addEventListener("click", () => { state.tx.ep = i; state.tx.round = 0; renderReplay(); });
+    li.append(b, " n=" + ep.n + " table " + ep.seed + ", reward " + fmt(ep.reward) + ", " + ep.meals + " meals" +
+      (ep.deadlock ? ", deadlocked" : "") + ", " + ep.rounds.length + " rounds");
+    ul.append(li);
+  });
+  $("#tx-replay").hidden = true;
+}
+
+// renderReplay shows one round of the chosen episode: each philosopher's
+// tool call, whether it worked, the forks it held after, its raw output.
+function renderReplay() {
+  const tx = state.tx;
+  const ep = tx.eps[tx.ep];
+  $("#tx-replay").hidden = false;
+  tx.round = Math.max(0, Math.min(tx.round, ep.rounds.length - 1));
+  const rd = ep.rounds[tx.round];
+  $("#tx-round").textContent = ep.id + ": round " + (rd ? rd.round : "-") + " of " + ep.rounds.length;
+  const tbody = $("#tx-moves tbody");
+  tbody.replaceChildren();
+  if (!rd) return;
+  rd.moves.forEach((m, i) => {
+    const tr = el("tr", { "data-philosopher": i, class: m.ok ? "ok" : "failed" });
+    tr.append(el("td", {}, i), el("td", {}, m.action), el("td", {}, m.ok ? "yes" : "no"),
+      el("td", {}, m.forks.length ? m.forks.join(", ") : "none"), el("td", { class: "raw" }, m.output));
+    tbody.append(tr);
+  });
+}
+
+$("#tx-prev").addEventListener("click", () => { if (state.tx) { state.tx.round--; renderReplay(); } });
+$("#tx-next").addEventListener("click", () => { if (state.tx) { state.tx.round++; renderReplay(); } });
 
 function renderJobs() {
   const tbody = $("#jobs tbody");
