@@ -1,6 +1,7 @@
 package inference
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -244,9 +245,13 @@ func decodeCompletion(body []byte) (*rollout.Completion, error) {
 		}
 		return decodeCompletionSlow(body)
 	}
-	raw := rawFirstChoice(body)
-	if len(resp.Choices) == 0 || raw == nil {
+	if len(resp.Choices) == 0 {
 		return nil, garbage
+	}
+	raw := rawFirstChoice(body)
+	if raw == nil {
+		// A shape the byte scan does not vouch for: decode it whole.
+		return decodeCompletionSlow(body)
 	}
 	comp := &rollout.Completion{Raw: raw, Usage: resp.Usage}
 	resp.Choices[0].fill(&comp.Choice)
@@ -279,13 +284,17 @@ func decodeCompletionSlow(body []byte) (*rollout.Completion, error) {
 
 // rawFirstChoice returns the bytes of the first element of the top-level
 // "choices" array of body, which must be valid JSON; nil when there is
-// none or it is not an object.
+// none, it is not an object, or body has another key encoding/json could
+// read as "choices" (a duplicate, another case, an escape): the caller
+// then leaves the answer to the full decoder, so the bytes kept are always
+// those of the choice that was decoded.
 func rawFirstChoice(body []byte) []byte {
 	i := skipSpace(body, 0)
 	if i >= len(body) || body[i] != '{' {
 		return nil
 	}
 	i++
+	var found []byte
 	for {
 		i = skipSpace(body, i)
 		if i >= len(body) || body[i] != '"' {
@@ -298,23 +307,37 @@ func rawFirstChoice(body []byte) []byte {
 			return nil
 		}
 		i = skipSpace(body, i+1)
-		if string(key) == `"choices"` {
-			if i >= len(body) || body[i] != '[' {
+		switch {
+		case found == nil && string(key) == `"choices"`:
+			if found = firstElement(body, i); found == nil {
 				return nil
 			}
-			i = skipSpace(body, i+1)
-			if i >= len(body) || body[i] != '{' {
-				return nil
-			}
-			end := skipValue(body, i)
-			return body[i:end:end]
+		case bytes.IndexByte(key, '\\') >= 0 || bytes.EqualFold(key, []byte(`"choices"`)):
+			return nil
 		}
 		i = skipSpace(body, skipValue(body, i))
+		if i < len(body) && body[i] == '}' {
+			return found
+		}
 		if i >= len(body) || body[i] != ',' {
 			return nil
 		}
 		i++
 	}
+}
+
+// firstElement returns the first element of the array at b[i] when it is
+// an object, else nil.
+func firstElement(b []byte, i int) []byte {
+	if i >= len(b) || b[i] != '[' {
+		return nil
+	}
+	i = skipSpace(b, i+1)
+	if i >= len(b) || b[i] != '{' {
+		return nil
+	}
+	end := skipValue(b, i)
+	return b[i:end:end]
 }
 
 func skipSpace(b []byte, i int) int {
