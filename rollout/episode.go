@@ -3,7 +3,6 @@ package rollout
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"sync"
 	"time"
@@ -333,16 +332,16 @@ func (r *Runner) simultaneousRound(ctx context.Context, e *episode) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	rd := &roundCalls{ctx: ctx, cancel: cancel, spec: &e.spec, round: e.table.Round(),
-		done: make([]*Completion, len(e.agents)), errs: make([]error, len(e.agents))}
+		done: make([]*Completion, len(e.agents))}
 	rd.wg.Add(len(e.agents))
 	for i, a := range e.agents {
 		e.calls <- call{rd, i, a}
 	}
 	rd.wg.Wait()
-	done, errs := rd.done, rd.errs
-	if err := firstCause(errs); err != nil {
-		return err
+	if rd.first != nil {
+		return rd.first
 	}
+	done := rd.done
 	actions := make([]string, len(e.agents))
 	for i, a := range e.agents {
 		actions[i] = e.take(a, done[i], r.maxAnswer())
@@ -369,8 +368,22 @@ type roundCalls struct {
 	spec   *EpisodeSpec
 	round  int
 	done   []*Completion
-	errs   []error
 	wg     sync.WaitGroup
+
+	mu    sync.Mutex
+	first error // the round's first failure in time: the cause, not a call it cancelled
+}
+
+// fail records err if it is the round's first failure and cancels the
+// other calls. A call cancelled by it may fail with its own last error
+// (a 500 after fewer attempts): that is not the cause.
+func (rd *roundCalls) fail(err error) {
+	rd.mu.Lock()
+	if rd.first == nil {
+		rd.first = err
+	}
+	rd.mu.Unlock()
+	rd.cancel()
 }
 
 // call asks one agent's decision of a round.
@@ -386,29 +399,12 @@ type call struct {
 func (r *Runner) caller(calls <-chan call) {
 	for c := range calls {
 		rd := c.rd
-		rd.done[c.i], rd.errs[c.i] = r.complete(rd.ctx, *rd.spec, c.a, rd.round)
-		if rd.errs[c.i] != nil {
-			rd.cancel()
+		var err error
+		if rd.done[c.i], err = r.complete(rd.ctx, *rd.spec, c.a, rd.round); err != nil {
+			rd.fail(err)
 		}
 		rd.wg.Done()
 	}
-}
-
-// firstCause prefers an error that is not the cancellation it provoked.
-func firstCause(errs []error) error {
-	var first error
-	for _, err := range errs {
-		if err == nil {
-			continue
-		}
-		if !errors.Is(err, context.Canceled) {
-			return err
-		}
-		if first == nil {
-			first = err
-		}
-	}
-	return first
 }
 
 func (r *Runner) complete(ctx context.Context, spec EpisodeSpec, a *agent, round int) (*Completion, error) {
