@@ -20,7 +20,8 @@ const DefaultMaxBody = 16 << 20
 // default HTTP client.
 const DefaultPoolSize = 256
 
-// NewHTTPClient returns an HTTP client with keep-alive whose connection
+// NewHTTPClient returns an HTTP client with keep-alive (Transport, over
+// net/http's for https and proxies) whose connection
 // pool keeps concurrency idle connections per host (at least 2), so that a
 // run with that many requests in flight reuses its connections instead of
 // opening new ones. Clients of one run share one: build it once from
@@ -30,7 +31,7 @@ func NewHTTPClient(concurrency int) *http.Client {
 	tr.MaxIdleConnsPerHost = max(concurrency, 2)
 	tr.MaxIdleConns = max(tr.MaxIdleConns, tr.MaxIdleConnsPerHost)
 	tr.DisableKeepAlives = false
-	return &http.Client{Transport: tr}
+	return &http.Client{Transport: &Transport{MaxIdlePerHost: tr.MaxIdleConnsPerHost, Fallback: tr, Proxy: tr.Proxy}}
 }
 
 // DefaultHTTPClient is the client used when Options leave HTTPClient nil:
@@ -170,13 +171,16 @@ func (c *Client) send(ctx context.Context, r *Request, timeout time.Duration) (r
 		actx, cancel = context.WithTimeout(ctx, timeout)
 		defer cancel()
 	}
-	var body io.Reader
-	if r.Body != nil {
-		body = bytes.NewReader(r.Body)
-	}
-	hreq, err := http.NewRequestWithContext(actx, r.Method, r.URL, body)
+	hreq, err := http.NewRequestWithContext(actx, r.Method, r.URL, nil)
 	if err != nil {
 		return nil, false, err
+	}
+	if r.Body != nil {
+		hreq.Body, hreq.ContentLength = newBytesBody(r.Body), int64(len(r.Body))
+		hreq.GetBody = func() (io.ReadCloser, error) { return newBytesBody(r.Body), nil }
+		if len(r.Body) == 0 {
+			hreq.Body = http.NoBody
+		}
 	}
 	if r.Body != nil {
 		hreq.Header.Set("Content-Type", "application/json")
@@ -221,6 +225,17 @@ func (c *Client) send(ctx context.Context, r *Request, timeout time.Duration) (r
 	}
 	return resp, false, nil
 }
+
+// bytesBody is a request body whose bytes Transport writes as they are,
+// without copying them into a buffer of its own.
+type bytesBody struct {
+	*bytes.Reader
+	b []byte
+}
+
+func newBytesBody(b []byte) io.ReadCloser { return bytesBody{bytes.NewReader(b), b} }
+
+func (bytesBody) Close() error { return nil }
 
 // readBody reads at most max+1 bytes of the answer, into one buffer of
 // the announced length when there is one (io.ReadAll grows its buffer from

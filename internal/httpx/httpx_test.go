@@ -422,10 +422,14 @@ func TestPolicy_Validate(t *testing.T) {
 
 func TestNewHTTPClient_PoolFollowsConcurrency(t *testing.T) {
 	for _, tt := range []struct{ concurrency, perHost int }{{64, 64}, {1, 2}, {500, 500}} {
-		tr := NewHTTPClient(tt.concurrency).Transport.(*http.Transport)
-		if tr.MaxIdleConnsPerHost != tt.perHost || tr.MaxIdleConns < tt.perHost || tr.DisableKeepAlives {
-			t.Errorf("NewHTTPClient(%d): idle per host %d, idle %d, keep-alive off %v; want %d per host with keep-alive",
-				tt.concurrency, tr.MaxIdleConnsPerHost, tr.MaxIdleConns, tr.DisableKeepAlives, tt.perHost)
+		own := NewHTTPClient(tt.concurrency).Transport.(*Transport)
+		tr := own.Fallback.(*http.Transport)
+		if own.MaxIdlePerHost != tt.perHost || tr.MaxIdleConnsPerHost != tt.perHost || tr.MaxIdleConns < tt.perHost || tr.DisableKeepAlives {
+			t.Errorf("NewHTTPClient(%d): idle per host %d (fallback %d), idle %d, keep-alive off %v; want %d per host with keep-alive",
+				tt.concurrency, own.MaxIdlePerHost, tr.MaxIdleConnsPerHost, tr.MaxIdleConns, tr.DisableKeepAlives, tt.perHost)
+		}
+		if own.Proxy == nil {
+			t.Errorf("NewHTTPClient(%d): no proxy function: a proxy from the environment would be bypassed", tt.concurrency)
 		}
 	}
 	if DefaultHTTPClient() != DefaultHTTPClient() {

@@ -1,0 +1,375 @@
+package httpx
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+)
+
+// Transport is an HTTP/1.1 keep-alive transport for plain http:// requests
+// whose body length is known: the requests a run sends to its inference
+// servers, thousands in flight at once. net/http's Transport gives every
+// connection a reader and a writer goroutine besides the caller's, writes
+// a request in 4 KB pieces and builds a dozen objects per request; at
+// 2,000 requests in flight those goroutines' stacks, their hand-offs and
+// the extra write calls cost more CPU and memory per call than the rest
+// of the orchestrator (docs/PERFORMANCE.md). This transport makes each
+// exchange on the caller's goroutine: one write of the head and body, the
+// answer parsed by net/http's own http.ReadResponse, the connection kept
+// for the next request once its body was read to the end.
+//
+// Everything else — https, a proxy from the environment, a body of unknown
+// length, Expect: 100-continue — goes to Fallback.
+type Transport struct {
+	// MaxIdlePerHost is the idle connections kept per host (at least 1).
+	MaxIdlePerHost int
+	// Fallback carries the requests this transport does not.
+	Fallback http.RoundTripper
+	// Proxy, when set, is asked for each request; a request it sends
+	// through a proxy goes to Fallback.
+	Proxy func(*http.Request) (*url.URL, error)
+
+	dialer net.Dialer
+	mu     sync.Mutex
+	idle   map[string][]*pconn
+}
+
+// idleTimeout is how long an idle connection is kept: servers close idle
+// connections after a few seconds (uvicorn: 5 s), and one found closed is
+// replaced anyway, but a long-idle one is not worth the failed attempt.
+const idleTimeout = 90 * time.Second
+
+type pconn struct {
+	net.Conn
+	br       *bufio.Reader
+	key      string
+	idleFrom time.Time
+}
+
+// RoundTrip sends req and returns its answer, whose body must be read to
+// the end and closed for the connection to be used again.
+func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
+	if !t.handles(req) {
+		return t.Fallback.RoundTrip(req)
+	}
+	head, err := writeHead(req)
+	if err != nil {
+		closeBody(req)
+		return nil, err
+	}
+	var body []byte
+	if bb, ok := req.Body.(bytesBody); ok && int64(len(bb.b)) == req.ContentLength {
+		body = bb.b // written from where it is
+	} else if head, err = appendBody(head, req); err != nil {
+		return nil, err
+	}
+	c, err := t.get(req.Context(), canonicalAddr(req))
+	if err != nil {
+		return nil, err
+	}
+	resp, err := t.exchange(req.Context(), c, req, head, body)
+	if err != nil {
+		c.Close()
+		return nil, err
+	}
+	return resp, nil
+}
+
+// handles reports whether the request is one this transport sends itself.
+func (t *Transport) handles(req *http.Request) bool {
+	if req.URL == nil || req.URL.Scheme != "http" || req.URL.Host == "" || req.Close ||
+		req.Header.Get("Expect") != "" || req.Header.Get("Connection") != "" ||
+		len(req.TransferEncoding) > 0 || len(req.Trailer) > 0 {
+		return false
+	}
+	if req.Body != nil && req.Body != http.NoBody && req.ContentLength <= 0 {
+		return false // unknown length: net/http streams it chunked
+	}
+	if t.Proxy != nil {
+		if u, err := t.Proxy(req); err != nil || u != nil {
+			return false
+		}
+	}
+	return true
+}
+
+// writeHead is the request line and header. Header names and values are
+// checked as net/http checks them, so a value cannot inject a header.
+func writeHead(req *http.Request) ([]byte, error) {
+	host := req.Host
+	if host == "" {
+		host = req.URL.Host
+	}
+	n := 128 + len(host) + len(req.URL.RequestURI())
+	for k, vs := range req.Header {
+		for _, v := range vs {
+			n += len(k) + len(v) + 4
+		}
+	}
+	b := make([]byte, 0, n)
+	method := req.Method
+	if method == "" {
+		method = http.MethodGet
+	}
+	if !validToken(method) {
+		return nil, fmt.Errorf("invalid method %q", method)
+	}
+	if !validValue(host) || strings.ContainsAny(host, " ") {
+		return nil, fmt.Errorf("invalid host %q", host)
+	}
+	b = append(b, method...)
+	b = append(b, ' ')
+	b = append(b, req.URL.RequestURI()...)
+	b = append(b, " HTTP/1.1\r\nHost: "...)
+	b = append(b, host...)
+	b = append(b, "\r\n"...)
+	if _, ok := req.Header["User-Agent"]; !ok {
+		b = append(b, "User-Agent: grpo\r\n"...)
+	}
+	for k, vs := range req.Header {
+		if !validToken(k) {
+			return nil, fmt.Errorf("invalid header field name %q", k)
+		}
+		if http.CanonicalHeaderKey(k) == "Content-Length" || http.CanonicalHeaderKey(k) == "Host" {
+			continue
+		}
+		for _, v := range vs {
+			if !validValue(v) {
+				return nil, fmt.Errorf("invalid header field value for %q", k)
+			}
+			b = append(b, k...)
+			b = append(b, ": "...)
+			b = append(b, strings.TrimSpace(v)...)
+			b = append(b, "\r\n"...)
+		}
+	}
+	if req.ContentLength > 0 || methodWantsLength(method) {
+		b = append(b, "Content-Length: "...)
+		b = strconv.AppendInt(b, max(req.ContentLength, 0), 10)
+		b = append(b, "\r\n"...)
+	}
+	return append(b, "\r\n"...), nil
+}
+
+// methodWantsLength: net/http sends "Content-Length: 0" for these.
+func methodWantsLength(m string) bool {
+	return m == http.MethodPost || m == http.MethodPut || m == http.MethodPatch
+}
+
+// appendBody reads the request's body (ContentLength bytes) after b and
+// closes it.
+func appendBody(b []byte, req *http.Request) ([]byte, error) {
+	if req.Body == nil || req.Body == http.NoBody {
+		return b, nil
+	}
+	defer req.Body.Close()
+	n := len(b)
+	b = append(b, make([]byte, req.ContentLength)...)
+	if _, err := io.ReadFull(req.Body, b[n:]); err != nil {
+		return nil, fmt.Errorf("http: ContentLength=%d with Body length mismatch: %w", req.ContentLength, err)
+	}
+	return b, nil
+}
+
+func closeBody(req *http.Request) {
+	if req.Body != nil {
+		req.Body.Close()
+	}
+}
+
+// validToken: a header name or method, RFC 9110 token characters.
+func validToken(s string) bool {
+	if s == "" {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if c <= ' ' || c >= 0x7f || strings.IndexByte(`"(),/:;<=>?@[\]{}`, c) >= 0 {
+			return false
+		}
+	}
+	return true
+}
+
+// validValue: no control characters other than tab.
+func validValue(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c < ' ' && c != '\t' || c == 0x7f {
+			return false
+		}
+	}
+	return true
+}
+
+// canonicalAddr is host:port, the port defaulting to 80.
+func canonicalAddr(req *http.Request) string {
+	host, port := req.URL.Hostname(), req.URL.Port()
+	if port == "" {
+		port = "80"
+	}
+	return net.JoinHostPort(host, port)
+}
+
+// get returns an idle connection to key that the server has not closed,
+// or dials one.
+func (t *Transport) get(ctx context.Context, key string) (*pconn, error) {
+	for {
+		t.mu.Lock()
+		cs := t.idle[key]
+		if len(cs) == 0 {
+			t.mu.Unlock()
+			break
+		}
+		c := cs[len(cs)-1]
+		cs[len(cs)-1] = nil
+		t.idle[key] = cs[:len(cs)-1]
+		t.mu.Unlock()
+		if time.Since(c.idleFrom) < idleTimeout && c.open() {
+			return c, nil
+		}
+		c.Close()
+	}
+	nc, err := t.dialer.DialContext(ctx, "tcp", key)
+	if err != nil {
+		return nil, err
+	}
+	return &pconn{Conn: nc, br: bufio.NewReaderSize(nc, 4<<10), key: key}, nil
+}
+
+// put keeps c for the next request, or closes it when the pool is full.
+func (t *Transport) put(c *pconn) {
+	c.idleFrom = time.Now()
+	t.mu.Lock()
+	if t.idle == nil {
+		t.idle = map[string][]*pconn{}
+	}
+	if cs := t.idle[c.key]; len(cs) < max(t.MaxIdlePerHost, 1) {
+		t.idle[c.key] = append(cs, c)
+		t.mu.Unlock()
+		return
+	}
+	t.mu.Unlock()
+	c.Close()
+}
+
+// CloseIdleConnections closes the idle connections, Fallback's too.
+func (t *Transport) CloseIdleConnections() {
+	t.mu.Lock()
+	idle := t.idle
+	t.idle = nil
+	t.mu.Unlock()
+	for _, cs := range idle {
+		for _, c := range cs {
+			c.Close()
+		}
+	}
+	if ci, ok := t.Fallback.(interface{ CloseIdleConnections() }); ok {
+		ci.CloseIdleConnections()
+	}
+}
+
+// longAgo is a deadline in the past: it interrupts a blocked read or write.
+var longAgo = time.Unix(1, 0)
+
+// exchange writes the request and reads the answer's head. When the
+// context ends first, its error is returned.
+func (t *Transport) exchange(ctx context.Context, c *pconn, req *http.Request, head, payload []byte) (resp *http.Response, err error) {
+	defer func() {
+		if err == nil {
+			return
+		}
+		if _, ok := ctx.Deadline(); ok && errors.Is(err, os.ErrDeadlineExceeded) {
+			<-ctx.Done() // the connection's deadline is the context's
+		}
+		if ctx.Err() != nil {
+			err = ctx.Err()
+		}
+	}()
+	dl, _ := ctx.Deadline()
+	if err := c.SetDeadline(dl); err != nil {
+		return nil, err
+	}
+	stop := context.AfterFunc(ctx, func() { c.SetDeadline(longAgo) })
+	// One writev of the head and the body (net.Buffers on the TCP
+	// connection itself).
+	bufs := net.Buffers{head, payload}
+	if _, err := bufs.WriteTo(c.Conn); err != nil {
+		stop()
+		return nil, err
+	}
+	// Informational answers (1xx but 101) precede the real one; net/http
+	// allows five.
+	for informational := 0; ; informational++ {
+		resp, err = http.ReadResponse(c.br, req)
+		if err != nil {
+			stop()
+			return nil, err
+		}
+		if resp.StatusCode < 100 || resp.StatusCode > 199 || resp.StatusCode == http.StatusSwitchingProtocols {
+			break
+		}
+		if informational == 5 {
+			stop()
+			return nil, errors.New("too many 1xx informational responses")
+		}
+	}
+	keep := !resp.Close && resp.StatusCode != http.StatusSwitchingProtocols &&
+		(resp.ContentLength >= 0 || len(resp.TransferEncoding) > 0)
+	resp.Body = &body{rc: resp.Body, t: t, c: c, stop: stop, keep: keep}
+	return resp, nil
+}
+
+// body is an answer's body; at its end the connection goes back to the
+// pool, or is closed.
+type body struct {
+	rc   io.ReadCloser
+	t    *Transport
+	c    *pconn
+	stop func() bool
+	keep bool
+	done bool
+}
+
+func (b *body) Read(p []byte) (int, error) {
+	if b.done {
+		return 0, io.EOF
+	}
+	n, err := b.rc.Read(p)
+	if err == io.EOF {
+		b.release(true)
+	} else if err != nil {
+		b.release(false)
+	}
+	return n, err
+}
+
+func (b *body) Close() error {
+	if !b.done {
+		b.release(false)
+	}
+	return nil
+}
+
+// release ends the exchange: the connection is reused only when the body
+// was read to its end, the server keeps it open and no cancellation has
+// touched its deadline.
+func (b *body) release(atEOF bool) {
+	b.done = true
+	if b.stop() && atEOF && b.keep && b.c.br.Buffered() == 0 {
+		if b.c.SetDeadline(time.Time{}) == nil {
+			b.t.put(b.c)
+			return
+		}
+	}
+	b.c.Close()
+}

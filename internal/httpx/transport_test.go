@@ -1,0 +1,380 @@
+package httpx
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"errors"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"reflect"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+// seen is a request as a server read it.
+type seen struct {
+	Method, URI, Host string
+	Header            http.Header
+	ContentLength     int64
+	Body              string
+}
+
+// recorder is an httptest server that keeps the requests it reads.
+func recorder(t *testing.T) (*httptest.Server, func() []seen) {
+	var mu sync.Mutex
+	var got []seen
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		h := r.Header.Clone()
+		h.Del("User-Agent")
+		h.Del("Accept-Encoding") // net/http asks for gzip; Transport does not
+		mu.Lock()
+		got = append(got, seen{r.Method, r.RequestURI, r.Host, h, r.ContentLength, string(b)})
+		mu.Unlock()
+		w.Write([]byte("ok"))
+	}))
+	t.Cleanup(srv.Close)
+	return srv, func() []seen { mu.Lock(); defer mu.Unlock(); return append([]seen(nil), got...) }
+}
+
+// TestTransportSendsWhatNetHTTPSends: the server reads the same request,
+// method, path, query, host, headers, length and body, from Transport as
+// from net/http's transport.
+func TestTransportSendsWhatNetHTTPSends(t *testing.T) {
+	srv, got := recorder(t)
+	ours := &http.Client{Transport: &Transport{MaxIdlePerHost: 2, Fallback: failTransport{t}}}
+	theirs := &http.Client{Transport: &http.Transport{DisableCompression: true}}
+	body := strings.Repeat(`{"role":"user","content":"é <&> \u2028"}`, 500) // several TCP segments
+	cases := []struct {
+		method, path string
+		body         *string
+		header       http.Header
+	}{
+		{"POST", "/v1/chat/completions", &body, http.Header{"Content-Type": {"application/json"}, "Authorization": {"Bearer k"}}},
+		{"POST", "/v1/load_lora_adapter?x=1&y=%20", new(string), nil},
+		{"GET", "/v1/models", nil, http.Header{"Accept": {"application/json"}, "X-Two": {"a", "b"}}},
+		{"DELETE", "/v1/jobs/a%2Fb", nil, nil},
+		{"PUT", "/p", &body, http.Header{"Host": {"ignored"}}},
+	}
+	for i, c := range cases {
+		for _, hc := range []*http.Client{ours, theirs} {
+			var rd io.Reader
+			if c.body != nil {
+				rd = bytes.NewReader([]byte(*c.body))
+			}
+			req, err := http.NewRequest(c.method, srv.URL+c.path, rd)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for k, v := range c.header {
+				req.Header[k] = v
+			}
+			resp, err := hc.Do(req)
+			if err != nil {
+				t.Fatalf("%s %s: %v", c.method, c.path, err)
+			}
+			if b, _ := io.ReadAll(resp.Body); string(b) != "ok" {
+				t.Fatalf("%s %s: answer %q, want ok", c.method, c.path, b)
+			}
+			resp.Body.Close()
+		}
+		g := got()
+		if len(g) != 2*(i+1) {
+			t.Fatalf("%s %s: server read %d requests, want %d", c.method, c.path, len(g), 2*(i+1))
+		}
+		g = g[2*i:]
+		if !reflect.DeepEqual(g[0], g[1]) {
+			t.Errorf("%s %s: Transport sent\n%+v\nnet/http sent\n%+v", c.method, c.path, g[0], g[1])
+		}
+	}
+}
+
+// failTransport fails the test when a request falls back to it.
+type failTransport struct{ t *testing.T }
+
+func (f failTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+	f.t.Errorf("%s %s went to the fallback transport", r.Method, r.URL)
+	return nil, errors.New("fallback")
+}
+
+// rawServer accepts loopback connections and serves each with handle;
+// it returns the address and the count of connections accepted.
+func rawServer(t *testing.T, handle func(c net.Conn, br *bufio.Reader)) (string, *atomic.Int64) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var conns atomic.Int64
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	var open []net.Conn
+	t.Cleanup(func() {
+		ln.Close()
+		mu.Lock()
+		for _, c := range open {
+			c.Close()
+		}
+		mu.Unlock()
+		wg.Wait()
+	})
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			conns.Add(1)
+			mu.Lock()
+			open = append(open, c)
+			mu.Unlock()
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				defer c.Close()
+				handle(c, bufio.NewReader(c))
+			}()
+		}
+	}()
+	return "http://" + ln.Addr().String(), &conns
+}
+
+// readRequest reads one request and its body; false at the end of the
+// connection.
+func readRequest(br *bufio.Reader) bool {
+	req, err := http.ReadRequest(br)
+	if err != nil {
+		return false
+	}
+	io.Copy(io.Discard, req.Body)
+	return true
+}
+
+func post(t *testing.T, hc *http.Client, u string) (string, error) {
+	t.Helper()
+	req, _ := http.NewRequest("POST", u+"/x", bytes.NewReader([]byte(`{}`)))
+	resp, err := hc.Do(req)
+	if err != nil {
+		return "", err
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	return string(b), err
+}
+
+// TestTransportReplacesClosedIdleConnections: a server that closes a
+// kept-alive connection after two answers (as uvicorn does after its
+// keep-alive timeout) costs no failed request: the closed connection is
+// noticed before anything is written to it.
+func TestTransportReplacesClosedIdleConnections(t *testing.T) {
+	closed := make(chan struct{}, 10)
+	addr, conns := rawServer(t, func(c net.Conn, br *bufio.Reader) {
+		for range 2 {
+			if !readRequest(br) {
+				return
+			}
+			io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
+		}
+		c.Close()
+		closed <- struct{}{}
+	})
+	hc := NewHTTPClient(4)
+	for i := range 6 {
+		if i > 0 && i%2 == 0 {
+			<-closed
+		}
+		if got, err := post(t, hc, addr); err != nil || got != "ok" {
+			t.Fatalf("request %d: %q, %v; want ok", i+1, got, err)
+		}
+	}
+	if got := conns.Load(); got != 3 {
+		t.Fatalf("%d connections for 6 requests, 2 per connection; want 3", got)
+	}
+}
+
+// TestTransportAnswerForms: chunked answers, answers that close the
+// connection, answers read to the end of the connection and informational
+// answers before the real one are all read whole; only connections whose
+// answer was complete and kept them open are used again.
+func TestTransportAnswerForms(t *testing.T) {
+	for _, tt := range []struct {
+		name, answer string
+		wantConns    int64
+	}{
+		{"content-length", "HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nhello", 1},
+		{"chunked", "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nhel\r\n2\r\nlo\r\n0\r\n\r\n", 1},
+		{"100 continue first", "HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nhello", 1},
+		{"connection close", "HTTP/1.1 200 OK\r\nConnection: close\r\nContent-Length: 5\r\n\r\nhello", 3},
+		{"to end of connection", "HTTP/1.0 200 OK\r\n\r\nhello", 3},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			addr, conns := rawServer(t, func(c net.Conn, br *bufio.Reader) {
+				for readRequest(br) {
+					io.WriteString(c, tt.answer)
+					if strings.Contains(tt.answer, "close") || strings.HasPrefix(tt.answer, "HTTP/1.0") {
+						return
+					}
+				}
+			})
+			hc := NewHTTPClient(4)
+			for i := range 3 {
+				if got, err := post(t, hc, addr); err != nil || got != "hello" {
+					t.Fatalf("request %d: %q, %v; want hello", i+1, got, err)
+				}
+			}
+			if got := conns.Load(); got != tt.wantConns {
+				t.Fatalf("%d connections for 3 requests, want %d", got, tt.wantConns)
+			}
+		})
+	}
+}
+
+// TestTransportContextEnds: a server that never answers is left when the
+// request's context ends, with the context's error, and through Client
+// as a TimeoutError.
+func TestTransportContextEnds(t *testing.T) {
+	addr, _ := rawServer(t, func(c net.Conn, br *bufio.Reader) {
+		readRequest(br)
+		io.Copy(io.Discard, br) // until the client goes
+	})
+	hc := NewHTTPClient(4)
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	defer cancel()
+	req, _ := http.NewRequestWithContext(ctx, "POST", addr+"/x", bytes.NewReader([]byte(`{}`)))
+	if _, err := hc.Do(req); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("deadline: err %v, want context.DeadlineExceeded", err)
+	}
+	ctx, cancel = context.WithCancel(context.Background())
+	time.AfterFunc(20*time.Millisecond, cancel)
+	req, _ = http.NewRequestWithContext(ctx, "POST", addr+"/x", bytes.NewReader([]byte(`{}`)))
+	if _, err := hc.Do(req); !errors.Is(err, context.Canceled) {
+		t.Fatalf("cancel: err %v, want context.Canceled", err)
+	}
+	c := New(Options{HTTPClient: hc, Timeout: 50 * time.Millisecond})
+	_, _, err := c.Do(context.Background(), &Request{Method: "POST", URL: addr + "/x", Body: []byte(`{}`)})
+	var te *TimeoutError
+	if !errors.As(err, &te) {
+		t.Fatalf("Client.Do: err %v, want a *TimeoutError", err)
+	}
+}
+
+// TestTransportRefusesBadHeaders: a header name or value that would end
+// the header early is refused before anything is sent.
+func TestTransportRefusesBadHeaders(t *testing.T) {
+	addr, conns := rawServer(t, func(c net.Conn, br *bufio.Reader) {})
+	hc := NewHTTPClient(4)
+	for _, h := range []http.Header{
+		{"X-A": {"v\r\nX-Injected: 1"}},
+		{"X-A": {"v\n"}},
+		{"Bad Name": {"v"}},
+		{"X-A\r\nX-B": {"v"}},
+	} {
+		req, _ := http.NewRequest("POST", addr+"/x", bytes.NewReader([]byte(`{}`)))
+		req.Header = h
+		if _, err := hc.Do(req); err == nil || !strings.Contains(err.Error(), "invalid header") {
+			t.Errorf("header %q: err %v, want an invalid header error", h, err)
+		}
+	}
+	if got := conns.Load(); got != 0 {
+		t.Fatalf("%d connections opened for refused requests, want 0", got)
+	}
+}
+
+// fallbackRecorder counts the requests that fall back to it.
+type fallbackRecorder struct{ urls []string }
+
+func (f *fallbackRecorder) RoundTrip(r *http.Request) (*http.Response, error) {
+	f.urls = append(f.urls, r.URL.String())
+	return &http.Response{StatusCode: 200, Body: http.NoBody, Request: r}, nil
+}
+
+// TestTransportFallsBack: https, a request through a proxy and a body of
+// unknown length are sent by the fallback transport.
+func TestTransportFallsBack(t *testing.T) {
+	fb := &fallbackRecorder{}
+	tr := &Transport{Fallback: fb, Proxy: func(r *http.Request) (*url.URL, error) {
+		if r.URL.Host == "via-proxy:80" {
+			return url.Parse("http://proxy:3128")
+		}
+		return nil, nil
+	}}
+	hc := &http.Client{Transport: tr}
+	reqs := []*http.Request{}
+	r, _ := http.NewRequest("GET", "https://example.invalid/v1/models", nil)
+	reqs = append(reqs, r)
+	r, _ = http.NewRequest("GET", "http://via-proxy:80/v1/models", nil)
+	reqs = append(reqs, r)
+	r, _ = http.NewRequest("POST", "http://unknown-length.invalid/x", io.MultiReader(strings.NewReader("{}")))
+	reqs = append(reqs, r)
+	for _, r := range reqs {
+		resp, err := hc.Do(r)
+		if err != nil {
+			t.Fatalf("%s: %v", r.URL, err)
+		}
+		resp.Body.Close()
+	}
+	want := []string{"https://example.invalid/v1/models", "http://via-proxy:80/v1/models", "http://unknown-length.invalid/x"}
+	if !reflect.DeepEqual(fb.urls, want) {
+		t.Fatalf("fell back: %q, want %q", fb.urls, want)
+	}
+}
+
+// FuzzTransportReadsAsNetHTTP: whatever bytes a server answers with,
+// Transport returns what net/http's transport returns: an error for both,
+// or the same status and body (and an error reading it for both or
+// neither).
+func FuzzTransportReadsAsNetHTTP(f *testing.F) {
+	for _, s := range []string{
+		"HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nhello",
+		"HTTP/1.1 500 Internal Server Error\r\nContent-Type: application/json\r\nContent-Length: 27\r\n\r\n{\"error\":{\"message\":\"x\"}}\n",
+		"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nhel\r\n2\r\nlo\r\n0\r\n\r\n",
+		"HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok",
+		"HTTP/1.0 200 OK\r\n\r\nto the end",
+		"HTTP/1.1 200 OK\r\nContent-Length: 9\r\n\r\nshort",
+		"HTTP/1.1 204 No Content\r\n\r\n",
+		"garbage",
+		"",
+	} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, answer []byte) {
+		addr, _ := rawServer(t, func(c net.Conn, br *bufio.Reader) {
+			if readRequest(br) {
+				c.Write(answer)
+			}
+		})
+		type outcome struct {
+			err     bool
+			status  int
+			body    string
+			bodyErr bool
+		}
+		get := func(rt http.RoundTripper) outcome {
+			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+			defer cancel()
+			req, _ := http.NewRequestWithContext(ctx, "POST", addr+"/x", bytes.NewReader([]byte(`{}`)))
+			resp, err := rt.RoundTrip(req)
+			if err != nil {
+				return outcome{err: true}
+			}
+			defer resp.Body.Close()
+			b, err := io.ReadAll(resp.Body)
+			return outcome{status: resp.StatusCode, body: string(b), bodyErr: err != nil}
+		}
+		theirs := &http.Transport{DisableCompression: true, DisableKeepAlives: true}
+		defer theirs.CloseIdleConnections()
+		ours := &Transport{Fallback: failTransport{t}}
+		defer ours.CloseIdleConnections()
+		if a, b := get(ours), get(theirs); a != b {
+			t.Fatalf("answer %q: Transport %+v, net/http %+v", answer, a, b)
+		}
+	})
+}
