@@ -230,6 +230,151 @@ func (c *ChatClient) encode(req *rollout.Request) ([]byte, error) {
 // and as received, the usage, and the top-level prompt_token_ids when the
 // server returned them.
 func decodeCompletion(body []byte) (*rollout.Completion, error) {
+	if comp := scanCompletion(body); comp != nil {
+		return comp, nil
+	}
+	return decodeCompletionReflect(body)
+}
+
+// scanCompletion reads the common answer — one object holding one choice,
+// keys as servers write them — by finding the few values the orchestrator
+// reads with a scan that only matches brackets, and decoding just those
+// (the message, the usage) with encoding/json: the logprobs and token ids,
+// most of a real answer, are only validated, never decoded. It returns nil
+// for anything else (invalid JSON, several choices, a duplicate key, a key
+// encoding/json would match without case or through an escape, a value of
+// another type), which decodeCompletionReflect then reads: the result is
+// always what decodeCompletionReflect returns (FuzzScanMatchesReflect).
+func scanCompletion(body []byte) *rollout.Completion {
+	if !json.Valid(body) {
+		return nil
+	}
+	var choices, usage, promptIDs []byte
+	ok := eachKey(body, skipSpace(body, 0), func(key, val []byte) bool {
+		switch string(key) {
+		case `"choices"`:
+			if choices != nil {
+				return false
+			}
+			choices = val
+		case `"usage"`:
+			if usage != nil {
+				return false
+			}
+			usage = val
+		case `"prompt_token_ids"`:
+			if promptIDs != nil {
+				return false
+			}
+			promptIDs = val
+		default:
+			return !foldsTo(key, `"choices"`, `"usage"`, `"prompt_token_ids"`)
+		}
+		return true
+	})
+	if !ok || len(choices) == 0 || choices[0] != '[' {
+		return nil
+	}
+	i := skipSpace(choices, 1)
+	end := skipValue(choices, i)
+	if i >= len(choices) || choices[i] != '{' || skipSpace(choices, end) != len(choices)-1 {
+		return nil // not exactly one choice, an object
+	}
+	first := choices[i:end:end]
+	comp := &rollout.Completion{Raw: first}
+	if usage != nil && json.Unmarshal(usage, &comp.Usage) != nil {
+		return nil
+	}
+	if len(promptIDs) > 0 && promptIDs[0] == '[' {
+		comp.PromptTokenIDs = promptIDs
+	}
+	var w wireChoice
+	var index, message, finish []byte
+	ok = eachKey(first, 0, func(key, val []byte) bool {
+		switch string(key) {
+		case `"index"`:
+			if index != nil {
+				return false
+			}
+			index = val
+		case `"message"`:
+			if message != nil {
+				return false
+			}
+			message = val
+		case `"finish_reason"`:
+			if finish != nil {
+				return false
+			}
+			finish = val
+		default:
+			return !foldsTo(key, `"index"`, `"message"`, `"finish_reason"`)
+		}
+		return true
+	})
+	if !ok ||
+		index != nil && json.Unmarshal(index, &w.Index) != nil ||
+		message != nil && json.Unmarshal(message, &w.Message) != nil ||
+		finish != nil && json.Unmarshal(finish, &w.FinishReason) != nil {
+		return nil
+	}
+	w.fill(&comp.Choice)
+	return comp
+}
+
+// eachKey calls f with each key (quoted, as written) and value of the
+// object at b[i], which must be valid JSON, until f returns false; it
+// returns false then, or when the value at b[i] is not an object or a key
+// holds an escape.
+func eachKey(b []byte, i int, f func(key, val []byte) bool) bool {
+	if i >= len(b) || b[i] != '{' {
+		return false
+	}
+	i = skipSpace(b, i+1)
+	if i < len(b) && b[i] == '}' {
+		return true
+	}
+	for i < len(b) && b[i] == '"' {
+		kEnd := skipValue(b, i)
+		key := b[i:kEnd]
+		if bytes.IndexByte(key, '\\') >= 0 {
+			return false
+		}
+		i = skipSpace(b, kEnd)
+		if i >= len(b) || b[i] != ':' {
+			return false
+		}
+		i = skipSpace(b, i+1)
+		vEnd := skipValue(b, i)
+		if !f(key, b[i:vEnd:vEnd]) {
+			return false
+		}
+		i = skipSpace(b, vEnd)
+		if i < len(b) && b[i] == '}' {
+			return true
+		}
+		if i >= len(b) || b[i] != ',' {
+			return false
+		}
+		i = skipSpace(b, i+1)
+	}
+	return false
+}
+
+// foldsTo reports whether key matches one of names without case, as
+// encoding/json matches field names.
+func foldsTo(key []byte, names ...string) bool {
+	for _, n := range names {
+		if bytes.EqualFold(key, []byte(n)) {
+			return true
+		}
+	}
+	return false
+}
+
+// decodeCompletionReflect decodes an answer with encoding/json into the
+// fields read.
+func decodeCompletionReflect(body []byte) (*rollout.Completion, error) {
 	// One decoding pass for the fields read; the first choice's bytes are
 	// then found by a scan that only matches brackets (rawFirstChoice).
 	var resp struct {

@@ -93,3 +93,63 @@ func withoutLogprobs(body []byte) ([]byte, bool) {
 	out, err := json.Marshal(top)
 	return out, err == nil
 }
+
+// FuzzScanMatchesReflect: whenever scanCompletion reads an answer, it
+// reads exactly what the encoding/json decoder reads, the raw choice's
+// bytes included.
+func FuzzScanMatchesReflect(f *testing.F) {
+	for _, s := range []string{
+		`{"id":"c","object":"chat.completion","choices":[{"index":0,"message":{"role":"assistant","content":null,"tool_calls":[{"id":"t","type":"function","function":{"name":"eat","arguments":"{}"}}]},"logprobs":{"content":[{"token":"token_id:1","logprob":-0.1,"bytes":[60],"top_logprobs":[]}]},"finish_reason":"tool_calls","token_ids":[1]}],"usage":{"prompt_tokens":7,"completion_tokens":1,"total_tokens":8},"prompt_token_ids":[1,2,3]}`,
+		` { "choices" : [ { "message" : { "content" : "a\"}" } , "Index" : 1 } ] } `,
+		`{"choices":[{"index":1.5}]}`,
+		`{"choices":[{"message":{"content":[{"type":"text","text":"a"}]}}],"usage":null}`,
+		`{"choices":[{}],"choices":[{"index":2}]}`,
+		`{"Usage":{"prompt_tokens":1},"choices":[{"finish_reason":null}]}`,
+		`{"choices":[{"message":{}},{"message":{}}]}`,
+		`{"ch\u006fices":[{}]}`,
+		`{"choices":[]}`,
+		`{"prompt_token_ids":null,"choices":[{"index":0}]}`,
+	} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, body []byte) {
+		scan := scanCompletion(body)
+		if scan == nil {
+			return
+		}
+		ref, err := decodeCompletionReflect(body)
+		if err != nil {
+			t.Fatalf("scan read %s, the decoder refuses it: %v", body, err)
+		}
+		if !bytes.Equal(scan.Raw, ref.Raw) || !bytes.Equal(scan.PromptTokenIDs, ref.PromptTokenIDs) ||
+			scan.Usage != ref.Usage || !reflect.DeepEqual(scan.Choice, ref.Choice) {
+			t.Fatalf("on %s\nscan    %+v\ndecoder %+v", body, scan, ref)
+		}
+	})
+}
+
+// TestScanCompletionReadsTheCommonAnswer: the answer servers send is read
+// by the scan, not left to the decoder; the unusual ones are left to it.
+func TestScanCompletionReadsTheCommonAnswer(t *testing.T) {
+	body := []byte(`{"id":"c","choices":[{"index":0,"message":{"role":"assistant","tool_calls":[{"id":"t","type":"function","function":{"name":"eat","arguments":"{}"}}]},"logprobs":{"content":[]},"finish_reason":"tool_calls"}],"usage":{"prompt_tokens":7,"completion_tokens":1,"total_tokens":8},"prompt_token_ids":[1,2]}`)
+	c := scanCompletion(body)
+	if c == nil {
+		t.Fatal("scanCompletion left the common answer to the decoder")
+	}
+	if got := c.Choice.Message.ToolCalls; len(got) != 1 || got[0].Function.Name != "eat" || c.Choice.FinishReason != "tool_calls" ||
+		c.Usage.PromptTokens != 7 || c.Usage.TotalTokens != 8 || string(c.PromptTokenIDs) != "[1,2]" ||
+		!strings.HasPrefix(string(c.Raw), `{"index":0,`) || !strings.HasSuffix(string(c.Raw), `"finish_reason":"tool_calls"}`) {
+		t.Fatalf("scanCompletion: %+v", c)
+	}
+	for _, odd := range []string{
+		`{"choices":[{"index":0},{"index":1}]}`,     // two choices
+		`{"choices":[{"Index":0}]}`,                 // a key matched without case
+		`{"choices":[{"index":0}],"choices":[]}`,    // a duplicate
+		`{"choices":[{"message":{"content":[]}}]}`, // content parts
+		`{"choices":[{"index":0}]} x`,               // not JSON
+	} {
+		if scanCompletion([]byte(odd)) != nil {
+			t.Errorf("scanCompletion read %s; want it left to the decoder", odd)
+		}
+	}
+}
