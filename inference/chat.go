@@ -6,7 +6,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"net/http"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -54,6 +56,7 @@ type ChatClient struct {
 	timeout time.Duration
 	opts    ChatOptions
 	tools   toolCache
+	heads   headCache
 }
 
 var _ rollout.Completer = (*ChatClient)(nil)
@@ -97,13 +100,13 @@ var errNotCompletion = errors.New("answer is not a chat completion with choices"
 
 // Complete sends req and returns its first choice.
 func (c *ChatClient) Complete(ctx context.Context, req *rollout.Request) (*rollout.Completion, error) {
-	body, err := c.encode(req)
+	parts, err := c.encode(req)
 	if err != nil {
 		return nil, c.wrap(req, 0, err)
 	}
 	var comp *rollout.Completion
 	_, attempts, err := c.http.Do(ctx, &httpx.Request{
-		Method: http.MethodPost, URL: c.url + "/chat/completions", Body: body,
+		Method: http.MethodPost, URL: c.url + "/chat/completions", Parts: parts,
 		RetryGarbage: true,
 		Accept: func(r *httpx.Response) error {
 			var err error
@@ -158,11 +161,13 @@ type chatParams struct {
 	ReasoningEffort     string          `json:"reasoning_effort,omitempty"`
 }
 
-// encode builds the request body: the scalar fields encoded as an object,
+// encode builds the request body in parts, sent as their concatenation
+// without being joined (httpx.Request.Parts): the scalar fields encoded as
+// an object (once per distinct set of parameters, the seed set per call),
 // then the messages (each encoded once by the caller when it gave
 // EncodedMessages, else here) and the tool list (encoded once per list)
-// appended before its closing brace.
-func (c *ChatClient) encode(req *rollout.Request) ([]byte, error) {
+// before its closing brace.
+func (c *ChatClient) encode(req *rollout.Request) ([][]byte, error) {
 	r := &req.ChatCompletionRequest
 	if r.Stream {
 		return nil, errors.New("encode request: streaming is not supported")
@@ -188,7 +193,7 @@ func (c *ChatClient) encode(req *rollout.Request) ([]byte, error) {
 		}
 		p.ResponseFormat = b
 	}
-	head, err := json.Marshal(&p)
+	open, err := c.heads.encode(&p)
 	if err != nil {
 		return nil, fmt.Errorf("encode request: %w", err)
 	}
@@ -196,7 +201,6 @@ func (c *ChatClient) encode(req *rollout.Request) ([]byte, error) {
 	if len(r.Tools) > 0 {
 		tools = c.tools.encode(r.Tools)
 	}
-	size := len(head) + len(tools) + 32
 	enc := req.EncodedMessages
 	if len(enc) != len(r.Messages) {
 		enc = make([]json.RawMessage, len(r.Messages))
@@ -206,24 +210,106 @@ func (c *ChatClient) encode(req *rollout.Request) ([]byte, error) {
 			}
 		}
 	}
-	for _, m := range enc {
-		size += len(m) + 1
-	}
-	out := make([]byte, 0, size)
-	out = append(out, head[:len(head)-1]...) // without its '}'
-	out = append(out, `,"messages":[`...)
+	parts := make([][]byte, 0, 2*len(enc)+4)
+	parts = append(parts, open)
 	for i, m := range enc {
 		if i > 0 {
-			out = append(out, ',')
+			parts = append(parts, comma)
 		}
-		out = append(out, m...)
+		parts = append(parts, m)
 	}
-	out = append(out, ']')
 	if tools != nil {
-		out = append(out, `,"tools":`...)
-		out = append(out, tools...)
+		parts = append(parts, toolsKey, tools)
+	} else {
+		parts = append(parts, closeBracket)
 	}
-	return append(out, '}'), nil
+	return append(parts, closeBrace), nil
+}
+
+var (
+	comma        = []byte(",")
+	toolsKey     = []byte(`],"tools":`)
+	closeBracket = []byte("]")
+	closeBrace   = []byte("}")
+)
+
+// headCache remembers the encoding of request parameters: every call of a
+// run sends the same ones but for the seed. Parameters with maps or
+// interfaces other than a string tool choice are encoded every time.
+type headCache struct {
+	mu    sync.Mutex
+	byKey map[headKey]headParts
+}
+
+// headKey is the comparable part of chatParams.
+type headKey struct {
+	Model, ToolChoice, User, ReasoningEffort string
+	Temperature, TopP                        float32
+	PresencePenalty, FrequencyPenalty        float32
+	N, MaxTokens, MaxCompletionTokens        int
+	TopLogProbs                              int
+	LogProbs, ReturnTokenIDs, Seeded         bool
+}
+
+// headParts is an opening split around the seed's value.
+type headParts struct{ before, after []byte }
+
+// seedMark is the seed encoded to find where a seed goes: the pattern,
+// an unquoted key, cannot occur inside a JSON string.
+var seedMarkJSON = []byte(`"seed":` + strconv.Itoa(math.MinInt))
+
+// messagesKey follows the parameters' fields in a request body.
+const messagesKey = `,"messages":[`
+
+// encode returns the opening of a request body: p's fields encoded as
+// json.Marshal encodes them, without the closing brace, then messagesKey.
+func (h *headCache) encode(p *chatParams) ([]byte, error) {
+	tc, isString := p.ToolChoice.(string)
+	if p.Stop != nil || p.ChatTemplateKwargs != nil || p.ParallelToolCalls != nil || p.ResponseFormat != nil ||
+		p.ToolChoice != nil && !isString {
+		b, err := json.Marshal(p)
+		if err != nil {
+			return nil, err
+		}
+		return append(b[:len(b)-1], messagesKey...), nil
+	}
+	k := headKey{Model: p.Model, ToolChoice: tc, User: p.User, ReasoningEffort: p.ReasoningEffort,
+		Temperature: p.Temperature, TopP: p.TopP, PresencePenalty: p.PresencePenalty, FrequencyPenalty: p.FrequencyPenalty,
+		N: p.N, MaxTokens: p.MaxTokens, MaxCompletionTokens: p.MaxCompletionTokens, TopLogProbs: p.TopLogProbs,
+		LogProbs: p.LogProbs, ReturnTokenIDs: p.ReturnTokenIDs, Seeded: p.Seed != nil}
+	h.mu.Lock()
+	hp, ok := h.byKey[k]
+	h.mu.Unlock()
+	if !ok {
+		q := *p
+		if q.Seed != nil {
+			mark := math.MinInt
+			q.Seed = &mark
+		}
+		b, err := json.Marshal(&q)
+		if err != nil {
+			return nil, err
+		}
+		b = append(b[:len(b)-1], messagesKey...)
+		hp.before = b
+		if q.Seed != nil {
+			i := bytes.Index(b, seedMarkJSON) + len(`"seed":`)
+			hp.before, hp.after = b[:i:i], b[i+len(seedMarkJSON)-len(`"seed":`):]
+		}
+		h.mu.Lock()
+		if h.byKey == nil || len(h.byKey) > 64 {
+			h.byKey = map[headKey]headParts{}
+		}
+		h.byKey[k] = hp
+		h.mu.Unlock()
+	}
+	if p.Seed == nil {
+		return hp.before, nil
+	}
+	out := make([]byte, 0, len(hp.before)+len(hp.after)+20)
+	out = append(out, hp.before...)
+	out = strconv.AppendInt(out, int64(*p.Seed), 10)
+	return append(out, hp.after...), nil
 }
 
 // decodeCompletion reads a chat completion answer: the first choice parsed

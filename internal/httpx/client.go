@@ -1,7 +1,6 @@
 package httpx
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -92,7 +91,11 @@ func (c *Client) Timeout() time.Duration { return c.timeout }
 type Request struct {
 	Method string
 	URL    string
-	Body   []byte      // sent as application/json when not nil
+	Body   []byte // sent as application/json when not nil
+	// Parts, when not nil, is the body in pieces, sent as their
+	// concatenation (Transport writes them as they are, without joining
+	// them into one buffer); Body is then ignored.
+	Parts  [][]byte
 	Header http.Header // added to the request; may override Accept
 
 	// Accept, if set, judges a 2xx answer: an error rejects it, and Do
@@ -175,14 +178,17 @@ func (c *Client) send(ctx context.Context, r *Request, timeout time.Duration) (r
 	if err != nil {
 		return nil, false, err
 	}
-	if r.Body != nil {
-		hreq.Body, hreq.ContentLength = newBytesBody(r.Body), int64(len(r.Body))
-		hreq.GetBody = func() (io.ReadCloser, error) { return newBytesBody(r.Body), nil }
-		if len(r.Body) == 0 {
+	parts := r.Parts
+	if parts == nil && r.Body != nil {
+		parts = [][]byte{r.Body}
+	}
+	if parts != nil {
+		b := newPartsBody(parts)
+		hreq.Body, hreq.ContentLength = b, b.n
+		hreq.GetBody = func() (io.ReadCloser, error) { return newPartsBody(parts), nil }
+		if b.n == 0 {
 			hreq.Body = http.NoBody
 		}
-	}
-	if r.Body != nil {
 		hreq.Header.Set("Content-Type", "application/json")
 	}
 	hreq.Header.Set("Accept", "application/json")
@@ -226,16 +232,42 @@ func (c *Client) send(ctx context.Context, r *Request, timeout time.Duration) (r
 	return resp, false, nil
 }
 
-// bytesBody is a request body whose bytes Transport writes as they are,
-// without copying them into a buffer of its own.
-type bytesBody struct {
-	*bytes.Reader
-	b []byte
+// partsBody is a request body in pieces, which Transport writes as they
+// are, without copying them into a buffer of its own. Reading it does not
+// change the pieces: a retry sends them again.
+type partsBody struct {
+	parts  [][]byte
+	n      int64 // the whole length
+	i, off int   // the next byte to read: parts[i][off]
 }
 
-func newBytesBody(b []byte) io.ReadCloser { return bytesBody{bytes.NewReader(b), b} }
+func newPartsBody(parts [][]byte) *partsBody {
+	b := &partsBody{parts: parts}
+	for _, p := range parts {
+		b.n += int64(len(p))
+	}
+	return b
+}
 
-func (bytesBody) Close() error { return nil }
+// unread reports whether no byte was read yet.
+func (b *partsBody) unread() bool { return b.i == 0 && b.off == 0 }
+
+func (b *partsBody) Read(p []byte) (int, error) {
+	n := 0
+	for b.i < len(b.parts) && n < len(p) {
+		c := copy(p[n:], b.parts[b.i][b.off:])
+		n += c
+		if b.off += c; b.off == len(b.parts[b.i]) {
+			b.i, b.off = b.i+1, 0
+		}
+	}
+	if n == 0 && b.i == len(b.parts) && len(p) > 0 {
+		return 0, io.EOF
+	}
+	return n, nil
+}
+
+func (*partsBody) Close() error { return nil }
 
 // readBody reads at most max+1 bytes of the answer, into one buffer of
 // the announced length when there is one (io.ReadAll grows its buffer from

@@ -67,9 +67,9 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		closeBody(req)
 		return nil, err
 	}
-	var body []byte
-	if bb, ok := req.Body.(bytesBody); ok && int64(len(bb.b)) == req.ContentLength {
-		body = bb.b // written from where it is
+	var body [][]byte
+	if pb, ok := req.Body.(*partsBody); ok && pb.n == req.ContentLength && pb.unread() {
+		body = pb.parts // written from where they are
 	} else if head, err = appendBody(head, req); err != nil {
 		return nil, err
 	}
@@ -283,7 +283,7 @@ var longAgo = time.Unix(1, 0)
 
 // exchange writes the request and reads the answer's head. When the
 // context ends first, its error is returned.
-func (t *Transport) exchange(ctx context.Context, c *pconn, req *http.Request, head, payload []byte) (resp *http.Response, err error) {
+func (t *Transport) exchange(ctx context.Context, c *pconn, req *http.Request, head []byte, payload [][]byte) (resp *http.Response, err error) {
 	defer func() {
 		if err == nil {
 			return
@@ -301,8 +301,9 @@ func (t *Transport) exchange(ctx context.Context, c *pconn, req *http.Request, h
 	}
 	stop := context.AfterFunc(ctx, func() { c.SetDeadline(longAgo) })
 	// One writev of the head and the body (net.Buffers on the TCP
-	// connection itself).
-	bufs := net.Buffers{head, payload}
+	// connection itself), on a new slice: writing consumes it.
+	bufs := append(make(net.Buffers, 0, 1+len(payload)), head)
+	bufs = append(bufs, payload...)
 	if _, err := bufs.WriteTo(c.Conn); err != nil {
 		stop()
 		return nil, err

@@ -378,3 +378,38 @@ func FuzzTransportReadsAsNetHTTP(f *testing.F) {
 		}
 	})
 }
+
+// TestPartsSentWhole: a body given in pieces arrives as their
+// concatenation, through Transport and through net/http's transport, and
+// again on a retry (the pieces are not consumed by a send).
+func TestPartsSentWhole(t *testing.T) {
+	var mu sync.Mutex
+	var got []string
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		mu.Lock()
+		got = append(got, r.Header.Get("Content-Type")+" "+string(b))
+		n := len(got)
+		mu.Unlock()
+		if n%2 == 1 {
+			w.WriteHeader(http.StatusServiceUnavailable) // retried
+		}
+	}))
+	defer srv.Close()
+	parts := [][]byte{[]byte(`{"a":`), {}, []byte(strings.Repeat("1", 9000)), []byte(`}`)}
+	want := "application/json " + `{"a":` + strings.Repeat("1", 9000) + `}`
+	for _, hc := range []*http.Client{NewHTTPClient(2), {Transport: &http.Transport{}}} {
+		c := New(Options{HTTPClient: hc, Retry: fast(1)})
+		if _, _, err := c.Do(context.Background(), &Request{Method: "POST", URL: srv.URL, Parts: parts, Body: []byte("ignored")}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if len(got) != 4 {
+		t.Fatalf("%d requests, want 4", len(got))
+	}
+	for i, g := range got {
+		if g != want {
+			t.Errorf("request %d: body %.40q... (%d bytes), want %.40q... (%d bytes)", i+1, g, len(g), want, len(want))
+		}
+	}
+}
