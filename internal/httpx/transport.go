@@ -49,6 +49,13 @@ type Transport struct {
 // replaced anyway, but a long-idle one is not worth the failed attempt.
 const idleTimeout = 90 * time.Second
 
+// readBufferSize is each connection's read buffer: an answer's head and
+// the start of its body. Longer header lines are read in several pieces
+// and a body beyond it is read straight into the caller's buffer, so it
+// only has to be large enough for the common head: thousands of
+// connections each hold one.
+const readBufferSize = 1 << 10
+
 type pconn struct {
 	net.Conn
 	br       *bufio.Reader
@@ -243,7 +250,7 @@ func (t *Transport) get(ctx context.Context, key string) (*pconn, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &pconn{Conn: nc, br: bufio.NewReaderSize(nc, 4<<10), key: key}, nil
+	return &pconn{Conn: nc, br: bufio.NewReaderSize(nc, readBufferSize), key: key}, nil
 }
 
 // put keeps c for the next request, or closes it when the pool is full.
