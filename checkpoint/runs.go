@@ -9,7 +9,9 @@ import (
 	"fmt"
 	"slices"
 	"strconv"
+	"runtime"
 	"strings"
+	"sync"
 	"time"
 
 	bolt "go.etcd.io/bbolt"
@@ -184,6 +186,57 @@ func (s *Store) Snapshot(ctx context.Context, name string) (Run, []Step, []Evalu
 	return run, steps, evals, nil
 }
 
+// Curve is Snapshot without each evaluation's Records and Transcripts:
+// what selecting the best step and drawing the curve read, decoded without
+// the bulk of a validation record.
+func (s *Store) Curve(ctx context.Context, name string) (Run, []Step, []Evaluation, error) {
+	var (
+		run   Run
+		steps []Step
+		evals []Evaluation
+	)
+	err := s.view(ctx, func(tx *bolt.Tx) error {
+		b, err := runBucket(tx, name)
+		if err != nil {
+			return err
+		}
+		if run, err = getRun(b, name); err != nil {
+			return err
+		}
+		if steps, err = decodeAll[Step](b.Bucket(stepsBucket), name, "step"); err != nil {
+			return err
+		}
+		lite, err := decodeAll[evaluationHead](b.Bucket(evaluationsBucket), name, "evaluation")
+		evals = make([]Evaluation, len(lite))
+		for i := range lite {
+			evals[i] = Evaluation(lite[i])
+		}
+		return err
+	})
+	if err != nil {
+		return Run{}, nil, nil, runNotFound(name, err)
+	}
+	return run, steps, evals, nil
+}
+
+// evaluationHead is Evaluation whose records and transcripts encoding/json
+// skips (a conversion between the two keeps every other field).
+type evaluationHead struct {
+	Step         int             `json:"step"`
+	Episodes     int             `json:"episodes"`
+	Errored      int             `json:"errored"`
+	RewardMean   float64         `json:"reward_mean"`
+	RewardStd    float64         `json:"reward_std"`
+	RewardCI95   [2]float64      `json:"reward_ci95"`
+	DeadlockRate float64         `json:"deadlock_rate"`
+	MealsMean    float64         `json:"meals_mean"`
+	InvalidRate  float64         `json:"invalid_rate"`
+	PerN         []EvalN         `json:"per_n"`
+	Rewards      []float64       `json:"rewards"`
+	Records      []EpisodeRecord `json:"-"`
+	Transcripts  []EpisodeReplay `json:"-"`
+}
+
 func snapshot(b *bolt.Bucket, name string) (Run, []Step, []Evaluation, error) {
 	run, err := getRun(b, name)
 	if err != nil {
@@ -227,15 +280,33 @@ func decodeAll[T any](b *bolt.Bucket, run, what string) ([]T, error) {
 	if b == nil {
 		return out, nil
 	}
-	err := b.ForEach(func(k, v []byte) error {
-		var x T
-		if err := json.Unmarshal(v, &x); err != nil {
-			return badRecord(fmt.Sprintf("%s %d of run %s", what, btoi(k), run), err)
-		}
-		out = append(out, x)
+	// The values are read in the transaction, then decoded on every core:
+	// a long run's curve is thousands of JSON records.
+	var keys, vals [][]byte
+	b.ForEach(func(k, v []byte) error {
+		keys, vals = append(keys, k), append(vals, v)
 		return nil
 	})
-	return out, err
+	out = make([]T, len(vals))
+	errs := make([]error, len(vals))
+	workers := min(runtime.GOMAXPROCS(0), len(vals)/256+1)
+	var wg sync.WaitGroup
+	for w := range workers {
+		wg.Go(func() {
+			for i := w; i < len(vals); i += workers {
+				if err := json.Unmarshal(vals[i], &out[i]); err != nil {
+					errs[i] = badRecord(fmt.Sprintf("%s %d of run %s", what, btoi(keys[i]), run), err)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	for _, err := range errs {
+		if err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
 }
 
 func validState(state string) error {

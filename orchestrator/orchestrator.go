@@ -550,7 +550,8 @@ func (r *run) commit(ctx context.Context, step checkpoint.Step, ev *checkpoint.E
 	if ev != nil {
 		r.notePromotion(*ev)
 	}
-	_, steps, evals, err := r.o.opts.Store.Snapshot(ctx, r.name)
+	// Selection reads the curve, not the validation records.
+	_, steps, evals, err := r.o.opts.Store.Curve(ctx, r.name)
 	if err != nil {
 		return err
 	}
