@@ -68,7 +68,8 @@ func MeasureRollout(ctx context.Context, o RolloutOptions) (Throughput, error) {
 		env := rollout.DefaultEnvConfig()
 		env.N, env.Rounds, env.Seed = o.N, o.Rounds, int64(i+1)
 		specs[i] = rollout.EpisodeSpec{ID: strconv.Itoa(i), Model: "m", Env: env, Reward: rollout.DefaultRewardConfig(),
-			Sampling: rollout.Sampling{Temperature: 1}, SampleSeed: int64(i)}
+			Sampling: rollout.Sampling{Temperature: 1}, SampleSeed: int64(i),
+			NoTranscripts: true} // as `grpo eval` without --out
 	}
 	port := urlPort(o.BaseURL)
 	tw0 := timeWait(port) // earlier runs' closed connections linger 60 s

@@ -100,6 +100,10 @@ type Set struct {
 	// Transcripts is how many episodes at each table size (the first
 	// ones) keep a round-by-round replay.
 	Transcripts int
+	// NoConversations leaves every episode's Transcripts (the
+	// conversations as sent and sampled) empty, for callers that only
+	// score them (rollout.EpisodeSpec.NoTranscripts).
+	NoConversations bool
 	// What names the episodes in the every-episode-failed error
 	// ("validation": "every validation episode failed"); empty says none.
 	What string
@@ -116,6 +120,7 @@ func (s Set) Specs() []rollout.EpisodeSpec {
 			specs = append(specs, rollout.EpisodeSpec{
 				ID: s.ID(n, e), Model: s.Model, Env: env, Reward: s.Reward,
 				Sampling: s.Sampling, SampleSeed: sample, KeepRounds: e < s.Transcripts,
+				NoTranscripts: s.NoConversations,
 			})
 		}
 	}

@@ -43,6 +43,10 @@ type EpisodeSpec struct {
 	// KeepRounds asks for the episode's round-by-round replay
 	// (Episode.Rounds).
 	KeepRounds bool `json:"-"`
+	// NoTranscripts leaves Episode.Transcripts empty, for callers that only
+	// score episodes (`grpo eval` without --out): the sampled turns as the
+	// server returned them (logprobs, token ids) are then not kept.
+	NoTranscripts bool `json:"-"`
 }
 
 // Transcript is one philosopher's conversation: OpenAI messages, and each
@@ -162,15 +166,27 @@ type agent struct {
 	id    int
 	msgs  []openai.ChatCompletionMessage
 	enc   []json.RawMessage // JSON of each of msgs
-	items []json.RawMessage
-	calls []string // tool call ids of the latest sampled turn
+	items []json.RawMessage // the transcript, unless noItems
+	calls []string          // tool call ids of the latest sampled turn
+
+	noItems bool // the spec's NoTranscripts
 }
 
 func (a *agent) add(m openai.ChatCompletionMessage) {
-	j := encodeMessage(&m)
+	a.addEncoded(m, encodeMessage(&m), nil)
+}
+
+// addEncoded appends m, its JSON j and its transcript item (j when nil).
+func (a *agent) addEncoded(m openai.ChatCompletionMessage, j, item json.RawMessage) {
 	a.msgs = append(a.msgs, m)
 	a.enc = append(a.enc, j)
-	a.items = append(a.items, j)
+	if a.noItems {
+		return
+	}
+	if item == nil {
+		item = j
+	}
+	a.items = append(a.items, item)
 }
 
 // episode is the bookkeeping of one Run.
@@ -197,8 +213,7 @@ func (e *episode) take(a *agent, c *Completion, maxAnswer int) string {
 	if n := answerBytes(c.Choice.Message); n > maxAnswer {
 		stub := openai.ChatCompletionMessage{Role: openai.ChatMessageRoleAssistant,
 			Content: fmt.Sprintf("[answer of %d bytes dropped: over the %d-byte cap]", n, maxAnswer)}
-		j := mustJSON(stub)
-		a.msgs, a.enc, a.items = append(a.msgs, stub), append(a.enc, j), append(a.items, j)
+		a.addEncoded(stub, mustJSON(stub), nil)
 		a.calls = a.calls[:0]
 		e.metrics.LLMCalls++
 		e.metrics.PromptTokens += c.Usage.PromptTokens
@@ -206,9 +221,11 @@ func (e *episode) take(a *agent, c *Completion, maxAnswer int) string {
 		e.metrics.Oversized++
 		return Invalid
 	}
-	a.msgs = append(a.msgs, c.Choice.Message)
-	a.enc = append(a.enc, encodeMessage(&c.Choice.Message))
-	a.items = append(a.items, c.Forwarded())
+	var item json.RawMessage
+	if !a.noItems {
+		item = c.Forwarded()
+	}
+	a.addEncoded(c.Choice.Message, encodeMessage(&c.Choice.Message), item)
 	a.calls = a.calls[:0]
 	for _, tc := range c.Choice.Message.ToolCalls {
 		a.calls = append(a.calls, tc.ID)
@@ -261,7 +278,7 @@ func (r *Runner) play(ctx context.Context, spec EpisodeSpec) (out Episode, callF
 	for i := range e.agents {
 		// Capacity for a typical episode; append grows it beyond.
 		size := 1 + 3*min(spec.Env.Rounds, 64)
-		a := &agent{id: i, msgs: make([]openai.ChatCompletionMessage, 0, size), enc: make([]json.RawMessage, 0, size)}
+		a := &agent{id: i, msgs: make([]openai.ChatCompletionMessage, 0, size), enc: make([]json.RawMessage, 0, size), noItems: spec.NoTranscripts}
 		a.add(openai.ChatCompletionMessage{Role: openai.ChatMessageRoleSystem, Content: SystemPrompt(spec.Env, i)})
 		e.agents[i] = a
 	}
@@ -285,9 +302,11 @@ func (r *Runner) play(ctx context.Context, spec EpisodeSpec) (out Episode, callF
 	m.LLMCalls, m.PromptTokens, m.OutputTokens = e.metrics.LLMCalls, e.metrics.PromptTokens, e.metrics.OutputTokens
 	m.Truncated, m.Oversized = e.metrics.Truncated, e.metrics.Oversized
 	out.Metrics = m
-	out.Transcripts = make([]Transcript, len(e.agents))
-	for i, a := range e.agents {
-		out.Transcripts[i] = Transcript{Agent: i, MessagesAndChoices: a.items}
+	if !spec.NoTranscripts {
+		out.Transcripts = make([]Transcript, len(e.agents))
+		for i, a := range e.agents {
+			out.Transcripts[i] = Transcript{Agent: i, MessagesAndChoices: a.items}
+		}
 	}
 	out.Rounds = e.rounds
 	out.Seconds = time.Since(start).Seconds()

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"math"
 	"net/http"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -126,5 +127,29 @@ func TestRequestSeedDiffers(t *testing.T) {
 	}
 	if rollout.RequestSeed(1, 0, 1) == rollout.RequestSeed(2, 0, 1) {
 		t.Fatal("sample seed does not change request seeds")
+	}
+}
+
+// TestNoTranscriptsPlaysTheSameEpisode: an episode that keeps no
+// transcript sends the same requests and scores the same as one that
+// keeps it.
+func TestNoTranscriptsPlaysTheSameEpisode(t *testing.T) {
+	srv := rollouttest.New(rollouttest.WorkedExample)
+	defer srv.Close()
+	r := &rollout.Runner{Client: inference.NewChatClient(srv.BaseURL(), inference.ChatOptions{}), Limit: rollout.NewLimiter(4)}
+	for _, mode := range []rollout.Mode{rollout.Simultaneous, rollout.Sequential} {
+		kept := r.Run(context.Background(), spec(5, mode))
+		sp := spec(5, mode)
+		sp.NoTranscripts = true
+		bare := r.Run(context.Background(), sp)
+		if kept.Errored || bare.Errored {
+			t.Fatalf("%s: errored: %q %q", mode, kept.Error, bare.Error)
+		}
+		if len(kept.Transcripts) != 5 || bare.Transcripts != nil {
+			t.Fatalf("%s: %d transcripts kept, %d without; want 5 and none", mode, len(kept.Transcripts), len(bare.Transcripts))
+		}
+		if bare.Reward != kept.Reward || bare.Terms != kept.Terms || !reflect.DeepEqual(bare.Metrics, kept.Metrics) || math.Abs(bare.Reward-1.3275) > 1e-9 {
+			t.Fatalf("%s: without transcripts reward %v metrics %+v; with %v %+v (want 1.3275)", mode, bare.Reward, bare.Metrics, kept.Reward, kept.Metrics)
+		}
 	}
 }

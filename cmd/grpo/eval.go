@@ -478,6 +478,8 @@ func evalSet(model string, n int, o evalOptions) evaluate.Set {
 		N: []int{n}, Episodes: o.episodes,
 		Seeds: func(n, e int) (int64, int64) { return o.seed + int64(e), rollout.RequestSeed(o.seed, n, e) },
 		ID:    func(n, e int) string { return fmt.Sprintf("%s/n%d/e%d", model, n, e) },
+
+		NoConversations: o.out == "", // conversations are only written by --out
 	}
 }
 
