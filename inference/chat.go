@@ -12,6 +12,7 @@ import (
 	"strings"
 	"sync"
 	"time"
+	"unicode/utf8"
 
 	openai "github.com/sashabaranov/go-openai"
 
@@ -368,7 +369,7 @@ func scanCompletion(body []byte) *rollout.Completion {
 	}
 	first := choices[i:end:end]
 	comp := &rollout.Completion{Raw: first}
-	if usage != nil && json.Unmarshal(usage, &comp.Usage) != nil {
+	if usage != nil && !scanUsage(usage, &comp.Usage) && json.Unmarshal(usage, &comp.Usage) != nil {
 		return nil
 	}
 	if len(promptIDs) > 0 && promptIDs[0] == '[' {
@@ -399,13 +400,203 @@ func scanCompletion(body []byte) *rollout.Completion {
 		return true
 	})
 	if !ok ||
-		index != nil && json.Unmarshal(index, &w.Index) != nil ||
-		message != nil && json.Unmarshal(message, &w.Message) != nil ||
-		finish != nil && json.Unmarshal(finish, &w.FinishReason) != nil {
+		index != nil && !scanInt(index, &w.Index) && json.Unmarshal(index, &w.Index) != nil ||
+		message != nil && !scanMessage(message, &w.Message) && json.Unmarshal(message, &w.Message) != nil ||
+		finish != nil && !scanString(finish, (*string)(&w.FinishReason)) {
 		return nil
 	}
 	w.fill(&comp.Choice)
 	return comp
+}
+
+// The scan* functions read a value of valid JSON as encoding/json reads it
+// into a fresh variable of its type, and report false, having set
+// nothing that matters, when they cannot vouch for that (the caller then
+// asks encoding/json).
+
+// scanString reads a string or null (which leaves s as it is).
+func scanString(v []byte, s *string) bool {
+	switch {
+	case string(v) == "null":
+		return true
+	case len(v) < 2 || v[0] != '"':
+		return false
+	}
+	in := v[1 : len(v)-1]
+	if bytes.IndexByte(in, '\\') < 0 && utf8.Valid(in) {
+		*s = string(in)
+		return true
+	}
+	return json.Unmarshal(v, s) == nil // escapes
+}
+
+// scanInt reads a small non-negative integer or null.
+func scanInt(v []byte, n *int) bool {
+	if string(v) == "null" {
+		return true
+	}
+	if len(v) == 0 || len(v) > 9 {
+		return false
+	}
+	for _, c := range v {
+		if c < '0' || c > '9' {
+			return false
+		}
+	}
+	x, err := strconv.Atoi(string(v))
+	*n = x
+	return err == nil
+}
+
+// scanUsage reads a usage object of the three counts (or null).
+func scanUsage(v []byte, u *openai.Usage) bool {
+	if string(v) == "null" {
+		return true
+	}
+	var seen [3]bool
+	var out openai.Usage
+	ok := eachKey(v, 0, func(key, val []byte) bool {
+		var i int
+		var dst *int
+		switch string(key) {
+		case `"prompt_tokens"`:
+			i, dst = 0, &out.PromptTokens
+		case `"completion_tokens"`:
+			i, dst = 1, &out.CompletionTokens
+		case `"total_tokens"`:
+			i, dst = 2, &out.TotalTokens
+		default:
+			return false // details, or a key matched without case
+		}
+		if seen[i] {
+			return false
+		}
+		seen[i] = true
+		return scanInt(val, dst)
+	})
+	if ok {
+		*u = out
+	}
+	return ok
+}
+
+// scanMessage reads a message of text fields and tool calls.
+func scanMessage(v []byte, m *wireMessage) bool {
+	if string(v) == "null" {
+		return true
+	}
+	var out wireMessage
+	var seen [8]bool
+	ok := eachKey(v, 0, func(key, val []byte) bool {
+		i, dst := -1, (*string)(nil)
+		switch string(key) {
+		case `"role"`:
+			i, dst = 0, &out.Role
+		case `"content"`:
+			i, dst = 1, &out.Content
+		case `"refusal"`:
+			i, dst = 2, &out.Refusal
+		case `"name"`:
+			i, dst = 3, &out.Name
+		case `"reasoning_content"`:
+			i, dst = 4, &out.ReasoningContent
+		case `"tool_call_id"`:
+			i, dst = 5, &out.ToolCallID
+		case `"tool_calls"`:
+			i = 6
+		default:
+			return !foldsTo(key, `"role"`, `"content"`, `"refusal"`, `"name"`, `"reasoning_content"`,
+				`"function_call"`, `"tool_calls"`, `"tool_call_id"`)
+		}
+		if seen[i] {
+			return false
+		}
+		seen[i] = true
+		if dst == nil {
+			return scanToolCalls(val, &out.ToolCalls)
+		}
+		return scanString(val, dst)
+	})
+	if ok {
+		*m = out
+	}
+	return ok
+}
+
+// scanToolCalls reads an array of tool calls without an index (or null).
+func scanToolCalls(v []byte, calls *[]openai.ToolCall) bool {
+	if string(v) == "null" {
+		return true
+	}
+	if v[0] != '[' {
+		return false
+	}
+	out := []openai.ToolCall{}
+	for i := skipSpace(v, 1); i < len(v) && v[i] != ']'; {
+		end := skipValue(v, i)
+		var tc openai.ToolCall
+		var seen [3]bool
+		ok := eachKey(v[:end], i, func(key, val []byte) bool {
+			var j int
+			switch string(key) {
+			case `"id"`:
+				j = 0
+			case `"type"`:
+				j = 1
+			case `"function"`:
+				j = 2
+			default:
+				return !foldsTo(key, `"id"`, `"type"`, `"function"`, `"index"`)
+			}
+			if seen[j] {
+				return false
+			}
+			seen[j] = true
+			switch j {
+			case 0:
+				return scanString(val, &tc.ID)
+			case 1:
+				return scanString(val, (*string)(&tc.Type))
+			}
+			return scanFunction(val, &tc.Function)
+		})
+		if !ok {
+			return false
+		}
+		out = append(out, tc)
+		i = skipSpace(v, end)
+		if i < len(v) && v[i] == ',' {
+			i = skipSpace(v, i+1)
+		}
+	}
+	*calls = out
+	return true
+}
+
+// scanFunction reads a tool call's function: name and arguments (or null).
+func scanFunction(v []byte, f *openai.FunctionCall) bool {
+	if string(v) == "null" {
+		return true
+	}
+	var seenName, seenArgs bool
+	return eachKey(v, 0, func(key, val []byte) bool {
+		switch string(key) {
+		case `"name"`:
+			if seenName {
+				return false
+			}
+			seenName = true
+			return scanString(val, &f.Name)
+		case `"arguments"`:
+			if seenArgs {
+				return false
+			}
+			seenArgs = true
+			return scanString(val, &f.Arguments)
+		default:
+			return !foldsTo(key, `"name"`, `"arguments"`)
+		}
+	})
 }
 
 // eachKey calls f with each key (quoted, as written) and value of the
