@@ -281,13 +281,20 @@ func readBody(resp *http.Response, max int64) ([]byte, error) {
 	if _, err := io.ReadFull(resp.Body, buf); err != nil {
 		return nil, err
 	}
-	// Whatever follows (a peer that announced too little) is read as
-	// io.ReadAll would have.
-	rest, err := io.ReadAll(io.LimitReader(resp.Body, max+1-n))
-	if len(rest) > 0 {
-		buf = append(buf, rest...)
+	// The end of the body is read (a transport reuses the connection
+	// then); whatever follows instead (a peer that announced too little)
+	// is read as io.ReadAll would have.
+	var one [1]byte
+	k, err := resp.Body.Read(one[:])
+	if k == 0 && err == io.EOF {
+		return buf, nil
 	}
-	return buf, err
+	buf = append(buf, one[:k]...)
+	if err != nil {
+		return buf, err
+	}
+	rest, err := io.ReadAll(io.LimitReader(resp.Body, max+1-n-int64(k)))
+	return append(buf, rest...), err
 }
 
 // attemptError turns the expiry of an attempt's own timeout, while the
