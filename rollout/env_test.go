@@ -1,6 +1,7 @@
 package rollout
 
 import (
+	"encoding/json"
 	"math"
 	"strings"
 	"testing"
@@ -269,5 +270,24 @@ func TestStateLineIsStable(t *testing.T) {
 	}
 	if _, err := ParseState("no state here"); err == nil {
 		t.Fatal("ParseState accepted text without a state line")
+	}
+}
+
+// TestStateLineMatchesJSONMarshal: the hand-written line is the prefix and
+// json.Marshal's encoding of the state, byte for byte.
+func TestStateLineMatchesJSONMarshal(t *testing.T) {
+	for _, s := range []State{
+		{},
+		{Round: 2, Rounds: 5, ID: 3, N: 5, Holding: Sides{Left: true}, Free: Sides{Right: true}, Meals: 7, TableMeals: 12, Last: &LastEvent{Action: PickUpLeft, OK: true}},
+		{Round: -1, Rounds: 1 << 40, ID: 99, N: 15, Holding: Sides{true, true}, Free: Sides{true, true}, Last: &LastEvent{Action: "<&> \"quoted\" \u2028 \xff"}},
+		{Last: &LastEvent{}},
+	} {
+		b, err := json.Marshal(s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got, want := s.Line(), StatePrefix+string(b); got != want {
+			t.Errorf("Line() =\n%s\nwant\n%s", got, want)
+		}
 	}
 }
