@@ -163,7 +163,8 @@ type chatParams struct {
 }
 
 // encode builds the request body in parts, sent as their concatenation
-// without being joined (httpx.Request.Parts): the scalar fields encoded as
+// (httpx.Request.Parts, never joined into one body buffer held for the
+// whole exchange): the scalar fields encoded as
 // an object (once per distinct set of parameters, the seed set per call),
 // then the messages (each encoded once by the caller when it gave
 // EncodedMessages, else here) and the tool list (encoded once per list)

@@ -152,11 +152,11 @@ func TestScanCompletionReadsTheCommonAnswer(t *testing.T) {
 		t.Fatalf("scanCompletion: %+v", c)
 	}
 	for _, odd := range []string{
-		`{"choices":[{"index":0},{"index":1}]}`,     // two choices
-		`{"choices":[{"Index":0}]}`,                 // a key matched without case
-		`{"choices":[{"index":0}],"choices":[]}`,    // a duplicate
+		`{"choices":[{"index":0},{"index":1}]}`,    // two choices
+		`{"choices":[{"Index":0}]}`,                // a key matched without case
+		`{"choices":[{"index":0}],"choices":[]}`,   // a duplicate
 		`{"choices":[{"message":{"content":[]}}]}`, // content parts
-		`{"choices":[{"index":0}]} x`,               // not JSON
+		`{"choices":[{"index":0}]} x`,              // not JSON
 	} {
 		if scanCompletion([]byte(odd)) != nil {
 			t.Errorf("scanCompletion read %s; want it left to the decoder", odd)

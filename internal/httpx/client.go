@@ -93,8 +93,9 @@ type Request struct {
 	URL    string
 	Body   []byte // sent as application/json when not nil
 	// Parts, when not nil, is the body in pieces, sent as their
-	// concatenation (Transport writes them as they are, without joining
-	// them into one buffer); Body is then ignored.
+	// concatenation (Transport copies them straight into the buffer it
+	// writes, held only while writing: no body buffer lives for the whole
+	// exchange); Body is then ignored.
 	Parts  [][]byte
 	Header http.Header // added to the request; may override Accept
 
@@ -232,9 +233,9 @@ func (c *Client) send(ctx context.Context, r *Request, timeout time.Duration) (r
 	return resp, false, nil
 }
 
-// partsBody is a request body in pieces, which Transport writes as they
-// are, without copying them into a buffer of its own. Reading it does not
-// change the pieces: a retry sends them again.
+// partsBody is a request body in pieces, which Transport reads as they
+// are (no Read calls). Reading it does not change the pieces: a retry
+// sends them again.
 type partsBody struct {
 	parts  [][]byte
 	n      int64 // the whole length
