@@ -427,7 +427,7 @@ func (r *report) printTest(ctx context.Context, m *Main, cfg config.Config) erro
 	}
 	t := cfg.Test
 	results, done, err := testCheckpoints(ctx, m.Getenv, m.Stderr, cfg, r.run.Name, picks, t.N, t.Episodes,
-		evalOptions{concurrency: cfg.Inference.Concurrency, timeout: time.Duration(cfg.Inference.RequestTimeout), retries: cfg.Inference.Retries})
+		evalOptions{concurrency: cfg.Inference.Concurrency, timeout: time.Duration(cfg.Inference.RequestTimeout), retries: cfg.Inference.Retries, retryBudget: time.Duration(cfg.Inference.RetryBudget), outage: time.Duration(cfg.Inference.OutageWindow)})
 	if err != nil {
 		return err
 	}
