@@ -144,6 +144,9 @@ func (c *runCommand) play(ctx context.Context, m *Main) error {
 		Events:      view.event,
 		Interrupted: checkpoint.StateCancelled,
 	})
+	if errors.Is(err, checkpoint.ErrLeased) {
+		return c.leased(c.resume, c.db, err)
+	}
 	if err != nil {
 		return err
 	}
@@ -163,8 +166,7 @@ func (c *runCommand) play(ctx context.Context, m *Main) error {
 	view.finish()
 	if err != nil {
 		if errors.Is(err, checkpoint.ErrLeased) {
-			return fmt.Errorf("run %s: %w; this process changed nothing. To play it here, stop it there first (daemon: POST /api/v1/runs/%s/cancel; CLI: Ctrl-C), then 'grpo run --resume %s --db %s'",
-				cfg.Run.Name, err, cfg.Run.Name, cfg.Run.Name, cfg.Run.DB)
+			return c.leased(cfg.Run.Name, cfg.Run.DB, err)
 		}
 		if ctx.Err() != nil {
 			return fmt.Errorf("run %s interrupted (%v); continue it with: grpo run --resume %s --db %s", cfg.Run.Name, err, cfg.Run.Name, cfg.Run.DB)
@@ -185,6 +187,16 @@ func (c *runCommand) play(ctx context.Context, m *Main) error {
 	fmt.Fprintf(m.Stdout, "finished in %.1fs; store %s; read back with 'grpo runs show %s' and 'grpo best %s'\n",
 		time.Since(start).Seconds(), cfg.Run.DB, cfg.Run.Name, cfg.Run.Name)
 	return nil
+}
+
+// leased is the refusal to play run name of store db that another
+// process plays.
+func (c *runCommand) leased(name, db string, err error) error {
+	if db == "" {
+		db = config.Default().Run.DB
+	}
+	return fmt.Errorf("run %s: %w; this process changed nothing. To play it here, stop it there first (daemon: POST /api/v1/runs/%s/cancel; CLI: Ctrl-C), then 'grpo run --resume %s --db %s'",
+		name, err, name, name, db)
 }
 
 // noUpdateWarnings names the settings of cfg under which training cannot
