@@ -134,7 +134,11 @@ type Trainer struct {
 	URL  string `yaml:"url" json:"url"`
 	// Peer names a trainer the daemon's operator declared (grpo serve
 	// --peers); the daemon replaces it with that peer's kind and url.
-	Peer            string          `yaml:"peer" json:"peer,omitempty"`
+	Peer string `yaml:"peer" json:"peer,omitempty"`
+	// APIKeyEnv names the environment variable whose value is sent to the
+	// job API as "Authorization: Bearer ..." (trainer.kind jobs); "": no
+	// key. The value is never logged nor stored.
+	APIKeyEnv       string          `yaml:"api_key_env" json:"api_key_env,omitempty"`
 	BaseModel       string          `yaml:"base_model" json:"base_model"`
 	LoRA            LoRA            `yaml:"lora" json:"lora"`
 	Hyperparameters Hyperparameters `yaml:"hyperparameters" json:"hyperparameters"`

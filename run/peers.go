@@ -78,7 +78,11 @@ func startPeers(ctx context.Context, cfg config.Config, opts Options) (*peers, e
 		trainerURL = cfg.Trainer.URL
 	}
 	p.fleet = NewFleet(eps, inf, hc, fleetOptions(cfg, opts))
-	p.trainer = trainer.NewJobClient(trainerURL, trainer.JobClientOptions{HTTPClient: hc, Retry: &retry, PollInterval: 20 * time.Millisecond, MaxPollInterval: 2 * time.Second, SubmitTimeout: time.Duration(cfg.Trainer.JobTimeout)})
+	var trainerKey string
+	if env := cfg.Trainer.APIKeyEnv; env != "" && !cfg.Embedded() {
+		trainerKey = getenv(env)
+	}
+	p.trainer = trainer.NewJobClient(trainerURL, trainer.JobClientOptions{HTTPClient: hc, Retry: &retry, APIKey: trainerKey, PollInterval: 20 * time.Millisecond, MaxPollInterval: 2 * time.Second, SubmitTimeout: time.Duration(cfg.Trainer.JobTimeout)})
 	if err := p.check(ctx, trainerURL); err != nil {
 		p.close()
 		return nil, err
