@@ -205,7 +205,7 @@ func TestFleet_ReplicaKilledAfterFirstStep(t *testing.T) {
 
 // TestFleet_InplaceOnServerWithoutLoadInplace: the strict backend ignores
 // load_inplace, as vLLM before the option did. At the end the run's one
-// adapter name serves the last step's adapter.
+// adapter name (its name and id, RUN.ID) serves the last step's adapter.
 func TestFleet_InplaceOnServerWithoutLoadInplace(t *testing.T) {
 	a := startReplica(t, 1)
 	cfg := fleetConfig(t, "o4-inplace", "inplace", startTrainer(t), a.srv.URL)
@@ -222,9 +222,10 @@ func TestFleet_InplaceOnServerWithoutLoadInplace(t *testing.T) {
 	if lastStep.Step != 3 || lastStep.Adapter == nil {
 		t.Fatalf("last step %+v, want step 3 with an adapter", lastStep)
 	}
-	m, ok, err := inference.NewAdminClient(a.srv.URL+"/v1", inference.AdminOptions{}).Adapter(context.Background(), "o4-inplace")
+	served := "o4-inplace." + state(t, opts.Store, "o4-inplace").ID
+	m, ok, err := inference.NewAdminClient(a.srv.URL+"/v1", inference.AdminOptions{}).Adapter(context.Background(), served)
 	if err != nil || !ok {
-		t.Fatalf("Adapter(o4-inplace)=%v %v", ok, err)
+		t.Fatalf("Adapter(%s)=%v %v", served, ok, err)
 	}
 	if m.Root != lastStep.Adapter.Path {
 		t.Fatalf("o4-inplace serves %s, want the last step's adapter %s", m.Root, lastStep.Adapter.Path)
