@@ -151,6 +151,13 @@ func (c *runCommand) play(ctx context.Context, m *Main) error {
 		return err
 	}
 	defer r.Close()
+	if c.resume != "" && !r.Finished() {
+		// Resumed by hand: starts a daemon counted against the run
+		// (grpo serve --max-failed-starts) are forgiven.
+		if err := checkpoint.New(r.Config().Run.DB, checkpoint.Options{}).ResetStarts(ctx, c.resume); err != nil {
+			return err
+		}
+	}
 
 	cfg := r.Config()
 	for _, w := range noUpdateWarnings(cfg) {
