@@ -44,12 +44,14 @@ reads. Declare the inference endpoints and trainers in a peers file
   inference:
     vllm-a: {url: http://10.0.0.5:8000/v1, api_key_env: VLLM_A_KEY}
   trainers:
-    jobs-1: {url: http://10.0.0.6:7000, kind: jobs}
+    jobs-1: {url: http://10.0.0.6:7000, kind: jobs, api_key_env: JOBS_1_KEY}
 
 and name them in the config: inference.endpoints: [{peer: vllm-a}],
 trainer: {peer: jobs-1}. A URL the config names itself gets no API key
 (api_key_env is refused), and is refused outright with --peers-only.
-Limits (--max-*) are checked before a run is stored.
+Limits (--max-*) are checked before a run is stored. A run resumed
+--max-failed-starts times in a row, the daemon dying each time before the
+run committed a step, is marked failed instead of resumed again.
 
 It listens on loopback unless told otherwise. On any other address the
 mutating endpoints require 'Authorization: Bearer <token>' with the token
