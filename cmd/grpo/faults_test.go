@@ -246,15 +246,16 @@ func TestEvalRidesOutOutage(t *testing.T) {
 // TestRunRidesOutOutage (issue 13, the real binary): the only inference
 // endpoint of 'grpo run' goes away for 8 s once the first adapter is
 // served; the run waits, succeeds, and its steps equal those of a run
-// without the outage.
+// without the outage. So do they when the endpoint fails 50% of all its
+// requests (chat, adapter loads, health, models) with 500s.
 func TestRunRidesOutOutage(t *testing.T) {
 	bin := buildBinary(t)
 	dir := t.TempDir()
-	play := func(name string, outage bool) string {
+	play := func(name string, outage bool, rate float64) string {
 		b := refBackend(t, 1)
 		trainer := httptest.NewServer(b.TrainerHandler())
 		t.Cleanup(trainer.Close)
-		f := newFaultyEndpoint(t, b.InferenceHandler(), 0, false, 1)
+		f := newFaultyEndpoint(t, b.InferenceHandler(), rate, false, 42)
 		if outage {
 			// Step 0's validation takes 4 episodes of at most 5 rounds x
 			// 5 calls; by 150 chats the run is past it, sampling step 1
@@ -278,14 +279,27 @@ trainer: {kind: jobs, url: %s, base_model: %s, hyperparameters: {learning_rate: 
 				t.Fatalf("%s: no chat completion after the outage", name)
 			}
 		}
+		if rate > 0 {
+			requests, faults, _ := f.counts()
+			t.Logf("%s: %d faults injected over %d requests", name, faults, requests)
+			if faults < requests/4 {
+				t.Fatalf("%s: only %d faults over %d requests", name, faults, requests)
+			}
+		}
 		return results(t, bin, db, "o")
 	}
-	want := play("clean", false)
-	got := play("outage", true)
-	if !strings.HasPrefix(got, "succeeded\n") || strings.Count(got, "\n") != 5 {
-		t.Fatalf("run with an outage: %s", got)
-	}
-	if got != want {
-		t.Fatalf("steps differ from the run without an outage:\n got %s\nwant %s", got, want)
+	want := play("clean", false, 0)
+	for _, tt := range []struct {
+		name   string
+		outage bool
+		rate   float64
+	}{{"outage", true, 0}, {"faults50", false, 0.5}} {
+		got := play(tt.name, tt.outage, tt.rate)
+		if !strings.HasPrefix(got, "succeeded\n") || strings.Count(got, "\n") != 5 {
+			t.Fatalf("run %s: %s", tt.name, got)
+		}
+		if got != want {
+			t.Fatalf("run %s: steps differ from the run without faults:\n got %s\nwant %s", tt.name, got, want)
+		}
 	}
 }
