@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/url"
+	"strings"
 	"sync"
 	"time"
 )
@@ -199,7 +201,7 @@ func (c *Client) send(ctx context.Context, r *Request, timeout time.Duration) (r
 	for k, v := range r.Header {
 		hreq.Header[k] = v
 	}
-	hresp, err := c.hc.Do(hreq)
+	hresp, err := c.roundTrip(hreq)
 	if err != nil {
 		return nil, false, attemptError(ctx, actx, timeout, err)
 	}
@@ -231,6 +233,37 @@ func (c *Client) send(ctx context.Context, r *Request, timeout time.Duration) (r
 		}
 	}
 	return resp, false, nil
+}
+
+// roundTrip sends hreq. A client of the plain kind NewHTTPClient builds
+// (Transport, no cookie jar, redirect policy nor timeout) hands it to the
+// Transport itself: http.Client's bookkeeping (a copy of the headers, the
+// redirect loop, the deadline) costs CPU and, at thousands of requests in
+// flight, the stack depth of every caller. An answer that redirects is
+// asked again through http.Client, which follows it; errors are wrapped
+// as http.Client wraps them.
+func (c *Client) roundTrip(hreq *http.Request) (*http.Response, error) {
+	tr, ok := c.hc.Transport.(*Transport)
+	if !ok || c.hc.Jar != nil || c.hc.CheckRedirect != nil || c.hc.Timeout != 0 {
+		return c.hc.Do(hreq)
+	}
+	resp, err := tr.RoundTrip(hreq)
+	if err != nil {
+		m := hreq.Method
+		return nil, &url.Error{Op: m[:1] + strings.ToLower(m[1:]), URL: hreq.URL.Redacted(), Err: err}
+	}
+	switch resp.StatusCode {
+	case http.StatusMovedPermanently, http.StatusFound, http.StatusSeeOther, http.StatusTemporaryRedirect, http.StatusPermanentRedirect:
+		io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
+		resp.Body.Close()
+		if hreq.GetBody != nil {
+			if hreq.Body, err = hreq.GetBody(); err != nil {
+				return nil, err
+			}
+		}
+		return c.hc.Do(hreq)
+	}
+	return resp, nil
 }
 
 // partsBody is a request body in pieces, which Transport reads as they

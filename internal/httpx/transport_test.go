@@ -413,3 +413,42 @@ func TestPartsSentWhole(t *testing.T) {
 		}
 	}
 }
+
+// TestClientFollowsRedirectsAroundTransport: Client hands requests to
+// Transport itself, but an answer that redirects is still followed, the
+// body sent again, as http.Client follows it; a transport error is a
+// *url.Error naming the request, as http.Client returns it.
+func TestClientFollowsRedirectsAroundTransport(t *testing.T) {
+	var got atomic.Value
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/a" {
+			io.Copy(io.Discard, r.Body)
+			http.Redirect(w, r, "/b", http.StatusTemporaryRedirect)
+			return
+		}
+		b, _ := io.ReadAll(r.Body)
+		got.Store(r.Method + " " + r.URL.Path + " " + string(b))
+		w.Write([]byte("ok"))
+	}))
+	defer srv.Close()
+	c := New(Options{HTTPClient: NewHTTPClient(2)})
+	resp, _, err := c.Do(context.Background(), &Request{Method: "POST", URL: srv.URL + "/a", Parts: [][]byte{[]byte(`{"x":`), []byte(`1}`)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(resp.Body) != "ok" || got.Load() != `POST /b {"x":1}` {
+		t.Fatalf("answer %q, server read %q; want ok and POST /b {\"x\":1}", resp.Body, got.Load())
+	}
+
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close() // nothing listens there now
+	_, err = c.Send(context.Background(), &Request{Method: "POST", URL: "http://" + addr + "/x", Body: []byte(`{}`)})
+	var ue *url.Error
+	if !errors.As(err, &ue) || ue.Op != "Post" || ue.URL != "http://"+addr+"/x" || !IsTransient(err) {
+		t.Fatalf("refused connection: %v (%T), want a transient *url.Error for Post http://%s/x", err, err, addr)
+	}
+}
