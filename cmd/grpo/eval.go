@@ -724,14 +724,23 @@ func testCheckpoints(ctx context.Context, getenv func(string) string, stderr io.
 			}
 		},
 	}
+	// Leave the endpoints as they were: unload only the adapters this
+	// evaluation loaded, not one an endpoint already served under that
+	// name (the run's last adapters, one promoted for serving).
+	var served map[string]bool
+	if !cfg.Embedded() {
+		served = servedModels(ctx, replicas)
+	}
 	loaded := map[string]bool{}
 	defer func() {
 		if cfg.Embedded() {
-			return
+			return // a backend of its own, closed after
 		}
 		for name := range loaded {
-			// Leave the endpoints as they were; failure only costs memory.
-			fleet.UnloadEverywhere(context.WithoutCancel(ctx), name)
+			if !served[name] {
+				// Failure only costs the endpoint memory.
+				fleet.UnloadEverywhere(context.WithoutCancel(ctx), name)
+			}
 		}
 	}()
 	var results []evalResult
@@ -773,6 +782,22 @@ func testCheckpoints(ctx context.Context, getenv func(string) string, stderr io.
 		}
 	}
 	return results, done, nil
+}
+
+// servedModels is the names some replica serves now (GET /v1/models); a
+// replica that cannot list them counts as serving none.
+func servedModels(ctx context.Context, replicas []inference.Replica) map[string]bool {
+	served := map[string]bool{}
+	for _, r := range replicas {
+		models, err := r.Admin.Models(ctx)
+		if err != nil {
+			continue
+		}
+		for _, m := range models {
+			served[m.ID] = true
+		}
+	}
+	return served
 }
 
 // storeTests keeps every test episode measured, per step, in the run's

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net/url"
 	"os"
 	"slices"
 	"sync"
@@ -164,7 +165,7 @@ func (c *runCommand) play(ctx context.Context, m *Main) error {
 	if err != nil {
 		if errors.Is(err, checkpoint.ErrLeased) {
 			return fmt.Errorf("run %s: %w; this process changed nothing. To play it here, stop it there first (daemon: POST /api/v1/runs/%s/cancel; CLI: Ctrl-C), then 'grpo run --resume %s --db %s'",
-				cfg.Run.Name, err, cfg.Run.Name, cfg.Run.Name, cfg.Run.DB)
+				cfg.Run.Name, err, url.PathEscape(cfg.Run.Name), cfg.Run.Name, cfg.Run.DB)
 		}
 		if ctx.Err() != nil {
 			return fmt.Errorf("run %s interrupted (%v); continue it with: grpo run --resume %s --db %s", cfg.Run.Name, err, cfg.Run.Name, cfg.Run.DB)
