@@ -37,6 +37,12 @@ errored episodes (server failures after retries; never scored).
 Models are served by any OpenAI-compatible server (vLLM, an API vendor):
   grpo eval --base-url http://127.0.0.1:8000/v1 --model Qwen/Qwen3-14B
   grpo eval --models models.yaml        # [{name, url, api_key_env}, ...]
+A models file entry may also set, for servers stricter than vLLM (an API
+vendor that refuses fields it does not know): chat_template_kwargs (replaces
+--chat-template-kwargs for that model; {} sends none), omit_token_ids
+(no return_token_ids), omit_logprobs (no logprobs/top_logprobs) and
+max_completion_tokens (--max-tokens sent under that name); see
+examples/experiments/coordination-gap-endpoints.yaml.
 With neither flag, the embedded reference backend's base policy is
 evaluated in-process.
 
@@ -52,12 +58,30 @@ served from the run's data directory; with endpoints they are loaded into
 them. Each result's model is RUN@STEP.
 `
 
-// target is one model on one endpoint.
+// target is one model on one endpoint. The request options are for
+// servers stricter than vLLM (an API vendor refusing fields it does not
+// know); the defaults suit vLLM.
 type target struct {
 	Name      string `yaml:"name"`
 	URL       string `yaml:"url"`
 	APIKeyEnv string `yaml:"api_key_env"`
-	apiKey    string
+	// ChatTemplateKwargs, when set, replaces --chat-template-kwargs for
+	// this model ({} sends none).
+	ChatTemplateKwargs *map[string]any `yaml:"chat_template_kwargs"`
+	// OmitTokenIDs leaves vLLM's return_token_ids out of the requests.
+	OmitTokenIDs bool `yaml:"omit_token_ids"`
+	// OmitLogprobs leaves logprobs and top_logprobs out.
+	OmitLogprobs bool `yaml:"omit_logprobs"`
+	// MaxCompletionTokens sends --max-tokens as max_completion_tokens.
+	MaxCompletionTokens bool `yaml:"max_completion_tokens"`
+	apiKey              string
+}
+
+// chatOptions are the target's request options.
+func (t target) chatOptions(o inference.ChatOptions) inference.ChatOptions {
+	o.APIKey = t.apiKey
+	o.OmitTokenIDs, o.OmitLogprobs, o.MaxCompletionTokens = t.OmitTokenIDs, t.OmitLogprobs, t.MaxCompletionTokens
+	return o
 }
 
 // EvalCommand is `grpo eval`: ParseFlags reads and checks the flags (and
@@ -327,7 +351,7 @@ func readTargets(path string) ([]target, error) {
 	dec := yaml.NewDecoder(strings.NewReader(string(b)))
 	dec.KnownFields(true)
 	if err := dec.Decode(&ts); err != nil {
-		return nil, fmt.Errorf("models file %s: %v (want a YAML list of {name, url, api_key_env})", path, err)
+		return nil, fmt.Errorf("models file %s: %v (want a YAML list of {name, url, api_key_env, chat_template_kwargs, omit_token_ids, omit_logprobs, max_completion_tokens})", path, err)
 	}
 	if len(ts) == 0 {
 		return nil, fmt.Errorf("models file %s lists no models (want a YAML list of {name, url, api_key_env})", path)
@@ -394,7 +418,7 @@ func (m *Main) runEval(ctx context.Context, o evalOptions) error {
 	var results []evalResult
 	for _, t := range o.targets {
 		opts := evaluate.Options{
-			Client:      inference.NewChatClient(t.URL, inference.ChatOptions{APIKey: t.apiKey, HTTPClient: hc, RequestTimeout: o.timeout, Retry: retryPolicy(o.retries)}),
+			Client:      inference.NewChatClient(t.URL, t.chatOptions(inference.ChatOptions{HTTPClient: hc, RequestTimeout: o.timeout, Retry: retryPolicy(o.retries)})),
 			Limit:       limit,
 			Concurrency: o.concurrency,
 			Replays:     o.replays, MaxErroredFraction: o.maxErrored,
@@ -408,7 +432,14 @@ func (m *Main) runEval(ctx context.Context, o evalOptions) error {
 			},
 		}
 		for _, n := range o.ns {
-			res, err := evaluate.Run(ctx, opts, evalSet(t.Name, n, o))
+			set := evalSet(t.Name, n, o)
+			if t.ChatTemplateKwargs != nil {
+				set.Sampling.ChatTemplateKwargs = *t.ChatTemplateKwargs
+				if len(*t.ChatTemplateKwargs) == 0 {
+					set.Sampling.ChatTemplateKwargs = nil
+				}
+			}
+			res, err := evaluate.Run(ctx, opts, set)
 			if ctx.Err() != nil {
 				return context.Cause(ctx)
 			}
