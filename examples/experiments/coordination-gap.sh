@@ -16,7 +16,7 @@
 # The CPU stack's rows (cpu-tiny-qwen3-base.json, cpu-tiny-qwen3-trained.json)
 # are measured by examples/experiments/cpu-reward-shaping.sh; the rows of
 # real endpoints by the command in coordination-gap-endpoints.yaml.
-# Then it writes table.md from every *.json in OUT.
+# Then it writes table.md from every *.json in OUT (TABLE_ONLY=1: only that).
 #   DIR  scratch directory for the run's store (default: a temporary one)
 #   OUT  default docs/experiments/coordination-gap
 set -euo pipefail
@@ -29,6 +29,7 @@ mkdir -p "$out"
 grpo="${GRPO:-$dir/grpo}"
 [[ -n "${GRPO:-}" ]] || (cd "$repo" && go build -o "$grpo" ./cmd/grpo)
 table=(--n 5,10,15 --episodes 30)
+if [[ "${TABLE_ONLY:-0}" == 1 ]]; then :; else
 
 t=$(date +%s)
 "$grpo" eval "${table[@]}" --seed 2000000 --json >"$out/embedded-base.json"
@@ -45,6 +46,7 @@ rm -f "$dir/gap.db"; rm -rf "$dir/gap.db.data"
 "$grpo" run --config "$here/coordination-gap-run.yaml" --db "$dir/gap.db" >"$dir/run.txt"
 "$grpo" eval --db "$dir/gap.db" --run coordination-gap/embedded --step best "${table[@]}" --json >"$out/embedded-trained.json"
 echo "embedded trained (16-step run + eval --run): $(($(date +%s) - t)) s"
+fi
 
 # table.md: one row per model and n, from every result file.
 {
@@ -53,8 +55,12 @@ echo "embedded trained (16-step run + eval --run): $(($(date +%s) - t)) s"
   for f in "$out"/embedded-base.json "$out"/embedded-base-study.json "$out"/embedded-trained.json \
            "$out"/cpu-tiny-qwen3-base.json "$out"/cpu-tiny-qwen3-trained.json "$out"/gpu-*.json; do
     [[ -f "$f" ]] || continue
-    jq -r --arg file "$(basename "$f" .json)" '.results[] |
-      "| \($file): \(.model)\(if .selected_by then " (" + .selected_by + ")" else "" end) | \(.n) | \(.episodes) | \(.reward.mean*1000|round/1000) | [\(.reward.ci95[0]*1000|round/1000), \(.reward.ci95[1]*1000|round/1000)] | \(.deadlock_rate*100|round/100) | \(.meals_mean*100|round/100) | \(.invalid_rate*1000|round/1000) | \(.errored) |"' "$f"
+    jq -r --arg file "$(basename "$f" .json)" '
+      def fmt(d): . as $x | (($x | fabs) * pow(10; d) | round | tostring) as $s
+        | (if ($s | length) <= d then ([range(0; d + 1 - ($s | length))] | map("0") | join("")) + $s else $s end) as $p
+        | (if $x < 0 and ($s | tonumber) > 0 then "-" else "" end) + $p[0:($p | length) - d] + "." + $p[($p | length) - d:];
+      .results[] |
+      "| \($file): \(.model)\(if .selected_by then " (" + .selected_by + ")" else "" end) | \(.n) | \(.episodes) | \(.reward.mean | fmt(3)) | [\(.reward.ci95[0] | fmt(3)), \(.reward.ci95[1] | fmt(3))] | \(.deadlock_rate | fmt(2)) | \(.meals_mean | fmt(2)) | \(.invalid_rate | fmt(3)) | \(.errored) |"' "$f"
   done
 } >"$out/table.md"
 cat "$out/table.md"
