@@ -136,7 +136,19 @@ type Trainer struct {
 	LoRA            LoRA            `yaml:"lora" json:"lora"`
 	Hyperparameters Hyperparameters `yaml:"hyperparameters" json:"hyperparameters"`
 	JobTimeout      Duration        `yaml:"job_timeout" json:"job_timeout"`
+	// BaseCoordination is the embedded backend's base strength: how well
+	// its base policy coordinates, MinBaseCoordination to
+	// MaxBaseCoordination, 0 the default base. Left out of the JSON at 0,
+	// so configs written before the key existed compare equal.
+	BaseCoordination float64 `yaml:"base_coordination" json:"base_coordination,omitempty"`
 }
+
+// The accepted trainer.base_coordination (the reference backend's
+// refmodel.MinBaseCoordination and MaxBaseCoordination).
+const (
+	MinBaseCoordination = -1.0
+	MaxBaseCoordination = 1.0
+)
 
 // Validation is the held-out evaluation that selects the best step.
 type Validation struct {

@@ -211,6 +211,10 @@ func (c Config) validateTrainer() error {
 		return invalid("trainer.hyperparameters.epochs", "is %d; need at least 1", h.Epochs)
 	case t.JobTimeout <= 0:
 		return invalid("trainer.job_timeout", "is %v; need a duration > 0 such as 30m", t.JobTimeout)
+	case !(t.BaseCoordination >= MinBaseCoordination && t.BaseCoordination <= MaxBaseCoordination):
+		return invalid("trainer.base_coordination", "is %v; accepted: %v to %v (0: the default base; below 0 coordinates worse, above 0 better)", t.BaseCoordination, MinBaseCoordination, MaxBaseCoordination)
+	case t.BaseCoordination != 0 && !c.Embedded():
+		return invalid("trainer.base_coordination", "is %v, but the run does not use the embedded backend (trainer.kind %s): only the embedded reference policy has this knob; remove it", t.BaseCoordination, t.Kind)
 	}
 	for i, m := range t.LoRA.TargetModules {
 		if m == "" {

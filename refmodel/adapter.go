@@ -36,8 +36,11 @@ type Adapter struct {
 	Alpha         float64
 	TargetModules []string
 	BaseModel     string
-	A             []float64
-	B             []float64
+	// BaseCoordination is the base strength (Base) the adapter was
+	// trained on; only that base may serve or train it.
+	BaseCoordination float64
+	A                []float64
+	B                []float64
 }
 
 // NewAdapter returns a fresh adapter: A drawn from PEFT's Kaiming-uniform
@@ -81,6 +84,9 @@ type adapterConfig struct {
 	TargetModules []string `json:"target_modules"`
 	Features      int      `json:"refmodel_features"`
 	Outputs       int      `json:"refmodel_outputs"`
+	// BaseCoordination is left out at the default base (0), so adapters
+	// of the default base are written as before the knob existed.
+	BaseCoordination float64 `json:"refmodel_base_coordination,omitempty"`
 }
 
 // Save writes the adapter to dir atomically: everything goes to a temporary
@@ -108,6 +114,8 @@ func (a *Adapter) Save(dir string) error {
 		TargetModules: a.TargetModules,
 		Features:      NumFeatures,
 		Outputs:       NumOutputs,
+
+		BaseCoordination: a.BaseCoordination,
 	}, "", "  ")
 	if err != nil {
 		return fmt.Errorf("save adapter %s: %w", dir, err)
@@ -197,6 +205,8 @@ func loadAdapter(dir string) (*Adapter, error) {
 		Alpha:         cfg.Alpha,
 		TargetModules: cfg.TargetModules,
 		BaseModel:     cfg.BaseModel,
+
+		BaseCoordination: cfg.BaseCoordination,
 	}
 	if a.A, err = tensorOfShape(tensors, tensorA, cfg.Rank, NumFeatures); err != nil {
 		return nil, fmt.Errorf("%s: %w", WeightsFile, err)

@@ -29,6 +29,10 @@ type Options struct {
 	// Strict, when set, makes the inference server behave like vLLM
 	// where grpo could go wrong (see Strict); nil is lenient.
 	Strict *Strict
+	// BaseCoordination is the base policy's strength (NewBase): 0, the
+	// default, is the poor coordinator of DESIGN §8; -1 to 1. The served
+	// base and the trainer's W0 both use it.
+	BaseCoordination float64
 }
 
 // ErrClosed is returned when a closed Backend is opened again.
@@ -60,6 +64,10 @@ func New(opts Options) (*Backend, error) {
 	if err := opts.Strict.validate(); err != nil {
 		return nil, err
 	}
+	base, err := NewBase(opts.BaseCoordination)
+	if err != nil {
+		return nil, fmt.Errorf("refmodel: %w", err)
+	}
 	logger := opts.Logger
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
@@ -70,9 +78,9 @@ func New(opts Options) (*Backend, error) {
 		logger:   logger,
 		registry: reg,
 		metrics:  newServerMetrics(reg),
-		models:   newModelRegistry(),
+		models:   newModelRegistry(base),
 	}
-	b.jobs = newJobManager(filepath.Join(opts.DataDir, "jobs"), b.AdapterDir, uint64(opts.Seed), logger)
+	b.jobs = newJobManager(filepath.Join(opts.DataDir, "jobs"), b.AdapterDir, uint64(opts.Seed), base, logger)
 	return b, nil
 }
 

@@ -12,7 +12,11 @@
 // (an invalid output). Its logits are (W0 + (alpha/rank) B A) x, where W0 is
 // a hand-set base that coordinates badly on purpose and B A is a LoRA adapter
 // that training updates from the advantages it is sent; it knows nothing of
-// the reward.
+// the reward. How badly W0 coordinates is a knob (NewBase,
+// Options.BaseCoordination, -1 to 1, 0 the default): it moves W0 along a
+// fixed direction (coordinationDelta) and nothing else; the served base and
+// the trainer share it, and adapters record it
+// (refmodel_base_coordination in adapter_config.json, left out at 0).
 //
 // # Inference server
 //

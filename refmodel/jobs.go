@@ -50,6 +50,7 @@ type jobManager struct {
 	dir        string
 	adapterDir func(name string) string
 	seed       uint64
+	base       *Base
 	logger     *slog.Logger
 
 	mu    sync.Mutex
@@ -58,11 +59,12 @@ type jobManager struct {
 	wake  chan struct{}
 }
 
-func newJobManager(dir string, adapterDir func(string) string, seed uint64, logger *slog.Logger) *jobManager {
+func newJobManager(dir string, adapterDir func(string) string, seed uint64, base *Base, logger *slog.Logger) *jobManager {
 	return &jobManager{
 		dir:        dir,
 		adapterDir: adapterDir,
 		seed:       seed,
+		base:       base,
 		logger:     logger,
 		jobs:       make(map[string]*jobEntry),
 		wake:       make(chan struct{}, 1),
@@ -318,7 +320,9 @@ func (m *jobManager) train(ctx context.Context, e *jobEntry, req *trainer.JobReq
 		}
 		m.mu.Unlock()
 	}
-	ad, stats, err := Train(ctx, init, samples, trainConfig(req.Hyperparameters), progress)
+	tc := trainConfig(req.Hyperparameters)
+	tc.Base = m.base
+	ad, stats, err := Train(ctx, init, samples, tc, progress)
 	if err != nil {
 		return nil, TrainStats{}, fmt.Errorf("train: %w", err)
 	}
@@ -356,6 +360,7 @@ func (m *jobManager) initialAdapter(req *trainer.JobRequest) (*Adapter, error) {
 		if err != nil {
 			return nil, err
 		}
+		fresh.BaseCoordination = m.base.Coordination()
 		a = fresh
 	}
 	if len(req.LoRA.TargetModules) > 0 {

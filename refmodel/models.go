@@ -26,14 +26,16 @@ type servedModel struct {
 // modelRegistry holds the served models. Loaded policies are immutable; a
 // reload swaps the pointer, so requests in flight finish on the old one.
 type modelRegistry struct {
+	w0     *Base // under every served adapter
 	mu     sync.RWMutex
 	base   *servedModel
 	byName map[string]*servedModel
 }
 
-func newModelRegistry() *modelRegistry {
+func newModelRegistry(base *Base) *modelRegistry {
 	return &modelRegistry{
-		base:   &servedModel{name: BaseModelName, created: time.Now().Unix(), policy: BasePolicy()},
+		w0:     base,
+		base:   &servedModel{name: BaseModelName, created: time.Now().Unix(), policy: base.policy(nil)},
 		byName: make(map[string]*servedModel),
 	}
 }
@@ -112,7 +114,13 @@ func (b *Backend) handleLoadAdapter(w http.ResponseWriter, r *http.Request) {
 		writeVLLMError(w, http.StatusBadRequest, "lora_path", "Loading lora "+req.LoraName+" failed: "+err.Error())
 		return
 	}
-	s := &servedModel{name: req.LoraName, path: req.LoraPath, created: time.Now().Unix(), policy: NewPolicy(a)}
+	pol, err := b.models.w0.Policy(a)
+	if err != nil {
+		writeVLLMError(w, http.StatusBadRequest, "lora_path", "Loading lora "+req.LoraName+" failed: "+err.Error()+
+			" (serve it from a server started with its base: grpo refmodel serve --base-coordination)")
+		return
+	}
+	s := &servedModel{name: req.LoraName, path: req.LoraPath, created: time.Now().Unix(), policy: pol}
 	b.models.mu.Lock()
 	_, exists := b.models.byName[req.LoraName]
 	if exists && !req.LoadInplace {

@@ -1,6 +1,7 @@
 package refmodel
 
 import (
+	"fmt"
 	"math"
 
 	"github.com/grpo-dev/grpo/rollout"
@@ -88,6 +89,74 @@ var baseWeights = [NumOutputs][NumFeatures]float64{
 	},
 }
 
+// coordinationDelta is the direction the base-strength knob moves W0 in
+// (W0(c) = baseWeights + c * coordinationDelta): towards the two fixes of
+// the textbook deadlock, with c > 0, or away from them, with c < 0. A
+// philosopher holding one fork while the other is taken puts it down
+// instead of reaching for the taken one, and odd ids reach for the right
+// fork first. It uses only features the policy already reads; the reward
+// is not in it.
+var coordinationDelta = [NumOutputs][NumFeatures]float64{
+	outPickUpLeft:   {fOddID: -2, fWaitRight: -2},
+	outPickUpRight:  {fOddID: 5, fWaitLeft: -2},
+	outPutDownLeft:  {fWaitLeft: 4},
+	outPutDownRight: {fWaitRight: 4},
+}
+
+// The accepted base coordinations (the knob of Options.BaseCoordination
+// and trainer.base_coordination): 0 is the default base, baseWeights
+// exactly; below 0 coordinates worse, above 0 better.
+const (
+	DefaultBaseCoordination = 0.0
+	MinBaseCoordination     = -1.0
+	MaxBaseCoordination     = 1.0
+)
+
+// Base is a frozen base W0 at a coordination strength. The inference
+// server and the trainer of a backend share one, so the logprobs the server
+// reports are those the trainer recomputes.
+type Base struct {
+	coordination float64
+	w            [NumOutputs][NumFeatures]float64
+}
+
+var defaultBase = &Base{w: baseWeights}
+
+// DefaultBase is the base at DefaultBaseCoordination: baseWeights.
+func DefaultBase() *Base { return defaultBase }
+
+// NewBase returns W0 moved by coordination along coordinationDelta; 0
+// gives the default base exactly. coordination must be in
+// [MinBaseCoordination, MaxBaseCoordination].
+func NewBase(coordination float64) (*Base, error) {
+	if !(coordination >= MinBaseCoordination && coordination <= MaxBaseCoordination) {
+		return nil, fmt.Errorf("base coordination %v: accepted %v to %v (0: the default base)", coordination, MinBaseCoordination, MaxBaseCoordination)
+	}
+	if coordination == 0 {
+		return defaultBase, nil
+	}
+	b := &Base{coordination: coordination, w: baseWeights}
+	for o := range NumOutputs {
+		for f := range NumFeatures {
+			b.w[o][f] += coordination * coordinationDelta[o][f]
+		}
+	}
+	return b, nil
+}
+
+// Coordination is the knob's value the base was made with.
+func (b *Base) Coordination() float64 { return b.coordination }
+
+// Policy returns the policy W0 + (alpha/rank) B A of adapter a on this
+// base; a nil adapter gives the base policy. An adapter trained on another
+// base is refused: its weights were fitted to that base's W0.
+func (b *Base) Policy(a *Adapter) (*Policy, error) {
+	if a != nil && a.BaseCoordination != b.coordination {
+		return nil, fmt.Errorf("adapter trained on base coordination %v, this base's is %v", a.BaseCoordination, b.coordination)
+	}
+	return b.policy(a), nil
+}
+
 // Policy scores the seven outputs of a state. A Policy is immutable and safe
 // for concurrent use.
 type Policy struct {
@@ -95,13 +164,16 @@ type Policy struct {
 	w       [NumOutputs][NumFeatures]float64 // W0 + scale B A
 }
 
-// BasePolicy returns the policy with no adapter.
+// BasePolicy returns the default base's policy with no adapter.
 func BasePolicy() *Policy { return NewPolicy(nil) }
 
-// NewPolicy returns the policy W0 + (alpha/rank) B A of adapter a; a nil
-// adapter gives the base policy.
-func NewPolicy(a *Adapter) *Policy {
-	p := &Policy{adapter: a, w: baseWeights}
+// NewPolicy returns the policy W0 + (alpha/rank) B A of adapter a on the
+// default base, whatever base a was trained on; a nil adapter gives the
+// base policy.
+func NewPolicy(a *Adapter) *Policy { return defaultBase.policy(a) }
+
+func (b *Base) policy(a *Adapter) *Policy {
+	p := &Policy{adapter: a, w: b.w}
 	if a == nil {
 		return p
 	}

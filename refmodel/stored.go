@@ -44,9 +44,13 @@ func (b *Backend) LoadStored() ([]string, error) {
 		if err != nil {
 			return err
 		}
+		pol, err := b.models.w0.Policy(a)
+		if err != nil {
+			return fmt.Errorf("adapter %s: %w (start the server with the base it was trained on: --base-coordination %v)", name, err, a.BaseCoordination)
+		}
 		b.models.mu.Lock()
 		if _, ok := b.models.byName[name]; !ok && name != BaseModelName {
-			b.models.byName[name] = &servedModel{name: name, path: path, created: time.Now().Unix(), policy: NewPolicy(a)}
+			b.models.byName[name] = &servedModel{name: name, path: path, created: time.Now().Unix(), policy: pol}
 			loaded = append(loaded, name)
 		}
 		b.models.mu.Unlock()

@@ -43,6 +43,9 @@ type TrainConfig struct {
 	Epochs       int
 	Steps        int     // full-batch gradient steps per epoch
 	MaxGradNorm  float64 // the gradient is rescaled to at most this norm; < 0 disables
+	// Base is the frozen W0 under the adapter; nil is DefaultBase. The
+	// adapter must have been made for it (Adapter.BaseCoordination).
+	Base *Base
 }
 
 // withDefaults fills zero fields.
@@ -64,6 +67,9 @@ func (c TrainConfig) withDefaults() TrainConfig {
 	}
 	if c.MaxGradNorm == 0 {
 		c.MaxGradNorm = DefaultMaxGradNorm
+	}
+	if c.Base == nil {
+		c.Base = DefaultBase()
 	}
 	return c
 }
@@ -111,6 +117,9 @@ func Train(ctx context.Context, init *Adapter, samples []Sample, cfg TrainConfig
 	cfg = cfg.withDefaults()
 	if err := cfg.validate(); err != nil {
 		return nil, TrainStats{}, err
+	}
+	if init.BaseCoordination != cfg.Base.Coordination() {
+		return nil, TrainStats{}, fmt.Errorf("adapter made for base coordination %v, the trainer's base is %v", init.BaseCoordination, cfg.Base.Coordination())
 	}
 	ad := init.Clone()
 	if len(samples) == 0 {
@@ -173,7 +182,7 @@ func newObjective(samples []Sample, cfg TrainConfig) *objective {
 		baseZ:    make([][NumOutputs]float64, len(samples)),
 		baseLogp: make([][NumOutputs]float64, len(samples)),
 	}
-	base := BasePolicy()
+	base := cfg.Base.policy(nil)
 	for i := range samples {
 		o.baseZ[i] = base.Logits(&samples[i].X)
 		o.baseLogp[i] = logSoftmax(&o.baseZ[i], 1, samples[i].Mask)

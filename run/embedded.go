@@ -38,10 +38,32 @@ type Embedded struct {
 	once   sync.Once
 }
 
-// StartEmbedded opens the reference backend on dataDir and serves it on
-// two loopback ports until Close.
+// EmbeddedOptions configure StartEmbeddedWith.
+type EmbeddedOptions struct {
+	DataDir string // the trainer's adapters and job records
+	Seed    int64  // the run's run.seed
+	// BaseCoordination is the base policy's strength, the config's
+	// trainer.base_coordination: 0 is the default base.
+	BaseCoordination float64
+	Logger           *slog.Logger // nil discards
+}
+
+// EmbeddedOptionsOf are the options of cfg's embedded backend on dataDir:
+// its run.seed and trainer.base_coordination.
+func EmbeddedOptionsOf(cfg config.Config, dataDir string, logger *slog.Logger) EmbeddedOptions {
+	return EmbeddedOptions{DataDir: dataDir, Seed: cfg.Run.Seed, BaseCoordination: cfg.Trainer.BaseCoordination, Logger: logger}
+}
+
+// StartEmbedded opens the reference backend with the default base on
+// dataDir and serves it on two loopback ports until Close.
 func StartEmbedded(ctx context.Context, dataDir string, seed int64, logger *slog.Logger) (*Embedded, error) {
-	b, err := refmodel.New(refmodel.Options{DataDir: dataDir, Seed: seed, Logger: logger})
+	return StartEmbeddedWith(ctx, EmbeddedOptions{DataDir: dataDir, Seed: seed, Logger: logger})
+}
+
+// StartEmbeddedWith opens the reference backend as o says and serves it on
+// two loopback ports until Close.
+func StartEmbeddedWith(ctx context.Context, o EmbeddedOptions) (*Embedded, error) {
+	b, err := refmodel.New(refmodel.Options{DataDir: o.DataDir, Seed: o.Seed, BaseCoordination: o.BaseCoordination, Logger: o.Logger})
 	if err != nil {
 		return nil, fmt.Errorf("embedded reference backend: %w", err)
 	}

@@ -73,7 +73,7 @@ func startPeers(ctx context.Context, cfg config.Config, opts Options) (*peers, e
 		if err := os.MkdirAll(dir, 0o755); err != nil {
 			return nil, fmt.Errorf("embedded backend data directory: %w", err)
 		}
-		e, err := StartEmbedded(ctx, dir, cfg.Run.Seed, opts.Logger)
+		e, err := StartEmbeddedWith(ctx, EmbeddedOptionsOf(cfg, dir, opts.Logger))
 		if err != nil {
 			return nil, err
 		}

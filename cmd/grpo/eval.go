@@ -44,7 +44,10 @@ vendor that refuses fields it does not know): chat_template_kwargs (replaces
 max_completion_tokens (--max-tokens sent under that name); see
 examples/experiments/coordination-gap-endpoints.yaml.
 With neither flag, the embedded reference backend's base policy is
-evaluated in-process.
+evaluated in-process; --base-coordination sets its strength, as
+trainer.base_coordination does for a run (-1 to 1; 0, the default, is the
+default base; docs/CONFIG.md names the calibrated values):
+  grpo eval --n 5 --episodes 50 --seed 2000000 --base-coordination -0.2
 
 Every episode of a model sees the same tables (seeds) as the other models'.
 
@@ -92,6 +95,8 @@ type EvalCommand struct {
 	// embedded: no --base-url nor --models, so Run evaluates the embedded
 	// reference backend's base policy in-process.
 	embedded bool
+	// baseCoordination is the embedded base's strength (--base-coordination).
+	baseCoordination float64
 	// ckpt is set by --run: evaluate a stored run's checkpoints.
 	ckpt *checkpointEval
 }
@@ -154,6 +159,7 @@ func (c *EvalCommand) ParseFlags(args []string) error {
 	db := fs.String("db", "", "with --run: the store holding the run")
 	runName := fs.String("run", "", "evaluate this stored run's checkpoints on its test split (needs --db)")
 	stepList := fs.String("step", "base,best,last", "with --run: best, last, base or step numbers, comma-separated")
+	baseCoord := fs.Float64("base-coordination", 0, "with neither --base-url nor --models: the embedded base policy's strength, -1 to 1 (trainer.base_coordination; 0: the default base)")
 	if err := parse(fs, args); err != nil {
 		return err
 	}
@@ -246,6 +252,15 @@ func (c *EvalCommand) ParseFlags(args []string) error {
 	default:
 		c.embedded = true
 	}
+	if set["base-coordination"] {
+		if !c.embedded {
+			return usagef("--base-coordination sets the embedded backend's base; it cannot be combined with --base-url or --models")
+		}
+		if !(*baseCoord >= config.MinBaseCoordination && *baseCoord <= config.MaxBaseCoordination) {
+			return usagef("--base-coordination %v: accepted %v to %v (0: the default base)", *baseCoord, config.MinBaseCoordination, config.MaxBaseCoordination)
+		}
+		c.baseCoordination = *baseCoord
+	}
 	return nil
 }
 
@@ -326,7 +341,7 @@ func (c *EvalCommand) Run(ctx context.Context) error {
 			return err
 		}
 		defer os.RemoveAll(dir)
-		e, err := run.StartEmbedded(ctx, dir, o.seed, nil)
+		e, err := run.StartEmbeddedWith(ctx, run.EmbeddedOptions{DataDir: dir, Seed: o.seed, BaseCoordination: c.baseCoordination})
 		if err != nil {
 			return err
 		}
@@ -710,7 +725,7 @@ func testCheckpoints(ctx context.Context, getenv func(string) string, stderr io.
 			return nil, nil, err
 		}
 		defer os.RemoveAll(dir)
-		e, err := run.StartEmbedded(ctx, dir, cfg.Run.Seed, nil)
+		e, err := run.StartEmbeddedWith(ctx, run.EmbeddedOptionsOf(cfg, dir, nil))
 		if err != nil {
 			return nil, nil, err
 		}

@@ -12,6 +12,7 @@ import (
 )
 
 const refmodelSynopsis = `Usage: grpo refmodel serve [--addr HOST:PORT] [--data-dir DIR] [--seed S]
+                           [--base-coordination C]
                            [--strict [--enable-auto-tool-choice] [--quirks F]]
 
 Serves the embedded reference backend on its own: a small learnable policy
@@ -27,6 +28,13 @@ the name the run gave it (e.g. dp5-shaped-1-step-0003), and any adapter
 directory can be loaded by path with POST /v1/load_lora_adapter, which is
 what 'grpo promote RUN --endpoint http://HOST:PORT/v1' does.
 
+--base-coordination sets the base policy's strength, as the config's
+trainer.base_coordination does for a run: -1 to 1, 0 (the default) the
+default base, below 0 a poorer coordinator, above 0 a better one. The
+served base and the trainer's W0 both use it. An adapter records the base
+it was trained on and is refused by a server with another one, so serve a
+run's data directory with its run's trainer.base_coordination.
+
 --strict behaves like vLLM where grpo could go wrong: tool_choice "auto"
 is refused with vLLM's 400 unless --enable-auto-tool-choice is given too;
 load_inplace is ignored (a second load of a name answers 400 "has already
@@ -41,6 +49,7 @@ type RefmodelCommand struct {
 	*Main
 	addr, dataDir string
 	seed          int64
+	baseCoord     float64
 	preload       bool
 	strict, auto  bool
 	quirks        float64
@@ -52,6 +61,7 @@ func (c *RefmodelCommand) ParseFlags(args []string) error {
 	fs.StringVar(&c.addr, "addr", "127.0.0.1:8000", "listen address")
 	fs.StringVar(&c.dataDir, "data-dir", "refmodel-data", "directory for adapters and job records")
 	fs.Int64Var(&c.seed, "seed", 1, "seed of the server's sampler for requests without a seed")
+	fs.Float64Var(&c.baseCoord, "base-coordination", 0, "the base policy's strength, -1 to 1 (trainer.base_coordination; 0: the default base)")
 	fs.BoolVar(&c.preload, "preload", true, "serve the adapters already under --data-dir/adapters at start, under their names")
 	fs.BoolVar(&c.strict, "strict", false, "behave like vLLM where grpo could go wrong")
 	fs.BoolVar(&c.auto, "enable-auto-tool-choice", false, "with --strict: accept tool_choice \"auto\", as vLLM started with --enable-auto-tool-choice --tool-call-parser hermes")
@@ -71,6 +81,9 @@ func (c *RefmodelCommand) ParseFlags(args []string) error {
 	if !(c.quirks >= 0 && c.quirks <= 1) {
 		return usagef("--quirks %v: accepted 0 to 1", c.quirks)
 	}
+	if !(c.baseCoord >= refmodel.MinBaseCoordination && c.baseCoord <= refmodel.MaxBaseCoordination) {
+		return usagef("--base-coordination %v: accepted %v to %v (0: the default base)", c.baseCoord, refmodel.MinBaseCoordination, refmodel.MaxBaseCoordination)
+	}
 	return nil
 }
 
@@ -85,7 +98,7 @@ func (c *RefmodelCommand) Run(ctx context.Context) error {
 	if err := os.MkdirAll(dataDir, 0o755); err != nil {
 		return fmt.Errorf("--data-dir %s: %w", c.dataDir, err)
 	}
-	opts := refmodel.Options{DataDir: dataDir, Seed: c.seed, Logger: logger}
+	opts := refmodel.Options{DataDir: dataDir, Seed: c.seed, Logger: logger, BaseCoordination: c.baseCoord}
 	if c.strict {
 		opts.Strict = &refmodel.Strict{AutoToolChoice: c.auto, Quirks: c.quirks}
 	}
