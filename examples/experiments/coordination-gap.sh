@@ -9,8 +9,12 @@
 # This script measures the embedded reference backend's models, in-process:
 #   embedded-base.json          the base policy at its default strength
 #   embedded-base-study.json    the base at the study-regime strength
-#                               (STUDY_COORDINATION, trainer.base_coordination;
+#                               (trainer.base_coordination, STUDY_COORDINATION,
+#                               default -0.7 as calibrated in docs/CONFIG.md;
 #                               skipped when this build has no such knob)
+#   embedded-trained-study.json the best checkpoint of the same 16-step run
+#                               on that base (coordination-gap-run-study.yaml;
+#                               base_coordination must match STUDY_COORDINATION)
 #   embedded-trained.json       the best-validation checkpoint of a 16-step run
 #                               (examples/experiments/coordination-gap-run.yaml)
 # The CPU stack's rows (cpu-tiny-qwen3-base.json, cpu-tiny-qwen3-trained.json)
@@ -29,6 +33,7 @@ mkdir -p "$out"
 grpo="${GRPO:-$dir/grpo}"
 [[ -n "${GRPO:-}" ]] || (cd "$repo" && go build -o "$grpo" ./cmd/grpo)
 table=(--n 5,10,15 --episodes 30)
+study="${STUDY_COORDINATION:--0.7}"
 if [[ "${TABLE_ONLY:-0}" == 1 ]]; then :; else
 
 t=$(date +%s)
@@ -36,8 +41,13 @@ t=$(date +%s)
 echo "embedded base: $(($(date +%s) - t)) s"
 if "$grpo" eval -h 2>&1 | grep -q -- --base-coordination; then
   t=$(date +%s)
-  "$grpo" eval "${table[@]}" --seed 2000000 --base-coordination "${STUDY_COORDINATION:?set STUDY_COORDINATION to the study-regime value of trainer.base_coordination (docs/CONFIG.md)}" --json >"$out/embedded-base-study.json"
-  echo "embedded base, study strength ${STUDY_COORDINATION}: $(($(date +%s) - t)) s"
+  "$grpo" eval "${table[@]}" --seed 2000000 --base-coordination "$study" --json >"$out/embedded-base-study.json"
+  echo "embedded base, study strength $study: $(($(date +%s) - t)) s"
+  t=$(date +%s)
+  rm -f "$dir/gap-study.db"; rm -rf "$dir/gap-study.db.data"
+  "$grpo" run --config "$here/coordination-gap-run-study.yaml" --db "$dir/gap-study.db" >"$dir/run-study.txt"
+  "$grpo" eval --db "$dir/gap-study.db" --run coordination-gap/embedded-study --step best "${table[@]}" --json >"$out/embedded-trained-study.json"
+  echo "embedded trained, study strength (16-step run + eval --run): $(($(date +%s) - t)) s"
 else
   echo "this build has no --base-coordination: the study-strength base is left out" >&2
 fi
@@ -52,7 +62,7 @@ fi
 {
   echo "| model | n | episodes | reward | 95% CI | deadlock | meals | invalid | errored |"
   echo "|---|---|---|---|---|---|---|---|---|"
-  for f in "$out"/embedded-base.json "$out"/embedded-base-study.json "$out"/embedded-trained.json \
+  for f in "$out"/embedded-base.json "$out"/embedded-trained.json "$out"/embedded-base-study.json "$out"/embedded-trained-study.json \
            "$out"/cpu-tiny-qwen3-base.json "$out"/cpu-tiny-qwen3-trained.json "$out"/gpu-*.json; do
     [[ -f "$f" ]] || continue
     jq -r --arg file "$(basename "$f" .json)" '
