@@ -58,7 +58,11 @@ test.episodes of the run's config, which --n and --episodes override, and
 validation.n when the config has no test section) with the run's own env,
 reward and inference settings. With the embedded backend the adapters are
 served from the run's data directory; with endpoints they are loaded into
-them. Each result's model is RUN@STEP.
+them (by name and stored path), and only the ones eval loaded are unloaded
+after. --endpoint URL (repeatable) serves them from other endpoints than
+the run's, e.g. its vLLM restarted on another port (same served base
+model; the adapter paths must be readable there). Each result's model is
+RUN@STEP.
 `
 
 // target is one model on one endpoint. The request options are for
@@ -107,6 +111,10 @@ type checkpointEval struct {
 	steps    []string // best, last, base or a step number, as given
 	ns       []int    // nil: the run's test.n (or validation.n)
 	episodes int      // 0: the run's test.episodes
+	// endpoints, when set, replace the run's inference endpoints (each
+	// with the key in the variable apiKeyEnv).
+	endpoints []string
+	apiKeyEnv string
 }
 
 type evalOptions struct {
@@ -159,6 +167,8 @@ func (c *EvalCommand) ParseFlags(args []string) error {
 	db := fs.String("db", "", "with --run: the store holding the run")
 	runName := fs.String("run", "", "evaluate this stored run's checkpoints on its test split (needs --db)")
 	stepList := fs.String("step", "base,best,last", "with --run: best, last, base or step numbers, comma-separated")
+	var runEndpoints listFlag
+	fs.Var(&runEndpoints, "endpoint", "with --run: serve the checkpoints from this OpenAI-compatible base URL instead of the run's endpoints (repeatable; e.g. the run's vLLM restarted on another port); its key from --api-key-env")
 	baseCoord := fs.Float64("base-coordination", 0, "with neither --base-url nor --models: the embedded base policy's strength, -1 to 1 (trainer.base_coordination; 0: the default base)")
 	if err := parse(fs, args); err != nil {
 		return err
@@ -169,7 +179,22 @@ func (c *EvalCommand) ParseFlags(args []string) error {
 	set := map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
 	if set["db"] || set["run"] || set["step"] {
-		return c.parseCheckpointFlags(set, *db, *runName, *stepList, *nList, *episodes, *concurrency, *timeout, *retries, *out, *maxRecord, *maxOut, *asJSON)
+		if err := c.parseCheckpointFlags(set, *db, *runName, *stepList, *nList, *episodes, *concurrency, *timeout, *retries, *out, *maxRecord, *maxOut, *asJSON); err != nil {
+			return err
+		}
+		for _, u := range runEndpoints {
+			if err := checkURL("endpoint", u, "http://127.0.0.1:8000/v1"); err != nil {
+				return err
+			}
+		}
+		if set["api-key-env"] && len(runEndpoints) == 0 {
+			return usagef("--api-key-env with --run names the key of --endpoint; without --endpoint the run's endpoints use their own api_key_env")
+		}
+		c.ckpt.endpoints, c.ckpt.apiKeyEnv = runEndpoints, *apiKeyEnv
+		return nil
+	}
+	if set["endpoint"] {
+		return usagef("--endpoint serves a stored run's checkpoints (with --db and --run); to evaluate a model on a server use --base-url and --model")
 	}
 	o := &c.opts
 	*o = evalOptions{episodes: *episodes, seed: *seed, concurrency: *concurrency, timeout: *timeout, retries: *retries, replays: *replays, maxErrored: *maxErrored, out: *out, maxRecord: *maxRecord, maxOut: *maxOut, json: *asJSON}
@@ -267,7 +292,7 @@ func (c *EvalCommand) ParseFlags(args []string) error {
 // parseCheckpointFlags checks the --run mode's flags: the run's own
 // settings replace every flag that would describe the table or the model.
 func (c *EvalCommand) parseCheckpointFlags(set map[string]bool, db, runName, stepList, nList string, episodes, concurrency int, timeout time.Duration, retries int, out string, maxRecord, maxOut int64, asJSON bool) error {
-	allowed := []string{"db", "run", "step", "n", "episodes", "json", "out", "max-record-bytes", "max-out-bytes", "concurrency", "request-timeout", "retries"}
+	allowed := []string{"db", "run", "step", "n", "episodes", "json", "out", "max-record-bytes", "max-out-bytes", "concurrency", "request-timeout", "retries", "endpoint", "api-key-env"}
 	for name := range set {
 		if !slices.Contains(allowed, name) {
 			return usagef("--%s cannot be combined with --run: a run's checkpoints are evaluated with the run's own settings (accepted with --run: --%s)", name, strings.Join(allowed, ", --"))
@@ -678,6 +703,15 @@ func (c *EvalCommand) runCheckpoints(ctx context.Context) error {
 	picks, err := rep.choose(k.steps)
 	if err != nil {
 		return err
+	}
+	if len(k.endpoints) > 0 {
+		if cfg.Embedded() {
+			return usagef("--endpoint: run %s used the embedded backend, whose adapters eval serves in-process; --endpoint is for runs trained against endpoints", k.run)
+		}
+		cfg.Inference.Endpoints = nil
+		for _, u := range k.endpoints {
+			cfg.Inference.Endpoints = append(cfg.Inference.Endpoints, config.Endpoint{URL: u, APIKeyEnv: k.apiKeyEnv})
+		}
 	}
 	ns, episodes := k.ns, k.episodes
 	if ns == nil {

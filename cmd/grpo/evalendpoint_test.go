@@ -216,6 +216,23 @@ test: {n: [5, 6], episodes: 4}
 	if code != 0 || again != out {
 		t.Fatalf("a second eval --run differs:\n%s\n%s", out, again)
 	}
+	// --endpoint: the same checkpoints served by another server (the
+	// run's endpoint restarted on another port): loaded there, not into
+	// the run's endpoint, and measured the same.
+	moved := &recordingEndpoint{h: b.InferenceHandler(), requests: map[string]int{}}
+	inf2 := httptest.NewServer(moved)
+	defer inf2.Close()
+	rec.reset()
+	code, elsewhere, errs := cli(t, "eval", "--db", db, "--run", name, "--step", "base,best,last,1", "--json", "--endpoint", inf2.URL+"/v1")
+	if code != 0 || elsewhere != out {
+		t.Fatalf("eval --run --endpoint: exit %d, differs from the run's endpoint:\n%s\n%s\n%s", code, out, elsewhere, errs)
+	}
+	if len(rec.loads) != 0 || len(rec.requests) != 0 {
+		t.Fatalf("with --endpoint the run's endpoint still got loads %v and requests %v", rec.loads, rec.requests)
+	}
+	if got := slices.Sorted(slices.Values(moved.loads)); !slices.Equal(got, wantLoads) {
+		t.Fatalf("--endpoint server loaded %q, want %q", got, wantLoads)
+	}
 	// And the store lists the measurements.
 	code, shown, _ := cli(t, "runs", "show", name, "--db", db)
 	if code != 0 || !strings.Contains(shown, "measured on the test split") {
@@ -248,5 +265,31 @@ func TestEvalRunEndpointDown(t *testing.T) {
 	code, _, errs := cli(t, "eval", "--db", db, "--run", "r", "--step", "last", "--retries", "0")
 	if code == 0 || !strings.Contains(errs, inf.URL) || !strings.Contains(errs, "connection refused") {
 		t.Fatalf("eval --run with its endpoint down: exit %d\n%s", code, errs)
+	}
+}
+
+// TestEvalRunEndpointFlag: --endpoint is checked and applies to runs
+// trained against endpoints only.
+func TestEvalRunEndpointFlag(t *testing.T) {
+	dir := t.TempDir()
+	cfg := filepath.Join(dir, "run.yaml")
+	os.WriteFile(cfg, []byte("run: {name: emb, steps: 1}\nvalidation: {episodes: 2}\n"), 0o644)
+	db := filepath.Join(dir, "x.db")
+	if code, _, errs := cli(t, "run", "--config", cfg, "--db", db); code != 0 {
+		t.Fatalf("run: exit %d\n%s", code, errs)
+	}
+	for _, tt := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--db", db, "--run", "emb", "--endpoint", "http://127.0.0.1:1/v1"}, "run emb used the embedded backend"},
+		{[]string{"--db", db, "--run", "emb", "--endpoint", "127.0.0.1:8000"}, `--endpoint "127.0.0.1:8000": want an http:// or https:// URL`},
+		{[]string{"--db", db, "--run", "emb", "--api-key-env", "K"}, "--api-key-env with --run names the key of --endpoint"},
+		{[]string{"--endpoint", "http://127.0.0.1:1/v1"}, "--endpoint serves a stored run's checkpoints"},
+	} {
+		code, _, errs := cli(t, append([]string{"eval"}, tt.args...)...)
+		if code == 0 || !strings.Contains(errs, tt.want) {
+			t.Errorf("eval %v: exit %d, stderr %q; want an error containing %q", tt.args, code, errs, tt.want)
+		}
 	}
 }
