@@ -42,7 +42,7 @@ vendor that refuses fields it does not know): chat_template_kwargs (replaces
 --chat-template-kwargs for that model; {} sends none), omit_token_ids
 (no return_token_ids), omit_logprobs (no logprobs/top_logprobs) and
 max_completion_tokens (--max-tokens sent under that name); see
-examples/experiments/coordination-gap-endpoints.yaml.
+examples/experiments/coordination-gap/endpoints.yaml.
 With neither flag, the embedded reference backend's base policy is
 evaluated in-process; --base-coordination sets its strength, as
 trainer.base_coordination does for a run (-1 to 1; 0, the default, is the

