@@ -128,7 +128,32 @@ test: {n: [5, 6], episodes: 4}
 	if code != 0 || json.Unmarshal([]byte(out), &best) != nil || best.LastStep != 3 {
 		t.Fatalf("best: %d %s", code, out)
 	}
-	adapter := func(step int) string { return fmt.Sprintf("gap.held.1-step-%04d", step) }
+	// The adapters by step, as the store names them (<run with '.' for
+	// '/'>.<run id>-step-NNNN) and where the trainer wrote them.
+	code, shown, _ := cli(t, "runs", "show", name, "--db", db, "--json")
+	var view struct {
+		Steps []struct {
+			Step    int `json:"step"`
+			Adapter *struct {
+				Name string `json:"name"`
+				Path string `json:"path"`
+			} `json:"adapter"`
+		} `json:"steps"`
+	}
+	if code != 0 || json.Unmarshal([]byte(shown), &view) != nil || len(view.Steps) != 4 {
+		t.Fatalf("runs show --json: %d\n%.2000s", code, shown)
+	}
+	names, paths := map[int]string{}, map[int]string{}
+	for _, s := range view.Steps[1:] {
+		if s.Adapter == nil || !strings.HasPrefix(s.Adapter.Name, "gap.held.1.") || !strings.HasSuffix(s.Adapter.Name, fmt.Sprintf("-step-%04d", s.Step)) {
+			t.Fatalf("step %d adapter %+v, want gap.held.1.<id>-step-%04d", s.Step, s.Adapter, s.Step)
+		}
+		names[s.Step], paths[s.Step] = s.Adapter.Name, s.Adapter.Path
+		if filepath.Dir(s.Adapter.Path) != filepath.Join(peerDir, "adapters") {
+			t.Fatalf("step %d adapter at %s, want under the trainer's %s", s.Step, s.Adapter.Path, filepath.Join(peerDir, "adapters"))
+		}
+	}
+	adapter := func(step int) string { return names[step] }
 	before := rec.served(t, inf.URL)
 	if !slices.Equal(before, []string{adapter(3), "refmodel"}) {
 		t.Fatalf("after the run the endpoint serves %v, want the last adapter and the base", before)
@@ -168,7 +193,7 @@ test: {n: [5, 6], episodes: 4}
 		if s == 0 || slices.Contains(wantModels, adapter(s)) {
 			continue
 		}
-		wantLoads = append(wantLoads, adapter(s)+" "+filepath.Join(peerDir, "adapters", adapter(s)))
+		wantLoads = append(wantLoads, adapter(s)+" "+paths[s])
 		wantModels = append(wantModels, adapter(s))
 	}
 	slices.Sort(wantLoads)
@@ -234,14 +259,15 @@ test: {n: [5, 6], episodes: 4}
 		t.Fatalf("--endpoint server loaded %q, want %q", got, wantLoads)
 	}
 	// And the store lists the measurements.
-	code, shown, _ := cli(t, "runs", "show", name, "--db", db)
+	code, shown, _ = cli(t, "runs", "show", name, "--db", db)
 	if code != 0 || !strings.Contains(shown, "measured on the test split") {
 		t.Fatalf("runs show after eval --run:\n%s", shown)
 	}
 }
 
-// TestEvalRunEndpointDown: with the run's endpoint gone, eval --run fails
-// promptly, naming the endpoint, instead of waiting for it.
+// TestEvalRunEndpointDown: with the run's endpoint gone and no retry
+// budget or outage window to wait in, eval --run fails, naming the
+// endpoint and the cause (and not "waiting -1ns").
 func TestEvalRunEndpointDown(t *testing.T) {
 	dir := t.TempDir()
 	b, err := refmodel.New(refmodel.Options{DataDir: filepath.Join(dir, "peer"), Seed: 1})
@@ -262,7 +288,7 @@ func TestEvalRunEndpointDown(t *testing.T) {
 		t.Fatalf("run: exit %d\n%s", code, errs)
 	}
 	inf.Close()
-	code, _, errs := cli(t, "eval", "--db", db, "--run", "r", "--step", "last", "--retries", "0")
+	code, _, errs := cli(t, "eval", "--db", db, "--run", "r", "--step", "last", "--retries", "0", "--retry-budget", "0s", "--outage-window", "0s")
 	if code == 0 || !strings.Contains(errs, inf.URL) || !strings.Contains(errs, "connection refused") || strings.Contains(errs, "waiting -") {
 		t.Fatalf("eval --run with its endpoint down: exit %d\n%s", code, errs)
 	}
