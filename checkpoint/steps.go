@@ -76,6 +76,10 @@ func (s *Store) CommitStep(ctx context.Context, name string, step Step, eval *Ev
 				return err
 			}
 		}
+		// Progress: the starts without it start again from zero.
+		if err := b.Delete(startsKey); err != nil {
+			return err
+		}
 		run, err := getRun(b, name)
 		if err != nil {
 			return err

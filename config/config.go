@@ -94,8 +94,11 @@ type Inference struct {
 	RequestTimeout     Duration       `yaml:"request_timeout" json:"request_timeout"`
 	Retries            int            `yaml:"retries" json:"retries"`
 	// RetryBudget bounds the time one request spends on all its attempts
-	// and waits: it gives up at the first of retries and retry_budget
-	// (0: the count alone bounds it). E.g. retries: 100, retry_budget: 2m.
+	// and waits (default 2m): a client gives up at the first of retries
+	// and retry_budget, and a request that failed at the only live
+	// endpoint is sent there again, after a backoff, until retry_budget
+	// since its first failure has passed (0: the endpoint is drained at
+	// once and the count alone bounds a request).
 	RetryBudget Duration `yaml:"retry_budget" json:"retry_budget"`
 	// EpisodeReplays is how many times an episode whose call still fails
 	// after the retries is replayed from its seeds (exactly the same
@@ -131,7 +134,11 @@ type Trainer struct {
 	URL  string `yaml:"url" json:"url"`
 	// Peer names a trainer the daemon's operator declared (grpo serve
 	// --peers); the daemon replaces it with that peer's kind and url.
-	Peer            string          `yaml:"peer" json:"peer,omitempty"`
+	Peer string `yaml:"peer" json:"peer,omitempty"`
+	// APIKeyEnv names the environment variable whose value is sent to the
+	// job API as "Authorization: Bearer ..." (trainer.kind jobs); "": no
+	// key. The value is never logged nor stored.
+	APIKeyEnv       string          `yaml:"api_key_env" json:"api_key_env,omitempty"`
 	BaseModel       string          `yaml:"base_model" json:"base_model"`
 	LoRA            LoRA            `yaml:"lora" json:"lora"`
 	Hyperparameters Hyperparameters `yaml:"hyperparameters" json:"hyperparameters"`

@@ -58,6 +58,7 @@ func Default() Config {
 			Concurrency:        64,
 			RequestTimeout:     Duration(60 * time.Second),
 			Retries:            3,
+			RetryBudget:        Duration(2 * time.Minute),
 			EpisodeReplays:     2,
 			MaxErroredFraction: 0.1,
 			Adapters:           Adapters{Naming: NamingPerStep, Keep: 2, Inplace: InplaceAuto},

@@ -146,7 +146,7 @@ func TestParse_Errors(t *testing.T) {
 		{"unknown section", "rn: {}\n",
 			"line 1, column 1: rn: unknown key (did you mean run?); accepted: run, env, reward, grpo, inference, trainer, validation, curriculum, test"},
 		{"unknown key, no suggestion", "trainer:\n  gpu: a100\n",
-			"line 2, column 3: trainer.gpu: unknown key; accepted: kind, url, peer, base_model, lora, hyperparameters, job_timeout, base_coordination"},
+			"line 2, column 3: trainer.gpu: unknown key; accepted: kind, url, peer, api_key_env, base_model, lora, hyperparameters, job_timeout, base_coordination"},
 		{"unknown key in a list item", "inference:\n  endpoints:\n    - url: http://127.0.0.1:1/v1\n    - urll: http://127.0.0.1:2/v1\n",
 			"line 4, column 7: inference.endpoints[1].urll: unknown key (did you mean url?); accepted: url, api_key_env, peer"},
 		{"unknown key deep", "grpo:\n  advantage:\n    stdev: unbiased\n",

@@ -22,7 +22,7 @@ import (
 //	inference:
 //	  vllm-a: {url: http://10.0.0.5:8000/v1, api_key_env: VLLM_A_KEY}
 //	trainers:
-//	  jobs-1: {url: http://10.0.0.6:7000, kind: jobs}
+//	  jobs-1: {url: http://10.0.0.6:7000, kind: jobs, api_key_env: JOBS_1_KEY}
 type Peers struct {
 	Inference map[string]PeerEndpoint `yaml:"inference"`
 	Trainers  map[string]PeerTrainer  `yaml:"trainers"`
@@ -36,8 +36,9 @@ type PeerEndpoint struct {
 
 // PeerTrainer is one declared trainer.
 type PeerTrainer struct {
-	URL  string `yaml:"url"`
-	Kind string `yaml:"kind"` // default jobs
+	URL       string `yaml:"url"`
+	Kind      string `yaml:"kind"`        // default jobs
+	APIKeyEnv string `yaml:"api_key_env"` // kind jobs only; "": no key is sent
 }
 
 var peerName = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$`)
@@ -65,7 +66,7 @@ func ParsePeers(data []byte) (Peers, error) {
 	dec := yaml.NewDecoder(bytes.NewReader(data))
 	dec.KnownFields(true)
 	if err := dec.Decode(&p); err != nil && !errors.Is(err, io.EOF) {
-		return p, fmt.Errorf("%s (want inference: {NAME: {url, api_key_env}}, trainers: {NAME: {url, kind}})", strings.TrimPrefix(err.Error(), "yaml: "))
+		return p, fmt.Errorf("%s (want inference: {NAME: {url, api_key_env}}, trainers: {NAME: {url, kind, api_key_env}})", strings.TrimPrefix(err.Error(), "yaml: "))
 	}
 	for _, name := range sortedKeys(p.Inference) {
 		e := p.Inference[name]
@@ -94,6 +95,12 @@ func ParsePeers(data []byte) (Peers, error) {
 		if t.Kind != TrainerJobs && t.Kind != TrainerART {
 			return p, fmt.Errorf("trainer peer %s: kind %q is not accepted; accepted: %s, %s", name, t.Kind, TrainerJobs, TrainerART)
 		}
+		if t.APIKeyEnv != "" && !envVarName.MatchString(t.APIKeyEnv) {
+			return p, fmt.Errorf("trainer peer %s: api_key_env %q is not an environment variable name", name, t.APIKeyEnv)
+		}
+		if t.APIKeyEnv != "" && t.Kind != TrainerJobs {
+			return p, fmt.Errorf("trainer peer %s: api_key_env is sent to the job API only (kind %s), not to kind %s", name, TrainerJobs, t.Kind)
+		}
 	}
 	return p, nil
 }
@@ -104,6 +111,11 @@ func (p Peers) APIKeyEnvs() []string {
 	for _, e := range p.Inference {
 		if e.APIKeyEnv != "" && !slices.Contains(out, e.APIKeyEnv) {
 			out = append(out, e.APIKeyEnv)
+		}
+	}
+	for _, t := range p.Trainers {
+		if t.APIKeyEnv != "" && !slices.Contains(out, t.APIKeyEnv) {
+			out = append(out, t.APIKeyEnv)
 		}
 	}
 	sort.Strings(out)
@@ -150,12 +162,18 @@ func ResolvePeers(cfg *Config, p Peers, o ResolveOptions) error {
 	}
 	t := &cfg.Trainer
 	if t.Peer != "" {
+		if t.APIKeyEnv != "" {
+			return invalid("trainer", "names peer %q and also api_key_env; give only the peer", t.Peer)
+		}
 		d, ok := p.Trainers[t.Peer]
 		if !ok {
 			return invalid("trainer.peer", "%q is not a declared trainer peer; declared: %s", t.Peer, list(sortedKeys(p.Trainers)))
 		}
-		t.URL, t.Kind, t.Peer = d.URL, d.Kind, ""
+		t.URL, t.Kind, t.APIKeyEnv, t.Peer = d.URL, d.Kind, d.APIKeyEnv, ""
 		return nil
+	}
+	if t.APIKeyEnv != "" {
+		return invalid("trainer.api_key_env", "a posted config cannot choose which environment variables the daemon reads: declare the trainer in the daemon's peers file and name it with trainer: {peer: NAME}")
 	}
 	if o.PeersOnly && t.Kind != TrainerEmbedded {
 		return invalid("trainer.url", "this daemon reaches declared peers only (--peers-only): name a trainer with trainer: {peer: NAME}; declared: %s", list(sortedKeys(p.Trainers)))

@@ -14,7 +14,7 @@ inference:
   vllm-a: {url: "http://127.0.0.1:8001/v1", api_key_env: VLLM_A_KEY}
   open: {url: "http://127.0.0.1:8002/v1"}
 trainers:
-  jobs-1: {url: "http://127.0.0.1:7001"}
+  jobs-1: {url: "http://127.0.0.1:7001", api_key_env: JOBS_KEY}
 `
 
 func mustPeers(t *testing.T) config.Peers {
@@ -31,14 +31,16 @@ func TestParsePeers(t *testing.T) {
 	if got := p.Trainers["jobs-1"].Kind; got != config.TrainerJobs {
 		t.Fatalf("trainer kind defaults to %q, want jobs", got)
 	}
-	if got := strings.Join(p.APIKeyEnvs(), ","); got != "VLLM_A_KEY" {
-		t.Fatalf("APIKeyEnvs()=%q, want VLLM_A_KEY", got)
+	if got := strings.Join(p.APIKeyEnvs(), ","); got != "JOBS_KEY,VLLM_A_KEY" {
+		t.Fatalf("APIKeyEnvs()=%q, want JOBS_KEY,VLLM_A_KEY", got)
 	}
 	for _, tt := range []struct{ in, want string }{
 		{"inference: {a: {url: 'ftp://x'}}", "inference peer a: url"},
 		{"inference: {a: {url: 'http://x', api_key_env: 'A-B'}}", `api_key_env "A-B" is not an environment variable name`},
 		{"inference: {'a/b': {url: 'http://x'}}", `inference peer "a/b"`},
 		{"trainers: {t: {url: 'http://x', kind: embedded}}", `kind "embedded" is not accepted`},
+		{"trainers: {t: {url: 'http://x', api_key_env: '1X'}}", `trainer peer t: api_key_env "1X" is not an environment variable name`},
+		{"trainers: {t: {url: 'http://x', kind: art, api_key_env: K}}", "trainer peer t: api_key_env is sent to the job API only"},
 		{"inference: {a: {url: 'http://x', key: 1}}", "field key not found"},
 		{"a: &a [*a]", "alias"},
 	} {
@@ -62,7 +64,7 @@ func TestResolvePeers(t *testing.T) {
 	if fmt.Sprint(cfg.Inference.Endpoints) != fmt.Sprint(want) {
 		t.Fatalf("endpoints %v, want %v", cfg.Inference.Endpoints, want)
 	}
-	if cfg.Trainer.URL != "http://127.0.0.1:7001" || cfg.Trainer.Kind != config.TrainerJobs || cfg.Trainer.Peer != "" {
+	if cfg.Trainer.URL != "http://127.0.0.1:7001" || cfg.Trainer.Kind != config.TrainerJobs || cfg.Trainer.APIKeyEnv != "JOBS_KEY" || cfg.Trainer.Peer != "" {
 		t.Fatalf("trainer %+v, want jobs at http://127.0.0.1:7001", cfg.Trainer)
 	}
 	if err := cfg.Validate(); err != nil {
@@ -79,6 +81,9 @@ func TestResolvePeers(t *testing.T) {
 		{"inference: {endpoints: [{peer: vllm-a, url: 'http://127.0.0.1:9/v1'}]}", false, "names peer \"vllm-a\" and also url"},
 		{"inference: {endpoints: [{peer: nope}]}", false, `"nope" is not a declared inference peer; declared: open, vllm-a`},
 		{"trainer: {peer: nope}", false, `"nope" is not a declared trainer peer; declared: jobs-1`},
+		// Nor the trainer's.
+		{"inference: {endpoints: [{peer: open}]}\ntrainer: {kind: jobs, url: 'http://127.0.0.1:9', api_key_env: JOBS_KEY}", false, "trainer.api_key_env: a posted config cannot choose which environment variables"},
+		{"trainer: {peer: jobs-1, api_key_env: VLLM_A_KEY}", false, `trainer: names peer "jobs-1" and also api_key_env`},
 		{"inference: {endpoints: [{url: 'http://127.0.0.1:9/v1'}]}", true, "--peers-only"},
 		{"inference: {endpoints: [{peer: open}]}\ntrainer: {kind: jobs, url: 'http://127.0.0.1:9'}", true, "trainer.url: this daemon reaches declared peers only"},
 	} {

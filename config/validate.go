@@ -184,12 +184,18 @@ func (c Config) validateTrainer() error {
 		if err := httpURL(t.URL); err != nil {
 			return invalid("trainer.url", "%v; trainer.kind jobs needs the job API's address", err)
 		}
+		if t.APIKeyEnv != "" && !envVarName.MatchString(t.APIKeyEnv) {
+			return invalid("trainer.api_key_env", "%q is not an environment variable name (letters, digits, _; not starting with a digit)", t.APIKeyEnv)
+		}
 	case TrainerART:
 		if err := c.validateART(); err != nil {
 			return err
 		}
 	default:
 		return invalid("trainer.kind", "%q is not accepted; accepted: %s, %s, %s", t.Kind, TrainerEmbedded, TrainerJobs, TrainerART)
+	}
+	if t.APIKeyEnv != "" && t.Kind != TrainerJobs {
+		return invalid("trainer.api_key_env", "is set, but trainer.kind is %s: only the job API (trainer.kind jobs) is sent a key", t.Kind)
 	}
 	h := t.Hyperparameters
 	switch {

@@ -65,6 +65,14 @@ type FleetOptions struct {
 	// ProbeInterval paces health probes, readmission probes and /metrics
 	// readings; default DefaultProbeInterval.
 	ProbeInterval time.Duration
+	// Retry is the request-level retry of Complete: when a request fails
+	// at the only live endpoint (after that endpoint's client retries),
+	// it is sent there again after a wait from Retry's backoff, for as
+	// long as Retry.Budget since its first failure allows; draining the
+	// only endpoint would gain nothing. A zero Budget drains it at once
+	// (the request then waits for the outage window). Retry.Retries is
+	// not used: the budget alone bounds these resends.
+	Retry httpx.Policy
 	// LoadRetry paces the retries of a load that finds no adapter at its
 	// path; default 6 retries from 250ms doubling to 5s.
 	LoadRetry *httpx.Policy

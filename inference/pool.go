@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/grpo-dev/grpo/internal/httpx"
 	"github.com/grpo-dev/grpo/rollout"
 )
 
@@ -16,11 +17,17 @@ var _ rollout.Completer = (*Fleet)(nil)
 // at its limit. A request that fails at its endpoint (after the chat
 // client's retries: unreachable, timeout, 429/5xx, garbage), or whose
 // endpoint is drained while it is in flight, drains that endpoint and is
-// sent again to another. When no endpoint is live, it waits for one to be
-// readmitted for the outage window, then fails with ErrNoEndpoint. Errors
-// that are the request's (a 400) are returned at once.
+// sent again to another. When that endpoint is the only live one, the
+// request is sent to it again after a backoff (honouring Retry-After)
+// until the retry budget (FleetOptions.Retry.Budget) since its first
+// failure runs out, and only then drains it. When no endpoint is live, it
+// waits for one to be readmitted for the outage window, then fails with
+// ErrNoEndpoint. Errors that are the request's (a 400) are returned at
+// once.
 func (f *Fleet) Complete(ctx context.Context, req *rollout.Request) (*rollout.Completion, error) {
-	var since time.Time // when this request first found no endpoint or failed
+	var since time.Time    // when this request first found no endpoint or drained one
+	var failedAt time.Time // when this request first failed
+	var b *httpx.Backoff   // paces resends to the only live endpoint
 	for {
 		ep, epoch, epCtx, err := f.acquire(ctx, &since)
 		if err != nil {
@@ -39,6 +46,20 @@ func (f *Fleet) Complete(ctx context.Context, req *rollout.Request) (*rollout.Co
 		case ctx.Err() != nil:
 			return nil, err
 		case drained || endpointFailure(err):
+			if failedAt.IsZero() {
+				failedAt = f.now()
+			}
+			if !drained {
+				if b == nil {
+					b = f.opts.Retry.Backoff()
+				}
+				if d, ok := f.resendHere(ep, failedAt, b, err); ok {
+					if werr := httpx.Sleep(ctx, d); werr != nil {
+						return nil, fmt.Errorf("%w; last error: %v", werr, err)
+					}
+					continue
+				}
+			}
 			f.drain(ep, epoch, err)
 			if since.IsZero() {
 				since = f.now()
@@ -47,6 +68,30 @@ func (f *Fleet) Complete(ctx context.Context, req *rollout.Request) (*rollout.Co
 			return nil, err
 		}
 	}
+}
+
+// resendHere decides whether a request that failed at ep (first at
+// failedAt) is sent to ep again rather than draining it: when ep is the
+// only live endpoint and the wait before the resend, returned, ends
+// within the retry budget.
+func (f *Fleet) resendHere(ep *endpoint, failedAt time.Time, b *httpx.Backoff, err error) (time.Duration, bool) {
+	budget := f.opts.Retry.Budget
+	if budget <= 0 {
+		return 0, false
+	}
+	if !f.onlyLive(ep) {
+		return 0, false
+	}
+	var retryAfter time.Duration
+	var se *httpx.StatusError
+	if errors.As(err, &se) {
+		retryAfter = se.RetryAfter
+	}
+	d := b.Next(retryAfter)
+	if f.now().Add(d).After(failedAt.Add(budget)) {
+		return 0, false
+	}
+	return d, true
 }
 
 // acquire takes a slot at an endpoint, waiting while none is free. since

@@ -15,6 +15,8 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/grpo-dev/grpo/internal/httpx"
 )
 
 func TestPoolSpreadsByOutstanding(t *testing.T) {
@@ -271,4 +273,76 @@ func BenchmarkFleet_AcquireRelease(b *testing.B) {
 			f.release(ep)
 		}
 	})
+}
+
+// TestPool_OnlyEndpointRetriedWithinBudget (issue 13): a request that
+// fails at the only live endpoint is sent there again, with backoff,
+// until the retry budget runs out: 8 failures in a row (each a 500 the
+// client does not retry itself) are outlasted and the endpoint is never
+// drained. With a zero budget the first failure drains it; with a budget
+// shorter than the faults the request fails naming the endpoint's 500.
+func TestPool_OnlyEndpointRetriedWithinBudget(t *testing.T) {
+	flaky := func(failures int64) (*httptest.Server, *atomic.Int64) {
+		_, fake := newFakeVLLM(t)
+		var chats atomic.Int64
+		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if strings.HasSuffix(r.URL.Path, "/chat/completions") && chats.Add(1) <= failures {
+				vllmError(w, http.StatusInternalServerError, "InternalServerError", "injected")
+				return
+			}
+			fake.Config.Handler.ServeHTTP(w, r)
+		}))
+		t.Cleanup(srv.Close)
+		return srv, &chats
+	}
+	fast := httpx.Policy{BaseDelay: time.Millisecond, MaxDelay: 2 * time.Millisecond}
+
+	srv, chats := flaky(8)
+	reg := NewFleetMetrics(prometheus.NewRegistry())
+	budget := fast
+	budget.Budget = time.Minute
+	p := testFleet(t, FleetOptions{Retry: budget, OutageWindow: time.Millisecond, Metrics: reg, Run: "r"}, srv.URL)
+	if _, err := p.Complete(context.Background(), chatReq()); err != nil {
+		t.Fatalf("Complete()=%v, want the 9th attempt's answer", err)
+	}
+	if n := chats.Load(); n != 9 {
+		t.Fatalf("%d chat requests, want 9", n)
+	}
+	if got := metricValue(t, reg.drains.WithLabelValues("r", srv.URL+"/v1")); got != 0 || !p.Live()[0] {
+		t.Fatalf("drains=%v live=%v, want never drained", got, p.Live())
+	}
+
+	srv, chats = flaky(8)
+	q := testFleet(t, FleetOptions{Retry: fast, OutageWindow: time.Millisecond}, srv.URL)
+	if _, err := q.Complete(context.Background(), chatReq()); !errors.Is(err, ErrNoEndpoint) || chats.Load() != 1 || q.Live()[0] {
+		t.Fatalf("zero budget: Complete()=%v after %d requests, live %v; want ErrNoEndpoint after 1, drained", err, chats.Load(), q.Live())
+	}
+
+	srv, _ = flaky(1 << 40)
+	short := fast
+	short.Budget = 30 * time.Millisecond
+	r := testFleet(t, FleetOptions{Retry: short, OutageWindow: time.Millisecond}, srv.URL)
+	if _, err := r.Complete(context.Background(), chatReq()); !errors.Is(err, ErrNoEndpoint) || !strings.Contains(err.Error(), "500") || !strings.Contains(err.Error(), srv.URL) {
+		t.Fatalf("budget run out: Complete()=%v, want ErrNoEndpoint naming the endpoint and its 500", err)
+	}
+}
+
+// TestPool_OnlyEndpointNotDrainedByHealth: a failed health probe drains
+// an endpoint only when another is live; the only one is judged by its
+// requests (retried within the budget), so a scattered fault on /health
+// does not stop every request.
+func TestPool_OnlyEndpointNotDrainedByHealth(t *testing.T) {
+	a, sa := newFakeVLLM(t)
+	a.health = http.StatusInternalServerError
+	p := testFleet(t, FleetOptions{}, sa.URL)
+	p.Tick(context.Background())
+	if !p.Live()[0] {
+		t.Fatal("the only endpoint was drained by one failed health probe")
+	}
+	_, sb := newFakeVLLM(t)
+	q := testFleet(t, FleetOptions{}, sa.URL, sb.URL)
+	q.Tick(context.Background())
+	if got, want := q.Live(), []bool{false, true}; !slices.Equal(got, want) {
+		t.Fatalf("Live()=%v, want %v: with another endpoint live, a failed health probe drains", got, want)
+	}
 }

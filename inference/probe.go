@@ -6,8 +6,13 @@ import (
 	"fmt"
 	"net/http"
 	"sync"
+	"syscall"
 	"time"
 )
+
+// probeRounds is how many times Probe asks an endpoint that fails
+// transiently (each time with the admin client's retries).
+const probeRounds = 4
 
 // Probe checks that the endpoint is an OpenAI-compatible server: GET
 // {base}/models must answer a JSON model list. The error names the URL and
@@ -22,7 +27,7 @@ func (c *AdminClient) Probe(ctx context.Context) error {
 
 // Start begins the fleet's probe loop, until Close: every ProbeInterval
 // it checks every endpoint's GET /health (Healthy), drains a live one
-// that fails, readmits a drained one that answers (after its probe delay,
+// that fails (unless it is the only live one), readmits a drained one that answers (after its probe delay,
 // loading the fleet's adapters first), and adapts each live endpoint's
 // concurrency to its vLLM /metrics. Calling it again does nothing.
 func (f *Fleet) Start(ctx context.Context) {
@@ -78,7 +83,7 @@ func (f *Fleet) Tick(ctx context.Context) {
 		live, due := ep.live, !ep.live && !f.now().Before(ep.retryAt)
 		f.mu.Unlock()
 		switch {
-		case live && health[i] != nil:
+		case live && health[i] != nil && !f.onlyLive(ep):
 			f.drain(ep, -1, health[i])
 		case live:
 			wg.Go(func() { f.adapt(pctx, ep) })
@@ -92,6 +97,24 @@ func (f *Fleet) Tick(ctx context.Context) {
 		}
 	}
 	wg.Wait()
+}
+
+// onlyLive reports whether ep is live and no other endpoint is. The only
+// live endpoint is not drained on a failed health check: its requests
+// judge it (they are retried there within the retry budget, then drain
+// it), so a scattered fault on /health does not stop every request.
+func (f *Fleet) onlyLive(ep *endpoint) bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if !ep.live {
+		return false
+	}
+	for _, o := range f.eps {
+		if o != ep && o.live {
+			return false
+		}
+	}
+	return true
 }
 
 // adapt reads the endpoint's queue and moves its concurrency limit. A
@@ -149,7 +172,19 @@ func (f *Fleet) Probe(ctx context.Context) error {
 	errs := make([]error, len(f.eps))
 	var wg sync.WaitGroup
 	for i, ep := range f.eps {
-		wg.Go(func() { errs[i] = ep.admin.Probe(ctx) })
+		wg.Go(func() {
+			// A server that answers but fails transiently (5xx, a reset)
+			// is there: a few more rounds of the client's retries keep a
+			// scattered fault from failing the start. One that refuses
+			// connections is down now.
+			for round := 0; ; round++ {
+				errs[i] = ep.admin.Probe(ctx)
+				if errs[i] == nil || round == probeRounds-1 || ctx.Err() != nil ||
+					!endpointFailure(errs[i]) || errors.Is(errs[i], syscall.ECONNREFUSED) {
+					return
+				}
+			}
+		})
 	}
 	wg.Wait()
 	var down []error

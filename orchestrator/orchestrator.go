@@ -70,6 +70,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strings"
 	"sync"
 	"time"
 
@@ -336,10 +337,13 @@ func (r *run) modelLocked() string {
 }
 
 // servedName is the name an adapter is loaded under: its own per step, or
-// the run's single name when adapters are replaced in place.
+// the run's single name when adapters are replaced in place — with the
+// run's id, as its per-step names have (trainer.AdapterName of the job
+// key), so that two stores' runs of one name never share an adapter on
+// an inference server; runs stored without an id keep their name.
 func (r *run) servedName(adapter string) string {
 	if r.cfg.Inference.Adapters.Naming == "inplace" {
-		return r.name
+		return strings.ReplaceAll(r.jobKey, "/", ".")
 	}
 	return adapter
 }

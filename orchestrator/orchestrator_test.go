@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -126,7 +127,7 @@ func TestRunEndToEndOnReferenceBackend(t *testing.T) {
 			t.Fatalf("step %d train stats %+v", i, s.Train)
 		}
 		if s.Job != nil {
-			if s.Job.ID != trainer.JobID("e2e."+run.ID, i) || s.Job.State != trainer.StateSucceeded || s.Adapter.Name != trainer.AdapterName("e2e", i) {
+			if s.Job.ID != trainer.JobID("e2e."+run.ID, i) || s.Job.State != trainer.StateSucceeded || s.Adapter.Name != trainer.AdapterName("e2e."+run.ID, i) {
 				t.Fatalf("step %d job %+v adapter %+v", i, s.Job, s.Adapter)
 			}
 		}
@@ -461,8 +462,19 @@ func TestJobIDsUniquePerRun(t *testing.T) {
 	e2 := *e1
 	e2.store = checkpoint.New(filepath.Join(dir, "b.db"), checkpoint.Options{})
 	seen := map[string]string{}
+	loaded := map[string]string{} // adapter name -> path, as loaded into the one inference server
 	for _, e := range []*env{e1, &e2} {
-		if err := e.orchestrator(nil).Start(context.Background(), smallConfig(t, "same", 2)); err != nil {
+		var names []string
+		err := e.orchestrator(func(ev orchestrator.Event) {
+			if ev.AdapterLoaded != nil {
+				names = append(names, ev.AdapterLoaded.Adapter.Name)
+				if p, ok := loaded[ev.AdapterLoaded.Adapter.Name]; ok && p != ev.AdapterLoaded.Adapter.Path {
+					t.Errorf("adapter %s loaded from %s and %s", ev.AdapterLoaded.Adapter.Name, p, ev.AdapterLoaded.Adapter.Path)
+				}
+				loaded[ev.AdapterLoaded.Adapter.Name] = ev.AdapterLoaded.Adapter.Path
+			}
+		}).Start(context.Background(), smallConfig(t, "same", 2))
+		if err != nil {
 			t.Fatal(err)
 		}
 		run, steps, _ := snapshot(t, e.store, "same")
@@ -478,6 +490,9 @@ func TestJobIDsUniquePerRun(t *testing.T) {
 			if want := trainer.JobID("same."+run.ID, s.Step); s.Job.ID != want {
 				t.Fatalf("%s: step %d job %s, want %s", e.store.Path(), s.Step, s.Job.ID, want)
 			}
+			if want := trainer.AdapterName("same."+run.ID, s.Step); s.Adapter == nil || s.Adapter.Name != want || !slices.Contains(names, want) {
+				t.Fatalf("%s: step %d adapter %+v, want %s loaded (loaded: %v)", e.store.Path(), s.Step, s.Adapter, want, names)
+			}
 			if other, ok := seen[s.Job.ID]; ok {
 				t.Fatalf("job %s trained for %s and %s", s.Job.ID, other, e.store.Path())
 			}
@@ -489,6 +504,13 @@ func TestJobIDsUniquePerRun(t *testing.T) {
 	}
 	if len(seen) != 4 {
 		t.Fatalf("%d distinct jobs, want 4", len(seen))
+	}
+	paths := map[string]bool{}
+	for _, p := range loaded {
+		paths[p] = true
+	}
+	if len(loaded) != 4 || len(paths) != 4 {
+		t.Fatalf("%d distinct adapter names from %d distinct paths loaded into the one server, want 4 and 4: %v", len(loaded), len(paths), loaded)
 	}
 }
 

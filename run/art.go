@@ -79,9 +79,7 @@ func startART(ctx context.Context, cfg *config.Config, opts Options, resume bool
 	}
 	opts.Logger.Info("ART trainer ready", "run", m.Name, "art", cfg.Trainer.URL, "releases", proto.Releases, "inference", base)
 	hc := httpx.NewHTTPClient(inf.Concurrency)
-	retry := httpx.DefaultPolicy()
-	retry.Retries = inf.Retries
-	chat := inference.NewChatClient(base, inference.ChatOptions{APIKey: key, HTTPClient: hc, RequestTimeout: time.Duration(inf.RequestTimeout), Retry: &retry})
+	retry := RetryPolicy(inf)
 	admin := inference.NewAdminClient(base, inference.AdminOptions{APIKey: key, HTTPClient: hc, Retry: &retry})
 	cctx, cancel := context.WithTimeout(ctx, healthTimeout)
 	err = admin.Probe(cctx)
@@ -93,7 +91,7 @@ func startART(ctx context.Context, cfg *config.Config, opts Options, resume bool
 		before: map[string]int{}, done: map[string]trainer.Job{}, pending: map[string]trainer.JobRequest{}, running: map[string]context.CancelFunc{}}
 	// ART's vLLM is the fleet's one endpoint: drained and waited for
 	// through an outage like any other; adapters are ART's business.
-	fleet := inference.NewFleet([]inference.Replica{{Chat: chat, Admin: admin}}, fleetOptions(*cfg, opts))
+	fleet := NewFleet([]Endpoint{{URL: base, APIKey: key}}, inf, hc, fleetOptions(*cfg, opts))
 	fleet.Start(context.WithoutCancel(ctx))
 	return &peers{fleet: fleet}, t, nil
 }

@@ -205,7 +205,7 @@ func TestFleet_ReplicaKilledAfterFirstStep(t *testing.T) {
 
 // TestFleet_InplaceOnServerWithoutLoadInplace: the strict backend ignores
 // load_inplace, as vLLM before the option did. At the end the run's one
-// adapter name serves the last step's adapter.
+// adapter name (its name and id, RUN.ID) serves the last step's adapter.
 func TestFleet_InplaceOnServerWithoutLoadInplace(t *testing.T) {
 	a := startReplica(t, 1)
 	cfg := fleetConfig(t, "o4-inplace", "inplace", startTrainer(t), a.srv.URL)
@@ -222,9 +222,10 @@ func TestFleet_InplaceOnServerWithoutLoadInplace(t *testing.T) {
 	if lastStep.Step != 3 || lastStep.Adapter == nil {
 		t.Fatalf("last step %+v, want step 3 with an adapter", lastStep)
 	}
-	m, ok, err := inference.NewAdminClient(a.srv.URL+"/v1", inference.AdminOptions{}).Adapter(context.Background(), "o4-inplace")
+	served := "o4-inplace." + state(t, opts.Store, "o4-inplace").ID
+	m, ok, err := inference.NewAdminClient(a.srv.URL+"/v1", inference.AdminOptions{}).Adapter(context.Background(), served)
 	if err != nil || !ok {
-		t.Fatalf("Adapter(o4-inplace)=%v %v", ok, err)
+		t.Fatalf("Adapter(%s)=%v %v", served, ok, err)
 	}
 	if m.Root != lastStep.Adapter.Path {
 		t.Fatalf("o4-inplace serves %s, want the last step's adapter %s", m.Root, lastStep.Adapter.Path)
@@ -236,40 +237,55 @@ func TestFleet_InplaceOnServerWithoutLoadInplace(t *testing.T) {
 
 // TestFleet_OutageOfEveryEndpoint: the only replica answers 503 to
 // everything for a while after step 1 (issue 13's short outage). The run
-// waits instead of failing, and the replica, readmitted, gets step 2's
-// adapter before serving again.
+// waits instead of failing. By default (retry_budget 2m) its requests are
+// sent to the replica again with backoff: it is never drained. With
+// retry_budget 0 it is drained at the first failure and, readmitted, gets
+// step 2's adapter before serving again.
 func TestFleet_OutageOfEveryEndpoint(t *testing.T) {
-	a := startReplica(t, 1)
-	cfg := fleetConfig(t, "gpt-5-outage", "per-step", startTrainer(t), a.srv.URL)
-	opts := options(t)
-	reg := prometheus.NewRegistry()
-	opts.FleetMetrics = inference.NewFleetMetrics(reg)
-	var outage sync.WaitGroup
-	opts.Events = func(e orchestrator.Event) {
-		if e.StepCommitted != nil && e.Step == 1 {
-			a.down.Store(true)
-			outage.Go(func() {
-				time.Sleep(3 * time.Second)
-				a.down.Store(false)
-			})
-		}
-	}
-	r := MustOpen(t, cfg, opts)
-	if err := r.Play(context.Background()); err != nil {
-		t.Fatalf("Play: %v", err)
-	}
-	outage.Wait()
-	if got, want := state(t, opts.Store, "gpt-5-outage").State, checkpoint.StateSucceeded; got != want {
-		t.Fatalf("state=%s, want %s", got, want)
-	}
-	if got := len(a.loaded()); got != 3 {
-		t.Fatalf("accepted loads=%d (%v), want 3", got, a.loaded())
-	}
-	if v := gauge(t, reg, "grpo_inference_endpoint_readmissions_total", a.srv.URL+"/v1"); v < 1 {
-		t.Fatalf("readmissions=%v, want at least 1", v)
-	}
-	if v := gauge(t, reg, "grpo_inference_endpoint_up", a.srv.URL+"/v1"); v != 1 {
-		t.Fatalf("up=%v at the end, want 1", v)
+	for _, tt := range []struct {
+		budget          time.Duration
+		drains, readmit bool
+	}{
+		{budget: 0, drains: true, readmit: true},
+		{budget: 2 * time.Minute},
+	} {
+		t.Run(fmt.Sprintf("retry_budget=%s", tt.budget), func(t *testing.T) {
+			a := startReplica(t, 1)
+			cfg := fleetConfig(t, "gpt-5-outage", "per-step", startTrainer(t), a.srv.URL)
+			cfg.Inference.RetryBudget = config.Duration(tt.budget)
+			opts := options(t)
+			reg := prometheus.NewRegistry()
+			opts.FleetMetrics = inference.NewFleetMetrics(reg)
+			var outage sync.WaitGroup
+			opts.Events = func(e orchestrator.Event) {
+				if e.StepCommitted != nil && e.Step == 1 {
+					a.down.Store(true)
+					outage.Go(func() {
+						time.Sleep(3 * time.Second)
+						a.down.Store(false)
+					})
+				}
+			}
+			r := MustOpen(t, cfg, opts)
+			if err := r.Play(context.Background()); err != nil {
+				t.Fatalf("Play: %v", err)
+			}
+			outage.Wait()
+			if got, want := state(t, opts.Store, "gpt-5-outage").State, checkpoint.StateSucceeded; got != want {
+				t.Fatalf("state=%s, want %s", got, want)
+			}
+			if got := len(a.loaded()); got != 3 {
+				t.Fatalf("accepted loads=%d (%v), want 3", got, a.loaded())
+			}
+			drains := gauge(t, reg, "grpo_inference_endpoint_drains_total", a.srv.URL+"/v1")
+			readmissions := gauge(t, reg, "grpo_inference_endpoint_readmissions_total", a.srv.URL+"/v1")
+			if (drains >= 1) != tt.drains || (readmissions >= 1) != tt.readmit {
+				t.Fatalf("drains=%v readmissions=%v, want some: %v, %v", drains, readmissions, tt.drains, tt.readmit)
+			}
+			if v := gauge(t, reg, "grpo_inference_endpoint_up", a.srv.URL+"/v1"); v != 1 {
+				t.Fatalf("up=%v at the end, want 1", v)
+			}
+		})
 	}
 }
 

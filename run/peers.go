@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
 	"os"
 	"path/filepath"
 	"time"
@@ -49,17 +50,9 @@ func startPeers(ctx context.Context, cfg config.Config, opts Options) (*peers, e
 	// One connection pool for the run, sized to its concurrency, and one
 	// retry policy for every client of it.
 	hc := httpx.NewHTTPClient(inf.Concurrency)
-	retry := httpx.DefaultPolicy()
-	retry.Retries = inf.Retries
-	retry.Budget = time.Duration(inf.RetryBudget)
-	chatOpts := func(apiKey string) inference.ChatOptions {
-		return inference.ChatOptions{APIKey: apiKey, HTTPClient: hc, RequestTimeout: time.Duration(inf.RequestTimeout), Retry: &retry}
-	}
-	adminOpts := func(apiKey string) inference.AdminOptions {
-		return inference.AdminOptions{APIKey: apiKey, HTTPClient: hc, Retry: &retry}
-	}
+	retry := RetryPolicy(inf)
 	p := &peers{}
-	var replicas []inference.Replica
+	var eps []Endpoint
 	var trainerURL string
 	if cfg.Embedded() {
 		if dataDir == "" {
@@ -78,28 +71,18 @@ func startPeers(ctx context.Context, cfg config.Config, opts Options) (*peers, e
 			return nil, err
 		}
 		p.embedded = e
-		replicas = []inference.Replica{{
-			Chat: inference.NewChatClient(e.InferenceURL, chatOpts("")), Admin: inference.NewAdminClient(e.InferenceURL, adminOpts("")),
-		}}
+		eps = []Endpoint{{URL: e.InferenceURL}}
 		trainerURL = e.TrainerURL
 	} else {
-		for _, ep := range inf.Endpoints {
-			env := ep.APIKeyEnv
-			if env == "" {
-				env = "OPENAI_API_KEY"
-			}
-			key := ""
-			if env != config.NoAPIKey {
-				key = getenv(env)
-			}
-			replicas = append(replicas, inference.Replica{
-				Chat: inference.NewChatClient(ep.URL, chatOpts(key)), Admin: inference.NewAdminClient(ep.URL, adminOpts(key)),
-			})
-		}
+		eps = ConfigEndpoints(inf, getenv)
 		trainerURL = cfg.Trainer.URL
 	}
-	p.fleet = inference.NewFleet(replicas, fleetOptions(cfg, opts))
-	p.trainer = trainer.NewJobClient(trainerURL, trainer.JobClientOptions{HTTPClient: hc, Retry: &retry, PollInterval: 20 * time.Millisecond, MaxPollInterval: 2 * time.Second, SubmitTimeout: time.Duration(cfg.Trainer.JobTimeout)})
+	p.fleet = NewFleet(eps, inf, hc, fleetOptions(cfg, opts))
+	var trainerKey string
+	if env := cfg.Trainer.APIKeyEnv; env != "" && !cfg.Embedded() {
+		trainerKey = getenv(env)
+	}
+	p.trainer = trainer.NewJobClient(trainerURL, trainer.JobClientOptions{HTTPClient: hc, Retry: &retry, APIKey: trainerKey, PollInterval: 20 * time.Millisecond, MaxPollInterval: 2 * time.Second, SubmitTimeout: time.Duration(cfg.Trainer.JobTimeout)})
 	if err := p.check(ctx, trainerURL); err != nil {
 		p.close()
 		return nil, err
@@ -109,24 +92,78 @@ func startPeers(ctx context.Context, cfg config.Config, opts Options) (*peers, e
 	return p, nil
 }
 
-// fleetOptions are the fleet's settings from the config: in-place loading,
-// the run's concurrency, the outage window.
+// fleetOptions are the run's own fleet settings: in-place loading,
+// metrics and logs labelled with the run.
 func fleetOptions(cfg config.Config, opts Options) inference.FleetOptions {
-	inf := cfg.Inference
 	fo := inference.FleetOptions{
-		Concurrency:  inf.Concurrency,
-		OutageWindow: time.Duration(inf.OutageWindow),
-		Metrics:      opts.FleetMetrics,
-		Run:          cfg.Run.Name,
-		Logger:       opts.Logger.With("run", cfg.Run.Name),
+		Metrics: opts.FleetMetrics,
+		Run:     cfg.Run.Name,
+		Logger:  opts.Logger.With("run", cfg.Run.Name),
 	}
+	if cfg.Inference.Adapters.Naming == config.NamingInplace {
+		fo.Inplace = cfg.Inference.Adapters.Inplace
+	}
+	return fo
+}
+
+// Endpoint is one inference endpoint and the API key sent to it.
+type Endpoint struct {
+	URL    string // base URL with /v1
+	APIKey string // "" for none; never logged
+}
+
+// ConfigEndpoints are the endpoints of inf with their keys read from the
+// environment: api_key_env, OPENAI_API_KEY when it is unset, none for
+// config.NoAPIKey.
+func ConfigEndpoints(inf config.Inference, getenv func(string) string) []Endpoint {
+	var eps []Endpoint
+	for _, ep := range inf.Endpoints {
+		env := ep.APIKeyEnv
+		if env == "" {
+			env = "OPENAI_API_KEY"
+		}
+		key := ""
+		if env != config.NoAPIKey {
+			key = getenv(env)
+		}
+		eps = append(eps, Endpoint{URL: ep.URL, APIKey: key})
+	}
+	return eps
+}
+
+// RetryPolicy is the retry policy of every client of a run or an
+// evaluation: inference.retries retries of a transient failure, all
+// within inference.retry_budget.
+func RetryPolicy(inf config.Inference) httpx.Policy {
+	retry := httpx.DefaultPolicy()
+	retry.Retries = inf.Retries
+	retry.Budget = time.Duration(inf.RetryBudget)
+	return retry
+}
+
+// NewFleet builds the fleet of the endpoints eps with the settings of
+// inf: a request timeout and the retry policy (RetryPolicy) per client,
+// the fleet's own resends within the retry budget, the concurrency, the
+// outage window (0: fail at once). Runs and `grpo eval` build their
+// fleets here, so an evaluation rides out faults and outages as a run
+// does. fo carries the caller's in-place naming, metrics, run label and
+// logger. hc, when not nil, is the connection pool of every client.
+func NewFleet(eps []Endpoint, inf config.Inference, hc *http.Client, fo inference.FleetOptions) *inference.Fleet {
+	retry := RetryPolicy(inf)
+	var replicas []inference.Replica
+	for _, ep := range eps {
+		replicas = append(replicas, inference.Replica{
+			Chat:  inference.NewChatClient(ep.URL, inference.ChatOptions{APIKey: ep.APIKey, HTTPClient: hc, RequestTimeout: time.Duration(inf.RequestTimeout), Retry: &retry}),
+			Admin: inference.NewAdminClient(ep.URL, inference.AdminOptions{APIKey: ep.APIKey, HTTPClient: hc, Retry: &retry}),
+		})
+	}
+	fo.Concurrency = inf.Concurrency
+	fo.OutageWindow = time.Duration(inf.OutageWindow)
 	if fo.OutageWindow == 0 {
 		fo.OutageWindow = -1 // fail at once
 	}
-	if inf.Adapters.Naming == config.NamingInplace {
-		fo.Inplace = inf.Adapters.Inplace
-	}
-	return fo
+	fo.Retry = retry
+	return inference.NewFleet(replicas, fo)
 }
 
 // check asks every inference endpoint for its models (it must be an

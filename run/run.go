@@ -119,6 +119,13 @@ func Reopen(ctx context.Context, name string, opts Options) (*Run, error) {
 		return nil, fmt.Errorf("stored config of run %s: %w", name, err)
 	}
 	cfg.Run.DB = opts.Store.Path()
+	// Another process playing the run keeps it: refuse before starting
+	// anything (Play refuses too, by the lease, should one start since).
+	if l, live, err := opts.Store.GetLease(ctx, name, checkpoint.LeaseOptions{}); err != nil {
+		return nil, fmt.Errorf("reopen run %s: %w", name, err)
+	} else if live {
+		return nil, fmt.Errorf("resume run %s: lease run %s: %w: %s", name, name, checkpoint.ErrLeased, l)
+	}
 	last, ok, err := opts.Store.LastStep(ctx, name)
 	if err != nil {
 		return nil, fmt.Errorf("reopen run %s: %w", name, err)

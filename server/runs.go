@@ -108,6 +108,12 @@ func (s *Server) host(ctx context.Context, name string, open func(run.Options) (
 			s.logger.Info("run finished", "run", name)
 		case runCtx.Err() != nil && !errors.Is(context.Cause(runCtx), orchestrator.ErrCancelled):
 			s.logger.Info("run interrupted by shutdown; it resumes on the next start", "run", name)
+			// A clean shutdown is not a failed start.
+			rctx, cancel := context.WithTimeout(context.WithoutCancel(runCtx), 10*time.Second)
+			if err := s.opts.Store.ResetStarts(rctx, name); err != nil {
+				s.logger.Warn("reset the run's failed starts", "run", name, "err", err)
+			}
+			cancel()
 		default:
 			s.logger.Warn("run ended", "run", name, "err", err)
 		}
@@ -144,7 +150,13 @@ func (s *Server) play(ctx context.Context, r *run.Run, name string) (err error) 
 	return r.Play(ctx)
 }
 
-// resumeAll continues every run the store holds as running.
+// DefaultMaxFailedStarts is Options.MaxFailedStarts's default.
+const DefaultMaxFailedStarts = 3
+
+// resumeAll continues every run the store holds as running, but marks
+// failed one that was resumed more than MaxFailedStarts times without
+// committing a step: each of those starts ended with the daemon dying
+// while it played the run.
 func (s *Server) resumeAll(ctx context.Context) error {
 	list, err := s.opts.Store.ListRuns(ctx)
 	if errors.Is(err, checkpoint.ErrNoDatabase) {
@@ -155,6 +167,21 @@ func (s *Server) resumeAll(ctx context.Context) error {
 	}
 	for _, r := range list {
 		if r.State != checkpoint.StateRunning {
+			continue
+		}
+		n, err := s.opts.Store.CountStart(ctx, r.Name)
+		if err != nil {
+			s.logger.Error("resume run", "run", r.Name, "err", err)
+			continue
+		}
+		if max := s.opts.MaxFailedStarts; max > 0 && n > max {
+			msg := fmt.Sprintf("not resumed: the daemon resumed this run %d times in a row and died each time before the run committed a step (a crash, out of memory or a kill; see the daemon's log); resume it by hand with 'grpo run --resume %s --db %s' once the cause is fixed (grpo serve --max-failed-starts sets the limit)",
+				n-1, r.Name, s.opts.Store.Path())
+			if err := s.opts.Store.SetRunState(ctx, r.Name, checkpoint.StateFailed, msg); err != nil {
+				s.logger.Error("mark run failed", "run", r.Name, "err", err)
+				continue
+			}
+			s.logger.Error("run marked failed instead of resumed", "run", r.Name, "starts", n-1)
 			continue
 		}
 		if err := s.resume(ctx, r.Name); err != nil {

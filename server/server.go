@@ -83,6 +83,13 @@ type Options struct {
 	// MaxRuns bounds the runs playing at once; a launch beyond it is
 	// answered 429 (0: no limit). Resumed runs count too.
 	MaxRuns int
+	// MaxFailedStarts is how many times in a row a start of the daemon
+	// resumes a run that then commits no step before the daemon dies (a
+	// crash, out of memory, a kill); at the next start such a run is
+	// marked failed instead of resumed into the same end (default
+	// DefaultMaxFailedStarts; negative: no limit). A clean shutdown does
+	// not count.
+	MaxFailedStarts int
 	// GrafanaURL, when set, is linked from the dashboard (its Grafana
 	// dashboard, e.g. http://grafana:3000/d/grpo).
 	GrafanaURL string
@@ -133,6 +140,9 @@ func New(opts Options) *Server {
 	}
 	if opts.MaxBodyBytes <= 0 {
 		opts.MaxBodyBytes = DefaultMaxBodyBytes
+	}
+	if opts.MaxFailedStarts == 0 {
+		opts.MaxFailedStarts = DefaultMaxFailedStarts
 	}
 	// A run reads only the variables the operator declared.
 	declared, getenv := opts.Peers.APIKeyEnvs(), opts.Getenv

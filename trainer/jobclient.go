@@ -47,6 +47,10 @@ type JobClientOptions struct {
 	// by the retry policy alone.
 	SubmitTimeout time.Duration
 
+	// APIKey, when set, is sent as "Authorization: Bearer ..." with
+	// every request; it is never logged.
+	APIKey string
+
 	// MaxPollErrors is how many consecutive transient poll failures Wait
 	// tolerates before giving up: a restarting trainer is not a failed job.
 	MaxPollErrors int
@@ -92,7 +96,7 @@ func NewJobClient(baseURL string, opts JobClientOptions) *JobClient {
 	if opts.Retry != nil {
 		retry = *opts.Retry
 	}
-	c.http = httpx.New(httpx.Options{HTTPClient: opts.HTTPClient, Retry: retry, Timeout: c.requestTimeout, MaxBody: maxBody})
+	c.http = httpx.New(httpx.Options{HTTPClient: opts.HTTPClient, Retry: retry, Timeout: c.requestTimeout, MaxBody: maxBody, BearerToken: opts.APIKey})
 	return c
 }
 

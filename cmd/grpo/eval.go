@@ -96,6 +96,8 @@ type evalOptions struct {
 	concurrency int
 	timeout     time.Duration
 	retries     int
+	retryBudget time.Duration
+	outage      time.Duration
 	replays     int
 	maxErrored  float64
 	out         string
@@ -125,7 +127,9 @@ func (c *EvalCommand) ParseFlags(args []string) error {
 	kwargs := fs.String("chat-template-kwargs", "", `JSON object passed through as chat_template_kwargs (e.g. '{"enable_thinking": false}')`)
 	concurrency := fs.Int("concurrency", 64, "max in-flight requests")
 	timeout := fs.Duration("request-timeout", 60*time.Second, "timeout of one request attempt")
-	retries := fs.Int("retries", 3, "retries of a failed request (429, 5xx, connection errors, timeouts)")
+	retries := fs.Int("retries", 3, "retries of a failed request (429, 5xx, connection errors, timeouts) before the endpoint is judged failing")
+	retryBudget := fs.Duration("retry-budget", 2*time.Minute, "how long a request that keeps failing at its endpoint is sent again (with backoff) before the endpoint is drained (0: drain at once)")
+	outage := fs.Duration("outage-window", 2*time.Minute, "with the endpoint drained, how long requests wait for it to answer again (0: fail at once)")
 	replays := fs.Int("episode-replays", 2, "times an episode whose call still fails after the retries is replayed from its seeds (the same episode) before it counts as errored")
 	maxErrored := fs.Float64("max-errored-fraction", 0.1, "fail when more than this fraction of a model's episodes at one n errored after replays (1: never)")
 	out := fs.String("out", "", "write one JSON record per episode (config, metrics, reward terms, transcripts) to this .jsonl file")
@@ -145,10 +149,13 @@ func (c *EvalCommand) ParseFlags(args []string) error {
 	set := map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
 	if set["db"] || set["run"] || set["step"] {
-		return c.parseCheckpointFlags(set, *db, *runName, *stepList, *nList, *episodes, *concurrency, *timeout, *retries, *out, *maxRecord, *maxOut, *asJSON)
+		return c.parseCheckpointFlags(set, *db, *runName, *stepList, *nList, *episodes, *concurrency, *timeout, *retries, *retryBudget, *outage, *out, *maxRecord, *maxOut, *asJSON)
+	}
+	if err := atLeastDuration(*retryBudget, *outage); err != nil {
+		return err
 	}
 	o := &c.opts
-	*o = evalOptions{episodes: *episodes, seed: *seed, concurrency: *concurrency, timeout: *timeout, retries: *retries, replays: *replays, maxErrored: *maxErrored, out: *out, maxRecord: *maxRecord, maxOut: *maxOut, json: *asJSON}
+	*o = evalOptions{episodes: *episodes, seed: *seed, concurrency: *concurrency, timeout: *timeout, retries: *retries, retryBudget: *retryBudget, outage: *outage, replays: *replays, maxErrored: *maxErrored, out: *out, maxRecord: *maxRecord, maxOut: *maxOut, json: *asJSON}
 	for _, c := range []struct {
 		name   string
 		v, min int
@@ -242,8 +249,8 @@ func (c *EvalCommand) ParseFlags(args []string) error {
 
 // parseCheckpointFlags checks the --run mode's flags: the run's own
 // settings replace every flag that would describe the table or the model.
-func (c *EvalCommand) parseCheckpointFlags(set map[string]bool, db, runName, stepList, nList string, episodes, concurrency int, timeout time.Duration, retries int, out string, maxRecord, maxOut int64, asJSON bool) error {
-	allowed := []string{"db", "run", "step", "n", "episodes", "json", "out", "max-record-bytes", "max-out-bytes", "concurrency", "request-timeout", "retries"}
+func (c *EvalCommand) parseCheckpointFlags(set map[string]bool, db, runName, stepList, nList string, episodes, concurrency int, timeout time.Duration, retries int, retryBudget, outage time.Duration, out string, maxRecord, maxOut int64, asJSON bool) error {
+	allowed := []string{"db", "run", "step", "n", "episodes", "json", "out", "max-record-bytes", "max-out-bytes", "concurrency", "request-timeout", "retries", "retry-budget", "outage-window"}
 	for name := range set {
 		if !slices.Contains(allowed, name) {
 			return usagef("--%s cannot be combined with --run: a run's checkpoints are evaluated with the run's own settings (accepted with --run: --%s)", name, strings.Join(allowed, ", --"))
@@ -291,6 +298,9 @@ func (c *EvalCommand) parseCheckpointFlags(set map[string]bool, db, runName, ste
 	if err := atLeast("retries", retries, 0); err != nil {
 		return err
 	}
+	if err := atLeastDuration(retryBudget, outage); err != nil {
+		return err
+	}
 	if err := positive("request-timeout", timeout); err != nil {
 		return err
 	}
@@ -301,8 +311,30 @@ func (c *EvalCommand) parseCheckpointFlags(set map[string]bool, db, runName, ste
 		return usagef("--max-out-bytes %d: need at least 1", maxOut)
 	}
 	c.ckpt = k
-	c.opts = evalOptions{concurrency: concurrency, timeout: timeout, retries: retries, out: out, maxRecord: maxRecord, maxOut: maxOut, json: asJSON}
+	c.opts = evalOptions{concurrency: concurrency, timeout: timeout, retries: retries, retryBudget: retryBudget, outage: outage, out: out, maxRecord: maxRecord, maxOut: maxOut, json: asJSON}
 	return nil
+}
+
+// atLeastDuration refuses a negative --retry-budget or --outage-window.
+func atLeastDuration(retryBudget, outage time.Duration) error {
+	if retryBudget < 0 {
+		return usagef("--retry-budget %s: need 0 (drain a failing endpoint at once) or a duration such as 2m", retryBudget)
+	}
+	if outage < 0 {
+		return usagef("--outage-window %s: need 0 (fail at once) or a duration such as 2m", outage)
+	}
+	return nil
+}
+
+// inference is the evaluation's request settings, as a run's config
+// would give them, for run.NewFleet.
+func (o evalOptions) inference(base config.Inference) config.Inference {
+	base.Concurrency = o.concurrency
+	base.RequestTimeout = config.Duration(o.timeout)
+	base.Retries = o.retries
+	base.RetryBudget = config.Duration(o.retryBudget)
+	base.OutageWindow = config.Duration(o.outage)
+	return base
 }
 
 // Run evaluates every model at every table size and prints the results.
@@ -383,10 +415,26 @@ type rewardJSON struct {
 }
 
 func (m *Main) runEval(ctx context.Context, o evalOptions) error {
-	for _, t := range o.targets {
-		if err := inference.NewAdminClient(t.URL, inference.AdminOptions{APIKey: t.apiKey, RequestTimeout: 10 * time.Second}).Probe(ctx); err != nil {
+	// One connection pool sized to the requests in flight: a smaller one
+	// closes and reopens connections on every call beyond it.
+	hc := httpx.NewHTTPClient(o.concurrency)
+	defer hc.CloseIdleConnections()
+	// Each model's endpoint is a fleet, as a run's endpoints are: a
+	// request that keeps failing is sent again within the retry budget,
+	// and an endpoint that went away is waited for within the outage
+	// window.
+	fleets := make([]*inference.Fleet, len(o.targets))
+	for i, t := range o.targets {
+		f := run.NewFleet([]run.Endpoint{{URL: t.URL, APIKey: t.apiKey}}, o.inference(config.Inference{}), hc, inference.FleetOptions{})
+		defer f.Close()
+		pctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		err := f.Probe(pctx)
+		cancel()
+		if err != nil {
 			return fmt.Errorf("model %s: %w", t.Name, err)
 		}
+		f.Start(ctx)
+		fleets[i] = f
 	}
 	var sink *jsonlSink
 	if o.out != "" {
@@ -400,16 +448,12 @@ func (m *Main) runEval(ctx context.Context, o evalOptions) error {
 	ctx, stop := context.WithCancelCause(ctx)
 	defer stop(nil)
 	limit := rollout.NewLimiter(o.concurrency)
-	// One connection pool sized to the requests in flight: a smaller one
-	// closes and reopens connections on every call beyond it.
-	hc := httpx.NewHTTPClient(o.concurrency)
-	defer hc.CloseIdleConnections()
 	total := len(o.targets) * len(o.ns) * o.episodes
 	bar := newProgress(m.Stderr, total, "episodes")
 	var results []evalResult
-	for _, t := range o.targets {
+	for i, t := range o.targets {
 		opts := evaluate.Options{
-			Client:      inference.NewChatClient(t.URL, inference.ChatOptions{APIKey: t.apiKey, HTTPClient: hc, RequestTimeout: o.timeout, Retry: retryPolicy(o.retries)}),
+			Client:      fleets[i],
 			Limit:       limit,
 			Concurrency: o.concurrency,
 			Replays:     o.replays, MaxErroredFraction: o.maxErrored,
@@ -460,13 +504,6 @@ func newEvalResult(model, rewardFn string, n int, st grpo.EpisodeStats) evalResu
 		DeadlockRate: st.DeadlockRate, MealsMean: st.MealsMean, InvalidRate: st.InvalidRate,
 		StarvationMean: st.StarvationMean, JainMean: st.JainMean,
 	}
-}
-
-// retryPolicy is the default policy with the --retries count (0: none).
-func retryPolicy(retries int) *httpx.Policy {
-	p := httpx.DefaultPolicy()
-	p.Retries = retries
-	return &p
 }
 
 // evalSet is the episodes of one model at one n. Episode e plays the
@@ -686,8 +723,7 @@ func (c *EvalCommand) runCheckpoints(ctx context.Context) error {
 func testCheckpoints(ctx context.Context, getenv func(string) string, stderr io.Writer, cfg config.Config, name string, picks []pick, ns []int, episodes int, o evalOptions) ([]evalResult, map[int]evaluate.Result, error) {
 	var err error
 	// The run's own peers: the embedded backend, or its endpoints.
-	chat := inference.ChatOptions{RequestTimeout: o.timeout, Retry: retryPolicy(o.retries)}
-	var replicas []inference.Replica
+	var eps []run.Endpoint
 	if cfg.Embedded() {
 		dir, err := os.MkdirTemp("", "grpo-eval-")
 		if err != nil {
@@ -699,22 +735,16 @@ func testCheckpoints(ctx context.Context, getenv func(string) string, stderr io.
 			return nil, nil, err
 		}
 		defer e.Close()
-		replicas = []inference.Replica{{Chat: inference.NewChatClient(e.InferenceURL, chat), Admin: inference.NewAdminClient(e.InferenceURL, inference.AdminOptions{})}}
+		eps = []run.Endpoint{{URL: e.InferenceURL}}
 	} else {
-		for _, ep := range cfg.Inference.Endpoints {
-			env := ep.APIKeyEnv
-			if env == "" {
-				env = "OPENAI_API_KEY"
-			}
-			co := chat
-			co.APIKey = getenv(env)
-			replicas = append(replicas, inference.Replica{Chat: inference.NewChatClient(ep.URL, co), Admin: inference.NewAdminClient(ep.URL, inference.AdminOptions{APIKey: co.APIKey})})
-		}
+		eps = run.ConfigEndpoints(cfg.Inference, getenv)
 	}
 	// Per-step adapter names, whatever the run used: each checkpoint is
-	// loaded under its own name next to the others.
-	fleet := inference.NewFleet(replicas, inference.FleetOptions{Concurrency: o.concurrency, OutageWindow: -1})
+	// loaded under its own name next to the others. The fleet rides out
+	// faults and outages as the run's did.
+	fleet := run.NewFleet(eps, o.inference(cfg.Inference), httpx.NewHTTPClient(o.concurrency), inference.FleetOptions{})
 	defer fleet.Close()
+	fleet.Start(ctx)
 	var completer rollout.Completer = fleet
 
 	var sink *jsonlSink

@@ -19,6 +19,7 @@ import (
 // store, is refused by the run's lease: exit 1, an error naming the
 // holder (the daemon's pid) and how to cancel it there; the run stays
 // 'running', is not marked failed, and the daemon keeps committing steps.
+// The refusal is all it prints (no run header first).
 func TestResumeWhileDaemonPlays(t *testing.T) {
 	bin := buildBinary(t)
 	dir := t.TempDir()
@@ -85,6 +86,10 @@ func TestResumeWhileDaemonPlays(t *testing.T) {
 		if !strings.Contains(stderr.String(), want) {
 			t.Errorf("stderr %q does not mention %q", stderr.String(), want)
 		}
+	}
+	// Refused before anything is printed: no run header, no table.
+	if strings.Contains(stderr.String(), "run p: 5000 steps") || !strings.HasPrefix(stderr.String(), "grpo run: run p: ") || stdout.Len() != 0 {
+		t.Errorf("the refusal is not the only output:\nstdout %q\nstderr %q", stdout.String(), stderr.String())
 	}
 	at := len(get().Steps)
 	for deadline := time.Now().Add(60 * time.Second); len(get().Steps) < at+2; time.Sleep(20 * time.Millisecond) {

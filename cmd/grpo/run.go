@@ -144,10 +144,20 @@ func (c *runCommand) play(ctx context.Context, m *Main) error {
 		Events:      view.event,
 		Interrupted: checkpoint.StateCancelled,
 	})
+	if errors.Is(err, checkpoint.ErrLeased) {
+		return c.leased(c.resume, c.db, err)
+	}
 	if err != nil {
 		return err
 	}
 	defer r.Close()
+	if c.resume != "" && !r.Finished() {
+		// Resumed by hand: starts a daemon counted against the run
+		// (grpo serve --max-failed-starts) are forgiven.
+		if err := checkpoint.New(r.Config().Run.DB, checkpoint.Options{}).ResetStarts(ctx, c.resume); err != nil {
+			return err
+		}
+	}
 
 	cfg := r.Config()
 	for _, w := range noUpdateWarnings(cfg) {
@@ -163,8 +173,7 @@ func (c *runCommand) play(ctx context.Context, m *Main) error {
 	view.finish()
 	if err != nil {
 		if errors.Is(err, checkpoint.ErrLeased) {
-			return fmt.Errorf("run %s: %w; this process changed nothing. To play it here, stop it there first (daemon: POST /api/v1/runs/%s/cancel; CLI: Ctrl-C), then 'grpo run --resume %s --db %s'",
-				cfg.Run.Name, err, cfg.Run.Name, cfg.Run.Name, cfg.Run.DB)
+			return c.leased(cfg.Run.Name, cfg.Run.DB, err)
 		}
 		if ctx.Err() != nil {
 			return fmt.Errorf("run %s interrupted (%v); continue it with: grpo run --resume %s --db %s", cfg.Run.Name, err, cfg.Run.Name, cfg.Run.DB)
@@ -185,6 +194,16 @@ func (c *runCommand) play(ctx context.Context, m *Main) error {
 	fmt.Fprintf(m.Stdout, "finished in %.1fs; store %s; read back with 'grpo runs show %s' and 'grpo best %s'\n",
 		time.Since(start).Seconds(), cfg.Run.DB, cfg.Run.Name, cfg.Run.Name)
 	return nil
+}
+
+// leased is the refusal to play run name of store db that another
+// process plays.
+func (c *runCommand) leased(name, db string, err error) error {
+	if db == "" {
+		db = config.Default().Run.DB
+	}
+	return fmt.Errorf("run %s: %w; this process changed nothing. To play it here, stop it there first (daemon: POST /api/v1/runs/%s/cancel; CLI: Ctrl-C), then 'grpo run --resume %s --db %s'",
+		name, err, name, name, db)
 }
 
 // noUpdateWarnings names the settings of cfg under which training cannot
@@ -427,7 +446,7 @@ func (r *report) printTest(ctx context.Context, m *Main, cfg config.Config) erro
 	}
 	t := cfg.Test
 	results, done, err := testCheckpoints(ctx, m.Getenv, m.Stderr, cfg, r.run.Name, picks, t.N, t.Episodes,
-		evalOptions{concurrency: cfg.Inference.Concurrency, timeout: time.Duration(cfg.Inference.RequestTimeout), retries: cfg.Inference.Retries})
+		evalOptions{concurrency: cfg.Inference.Concurrency, timeout: time.Duration(cfg.Inference.RequestTimeout), retries: cfg.Inference.Retries, retryBudget: time.Duration(cfg.Inference.RetryBudget), outage: time.Duration(cfg.Inference.OutageWindow)})
 	if err != nil {
 		return err
 	}

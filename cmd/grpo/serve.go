@@ -44,12 +44,14 @@ reads. Declare the inference endpoints and trainers in a peers file
   inference:
     vllm-a: {url: http://10.0.0.5:8000/v1, api_key_env: VLLM_A_KEY}
   trainers:
-    jobs-1: {url: http://10.0.0.6:7000, kind: jobs}
+    jobs-1: {url: http://10.0.0.6:7000, kind: jobs, api_key_env: JOBS_1_KEY}
 
 and name them in the config: inference.endpoints: [{peer: vllm-a}],
 trainer: {peer: jobs-1}. A URL the config names itself gets no API key
 (api_key_env is refused), and is refused outright with --peers-only.
-Limits (--max-*) are checked before a run is stored.
+Limits (--max-*) are checked before a run is stored. A run resumed
+--max-failed-starts times in a row, the daemon dying each time before the
+run committed a step, is marked failed instead of resumed again.
 
 It listens on loopback unless told otherwise. On any other address the
 mutating endpoints require 'Authorization: Bearer <token>' with the token
@@ -76,6 +78,7 @@ func (m *Main) serve(ctx context.Context, args []string) error {
 	fs.IntVar(&lim.MaxSteps, "max-steps", lim.MaxSteps, "largest run.steps a posted config may ask")
 	maxBody := fs.Int64("max-body", server.DefaultMaxBodyBytes, "largest posted config in bytes")
 	maxRuns := fs.Int("max-runs", 8, "most runs playing at once")
+	maxFailedStarts := fs.Int("max-failed-starts", server.DefaultMaxFailedStarts, "a run this daemon resumed this many times in a row, dying each time before the run committed a step, is marked failed at the next start instead of resumed")
 	grafana := fs.String("grafana-url", "", "Grafana dashboard the web dashboard links to, e.g. http://127.0.0.1:3000/d/grpo")
 	verbose := fs.Bool("verbose", false, "log at debug level")
 	if err := parse(fs, args); err != nil {
@@ -84,7 +87,7 @@ func (m *Main) serve(ctx context.Context, args []string) error {
 	if fs.NArg() > 0 {
 		return usagef("unexpected argument %q", fs.Arg(0))
 	}
-	for name, v := range map[string]int64{"max-n": int64(lim.MaxN), "max-rounds": int64(lim.MaxRounds), "max-episodes": int64(lim.MaxEpisodesPerStep), "max-steps": int64(lim.MaxSteps), "max-body": *maxBody, "max-runs": int64(*maxRuns)} {
+	for name, v := range map[string]int64{"max-n": int64(lim.MaxN), "max-rounds": int64(lim.MaxRounds), "max-episodes": int64(lim.MaxEpisodesPerStep), "max-steps": int64(lim.MaxSteps), "max-body": *maxBody, "max-runs": int64(*maxRuns), "max-failed-starts": int64(*maxFailedStarts)} {
 		if v < 1 {
 			return usagef("--%s %d: need at least 1", name, v)
 		}
@@ -123,7 +126,8 @@ func (m *Main) serve(ctx context.Context, args []string) error {
 		Store: checkpoint.New(*db, checkpoint.Options{}), DataDir: *dataDir, Registry: reg,
 		Logger: logger, Token: token, Addr: *addr, AllowedOrigins: origins, AllowedHosts: hosts, Getenv: m.Getenv,
 		Peers: peers, PeersOnly: *peersOnly, Limits: lim, MaxBodyBytes: *maxBody, MaxRuns: *maxRuns,
-		GrafanaURL: *grafana,
+		MaxFailedStarts: *maxFailedStarts,
+		GrafanaURL:      *grafana,
 	})
 	if err := s.Start(ctx); err != nil {
 		return err
