@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net/url"
 	"os"
 	"sync"
 	"time"
@@ -263,7 +264,7 @@ func (s *Store) CancelRun(ctx context.Context, name, msg string, opts LeaseOptio
 		if v := b.Get(leaseKey); v != nil {
 			var cur LeaseInfo
 			if err := json.Unmarshal(v, &cur); err == nil && !opts.stale(cur, host) {
-				return fmt.Errorf("%w: %s; cancel it there (daemon: POST /api/v1/runs/%s/cancel; CLI: Ctrl-C)", ErrLeased, cur, name)
+				return fmt.Errorf("%w: %s; cancel it there (daemon: POST /api/v1/runs/%s/cancel; CLI: Ctrl-C)", ErrLeased, cur, url.PathEscape(name))
 			}
 		}
 		run, err := getRun(b, name)

@@ -13,6 +13,12 @@ type RunView struct {
 	Config json.RawMessage `json:"config"`
 	Steps  []StepView      `json:"steps"`
 	Best   *Selection      `json:"best"`
+	// Tests are the checkpoints measured on the test split (grpo eval
+	// --run, the end-of-run summary, grpo experiment), in step order:
+	// {"split":"test","seed":S,"evaluation":{"step":..,"episodes":..,
+	// "reward_mean":..,"per_n":[..],"records":[..],...}}, the evaluation
+	// in the same form as a step's validation. Absent when none is stored.
+	Tests []TestEvaluation `json:"tests,omitempty"`
 }
 
 // StepView is one step of a RunView: the step and its validation.

@@ -4,6 +4,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/grpo-dev/grpo/checkpoint"
@@ -118,5 +119,66 @@ func TestShippedExperiments(t *testing.T) {
 		if len(f.Seeds) < 5 {
 			t.Errorf("%s: %d seeds; shipped experiments use at least 5", p, len(f.Seeds))
 		}
+	}
+}
+
+// TestOptimism checks a checkpoint's validation-vs-test cell and the
+// report's row by hand: the test reward is taken on the validation's sizes
+// only (n=10 records are left out), errored episodes are not scored, and
+// the optimism is validation minus test, summarised across seeds.
+func TestOptimism(t *testing.T) {
+	f := &File{Name: "x", Seeds: []int64{1, 2}, Arms: []Arm{{Name: "a"}}, Test: Test{N: []int{5, 10}, Episodes: 2, Steps: []string{"base", "best", "last"}}}
+	ev := func(rs ...checkpoint.EpisodeRecord) checkpoint.Evaluation {
+		return checkpoint.Evaluation{PerN: []checkpoint.EvalN{{N: 5, Episodes: 2}, {N: 10, Episodes: 2}}, Records: rs}
+	}
+	at10 := func(table int64, r float64) checkpoint.EpisodeRecord {
+		return checkpoint.EpisodeRecord{N: 10, Seed: table, Reward: r}
+	}
+	errored := checkpoint.EpisodeRecord{N: 5, Seed: 12, Reward: 9, Errored: true}
+	results := []RunResult{
+		{Arm: "a", Seed: 1, Run: "x/a/1", BestStep: 3, LastStep: 4, ValidationN: []int{5},
+			Validation: map[int]float64{0: 0.2, 3: 1.5, 4: 1.0},
+			Tests: map[string]checkpoint.Evaluation{
+				"base": ev(rec(10, 0.1), rec(11, 0.3), at10(10, 5)),
+				"best": ev(rec(10, 1.0), rec(11, 0.8), errored, at10(10, 5)), // test 0.9: optimism 0.6
+				"last": ev(rec(10, 1.1), rec(11, 0.9), at10(10, 5)),          // test 1.0: optimism 0
+			}},
+		{Arm: "a", Seed: 2, Run: "x/a/2", BestStep: 2, LastStep: 4, ValidationN: []int{5},
+			Validation: map[int]float64{0: 0.2, 2: 1.2, 4: 0.9},
+			Tests: map[string]checkpoint.Evaluation{
+				"best": ev(rec(10, 1.0), rec(11, 1.0)), // test 1.0: optimism 0.2
+			}},
+	}
+	s, err := f.Summarize(results)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := s.Arms[0].Runs[0].Validation["best"]
+	if c.Step != 3 || c.ValidationReward != 1.5 {
+		t.Fatalf("best cell %+v", c)
+	}
+	near(t, "test reward", c.TestReward, 0.9, 1e-12)
+	near(t, "optimism", c.Optimism, 0.6, 1e-12)
+	near(t, "base optimism", s.Arms[0].Runs[0].Validation["base"].Optimism, 0, 1e-12)
+	rows := s.Optimism(s.Arms[0], f.Test.Steps)
+	if len(rows) != 3 || rows[1].Kind != "best" || rows[1].Seeds != 2 || rows[2].Seeds != 1 {
+		t.Fatalf("rows %+v", rows)
+	}
+	// best's optimisms 0.6 and 0.2: mean 0.4, sd 0.2828427, se 0.2,
+	// t(0.975, 1) = 12.7062: CI 0.4 ± 2.541241.
+	near(t, "mean optimism", rows[1].Optimism.Mean, 0.4, 1e-12)
+	near(t, "ci lo", rows[1].Optimism.CI95[0], 0.4-2.541241, 1e-5)
+	near(t, "mean validation", rows[1].ValidationReward, 1.35, 1e-12)
+	near(t, "mean test", rows[1].TestReward, 0.95, 1e-12)
+	var b strings.Builder
+	if err := f.WriteReport(&b, s, "grpo experiment x.yaml", nil); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(b.String(), "| best | 2 | 1.350 | 0.950 | +0.400 | [-2.141, 2.941] |") {
+		t.Fatalf("report has no optimism row for best:\n%s", b.String())
+	}
+	// A run without validation sizes (none recorded) has no cells.
+	if cells := (RunResult{Tests: results[0].Tests, Validation: results[0].Validation}).validationCells(); cells != nil {
+		t.Fatalf("cells without validation sizes: %+v", cells)
 	}
 }

@@ -29,6 +29,15 @@ func (f *File) WriteReport(w io.Writer, s Summary, command string, plots []strin
 				row.Reward.Mean, row.Reward.CI95[0], row.Reward.CI95[1], row.DeadlockRate, row.MealsMean, row.InvalidRate)
 		}
 		b.WriteString("\n")
+		if rows := s.Optimism(a, f.Test.Steps); len(rows) > 0 {
+			b.WriteString("Validation vs test: each checkpoint's validation reward (the score selection saw) and its test reward on the validation's table sizes; optimism = validation − test, mean and 95% CI across seeds.\n\n")
+			b.WriteString("| checkpoint | seeds | validation reward | test reward | optimism | 95% CI across seeds |\n|---|---|---|---|---|---|\n")
+			for _, row := range rows {
+				fmt.Fprintf(&b, "| %s | %d | %.3f | %.3f | %+.3f | [%.3f, %.3f] |\n", row.Kind, row.Seeds, row.ValidationReward, row.TestReward,
+					row.Optimism.Mean, row.Optimism.CI95[0], row.Optimism.CI95[1])
+			}
+			b.WriteString("\n")
+		}
 	}
 	b.WriteString("## Comparisons\n\n")
 	if len(s.Comparisons) == 0 {

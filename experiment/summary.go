@@ -19,8 +19,13 @@ type RunResult struct {
 	LastStep int
 	Tests    map[string]checkpoint.Evaluation // base | best | last -> on the test split
 	// Validation is the run's validation reward by step (the curve the
-	// best step was chosen on), for the plots.
+	// best step was chosen on), for the plots and the optimism of a
+	// checkpoint.
 	Validation map[int]float64
+	// ValidationN are the table sizes of the run's validation
+	// (validation.n): a checkpoint's validation score is compared with its
+	// test score on these sizes.
+	ValidationN []int
 }
 
 // Summary is summary.json (DESIGN §11).
@@ -43,6 +48,54 @@ type RunSummary struct {
 	BestStep int                            `json:"best_step"`
 	LastStep int                            `json:"last_step"`
 	Test     map[string]map[string]TestCell `json:"test"`
+	// Validation is, per checkpoint kind, the step's validation score next
+	// to its test score on the validation's table sizes.
+	Validation map[string]ValidationCell `json:"validation,omitempty"`
+}
+
+// ValidationCell is a checkpoint's validation reward (what selection saw)
+// and its test reward on the same table sizes (validation.n); Optimism is
+// the first minus the second: how much the validation score overstates the
+// checkpoint on fresh tables.
+type ValidationCell struct {
+	Step             int     `json:"step"`
+	ValidationReward float64 `json:"validation_reward"`
+	TestReward       float64 `json:"test_reward"`
+	Optimism         float64 `json:"optimism"`
+}
+
+// validationCells pairs each measured checkpoint's validation reward with
+// its test reward over the test records at the validation's sizes.
+func (r RunResult) validationCells() map[string]ValidationCell {
+	out := map[string]ValidationCell{}
+	for kind, ev := range r.Tests {
+		step := map[string]int{"base": 0, "best": r.BestStep, "last": r.LastStep}
+		s, ok := step[kind]
+		if !ok {
+			continue
+		}
+		v, ok := r.Validation[s]
+		if !ok {
+			continue
+		}
+		var sum float64
+		var k int
+		for _, e := range ev.Records {
+			if !e.Errored && slices.Contains(r.ValidationN, e.N) {
+				sum += e.Reward
+				k++
+			}
+		}
+		if k == 0 {
+			continue
+		}
+		t := sum / float64(k)
+		out[kind] = ValidationCell{Step: s, ValidationReward: v, TestReward: t, Optimism: v - t}
+	}
+	if len(out) == 0 {
+		return nil
+	}
+	return out
 }
 
 // TestCell is one checkpoint at one table size on the test split.
@@ -83,7 +136,8 @@ func (f *File) Summarize(results []RunResult) (Summary, error) {
 		slices.SortFunc(rs, func(x, y RunResult) int { return int(x.Seed - y.Seed) })
 		as := ArmSummary{Name: a.Name}
 		for _, r := range rs {
-			rsum := RunSummary{Seed: r.Seed, Run: r.Run, BestStep: r.BestStep, LastStep: r.LastStep, Test: map[string]map[string]TestCell{}}
+			rsum := RunSummary{Seed: r.Seed, Run: r.Run, BestStep: r.BestStep, LastStep: r.LastStep, Test: map[string]map[string]TestCell{},
+				Validation: r.validationCells()}
 			for kind, ev := range r.Tests {
 				cells := map[string]TestCell{}
 				for _, p := range ev.PerN {
@@ -200,6 +254,42 @@ func (s Summary) Table(a ArmSummary, kinds []string, ns []int) []ArmTable {
 			row.DeadlockRate, row.MealsMean, row.InvalidRate = row.DeadlockRate/m, row.MealsMean/m, row.InvalidRate/m
 			out = append(out, row)
 		}
+	}
+	return out
+}
+
+// OptimismRow is one row of the report's validation-vs-test table: a
+// checkpoint kind across an arm's seeds.
+type OptimismRow struct {
+	Kind             string
+	Seeds            int
+	ValidationReward float64      // mean across seeds
+	TestReward       float64      // mean across seeds
+	Optimism         grpo.Summary // of the per-seed optimisms: mean and 95% CI across seeds
+}
+
+// Optimism is arm a's validation-vs-test rows, in the order of kinds.
+func (s Summary) Optimism(a ArmSummary, kinds []string) []OptimismRow {
+	var out []OptimismRow
+	for _, k := range kinds {
+		row := OptimismRow{Kind: k}
+		var opt []float64
+		for _, r := range a.Runs {
+			c, ok := r.Validation[k]
+			if !ok {
+				continue
+			}
+			opt = append(opt, c.Optimism)
+			row.ValidationReward += c.ValidationReward
+			row.TestReward += c.TestReward
+		}
+		if len(opt) == 0 {
+			continue
+		}
+		m := float64(len(opt))
+		row.Seeds, row.Optimism = len(opt), grpo.Summarize(opt)
+		row.ValidationReward, row.TestReward = row.ValidationReward/m, row.TestReward/m
+		out = append(out, row)
 	}
 	return out
 }

@@ -43,6 +43,10 @@ type ChatOptions struct {
 	// that refuse fields they do not know. vLLM needs it to return the
 	// token ids a trainer wants (DESIGN §5).
 	OmitTokenIDs bool
+	// OmitLogprobs leaves "logprobs" and "top_logprobs" out of requests,
+	// for servers that refuse them (reasoning models of some vendors).
+	// Evaluation does not need them; training does.
+	OmitLogprobs bool
 }
 
 // ChatClient sends chat completions to one OpenAI-compatible endpoint,
@@ -184,6 +188,9 @@ func (c *ChatClient) encode(req *rollout.Request) ([][]byte, error) {
 	}
 	if r.ToolChoice != nil && r.ToolChoice != "" {
 		p.ToolChoice = r.ToolChoice
+	}
+	if c.opts.OmitLogprobs {
+		p.LogProbs, p.TopLogProbs = false, 0
 	}
 	if c.opts.MaxCompletionTokens && p.MaxCompletionTokens == 0 {
 		p.MaxCompletionTokens, p.MaxTokens = p.MaxTokens, 0

@@ -213,6 +213,10 @@ func (f *Fleet) noneLiveLocked() error {
 			errs = append(errs, fmt.Errorf("endpoint %s: %w", ep.url, ep.lastErr))
 		}
 	}
+	if f.opts.OutageWindow < 0 {
+		// A fleet that does not wait (grpo eval --run) says so.
+		return fmt.Errorf("%w: %w", ErrNoEndpoint, errors.Join(errs...))
+	}
 	return fmt.Errorf("%w after waiting %s for one to come back: %w", ErrNoEndpoint, f.opts.OutageWindow, errors.Join(errs...))
 }
 

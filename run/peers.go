@@ -110,6 +110,9 @@ func fleetOptions(cfg config.Config, opts Options) inference.FleetOptions {
 type Endpoint struct {
 	URL    string // base URL with /v1
 	APIKey string // "" for none; never logged
+	// Request options for servers stricter than vLLM (grpo eval --models):
+	// see inference.ChatOptions. Zero for vLLM.
+	OmitTokenIDs, OmitLogprobs, MaxCompletionTokens bool
 }
 
 // ConfigEndpoints are the endpoints of inf with their keys read from the
@@ -153,7 +156,8 @@ func NewFleet(eps []Endpoint, inf config.Inference, hc *http.Client, fo inferenc
 	var replicas []inference.Replica
 	for _, ep := range eps {
 		replicas = append(replicas, inference.Replica{
-			Chat:  inference.NewChatClient(ep.URL, inference.ChatOptions{APIKey: ep.APIKey, HTTPClient: hc, RequestTimeout: time.Duration(inf.RequestTimeout), Retry: &retry}),
+			Chat: inference.NewChatClient(ep.URL, inference.ChatOptions{APIKey: ep.APIKey, HTTPClient: hc, RequestTimeout: time.Duration(inf.RequestTimeout), Retry: &retry,
+				OmitTokenIDs: ep.OmitTokenIDs, OmitLogprobs: ep.OmitLogprobs, MaxCompletionTokens: ep.MaxCompletionTokens}),
 			Admin: inference.NewAdminClient(ep.URL, inference.AdminOptions{APIKey: ep.APIKey, HTTPClient: hc, Retry: &retry}),
 		})
 	}

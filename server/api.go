@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/url"
 	"strings"
 	"time"
 
@@ -159,7 +160,8 @@ func (s *Server) handleCreate(w http.ResponseWriter, r *http.Request) {
 		}
 		return
 	}
-	w.Header().Set("Location", "/api/v1/runs/"+cfg.Run.Name)
+	// One path segment: run names may hold '/' (exp/arm/1 -> exp%2Farm%2F1).
+	w.Header().Set("Location", "/api/v1/runs/"+url.PathEscape(cfg.Run.Name))
 	s.writeRun(w, r, http.StatusCreated, cfg.Run.Name)
 }
 
@@ -189,6 +191,10 @@ func (s *Server) writeRun(w http.ResponseWriter, r *http.Request, code int, name
 	}
 	v := checkpoint.NewRunView(run, steps, evals)
 	v.Hosted = s.hostedRuns()[name]
+	if v.Tests, err = s.opts.Store.TestEvaluations(r.Context(), name, checkpoint.SplitTest); err != nil {
+		storeError(w, err)
+		return
+	}
 	writeJSON(w, code, v)
 }
 

@@ -37,6 +37,12 @@ errored episodes (server failures after retries; never scored).
 Models are served by any OpenAI-compatible server (vLLM, an API vendor):
   grpo eval --base-url http://127.0.0.1:8000/v1 --model Qwen/Qwen3-14B
   grpo eval --models models.yaml        # [{name, url, api_key_env}, ...]
+A models file entry may also set, for servers stricter than vLLM (an API
+vendor that refuses fields it does not know): chat_template_kwargs (replaces
+--chat-template-kwargs for that model; {} sends none), omit_token_ids
+(no return_token_ids), omit_logprobs (no logprobs/top_logprobs) and
+max_completion_tokens (--max-tokens sent under that name); see
+examples/experiments/coordination-gap/endpoints.yaml.
 With neither flag, the embedded reference backend's base policy is
 evaluated in-process; --base-coordination sets its strength, as
 trainer.base_coordination does for a run (-1 to 1; 0, the default, is the
@@ -52,15 +58,35 @@ test.episodes of the run's config, which --n and --episodes override, and
 validation.n when the config has no test section) with the run's own env,
 reward and inference settings. With the embedded backend the adapters are
 served from the run's data directory; with endpoints they are loaded into
-them. Each result's model is RUN@STEP.
+them (by name and stored path), and only the ones eval loaded are unloaded
+after. --endpoint URL (repeatable) serves them from other endpoints than
+the run's, e.g. its vLLM restarted on another port (same served base
+model; the adapter paths must be readable there). Each result's model is
+RUN@STEP.
 `
 
-// target is one model on one endpoint.
+// target is one model on one endpoint. The request options are for
+// servers stricter than vLLM (an API vendor refusing fields it does not
+// know); the defaults suit vLLM.
 type target struct {
 	Name      string `yaml:"name"`
 	URL       string `yaml:"url"`
 	APIKeyEnv string `yaml:"api_key_env"`
-	apiKey    string
+	// ChatTemplateKwargs, when set, replaces --chat-template-kwargs for
+	// this model ({} sends none).
+	ChatTemplateKwargs *map[string]any `yaml:"chat_template_kwargs"`
+	// OmitTokenIDs leaves vLLM's return_token_ids out of the requests.
+	OmitTokenIDs bool `yaml:"omit_token_ids"`
+	// OmitLogprobs leaves logprobs and top_logprobs out.
+	OmitLogprobs bool `yaml:"omit_logprobs"`
+	// MaxCompletionTokens sends --max-tokens as max_completion_tokens.
+	MaxCompletionTokens bool `yaml:"max_completion_tokens"`
+	apiKey              string
+}
+
+// endpoint is the target as a fleet's endpoint, with its request options.
+func (t target) endpoint() run.Endpoint {
+	return run.Endpoint{URL: t.URL, APIKey: t.apiKey, OmitTokenIDs: t.OmitTokenIDs, OmitLogprobs: t.OmitLogprobs, MaxCompletionTokens: t.MaxCompletionTokens}
 }
 
 // EvalCommand is `grpo eval`: ParseFlags reads and checks the flags (and
@@ -83,6 +109,10 @@ type checkpointEval struct {
 	steps    []string // best, last, base or a step number, as given
 	ns       []int    // nil: the run's test.n (or validation.n)
 	episodes int      // 0: the run's test.episodes
+	// endpoints, when set, replace the run's inference endpoints (each
+	// with the key in the variable apiKeyEnv).
+	endpoints []string
+	apiKeyEnv string
 }
 
 type evalOptions struct {
@@ -139,6 +169,8 @@ func (c *EvalCommand) ParseFlags(args []string) error {
 	db := fs.String("db", "", "with --run: the store holding the run")
 	runName := fs.String("run", "", "evaluate this stored run's checkpoints on its test split (needs --db)")
 	stepList := fs.String("step", "base,best,last", "with --run: best, last, base or step numbers, comma-separated")
+	var runEndpoints listFlag
+	fs.Var(&runEndpoints, "endpoint", "with --run: serve the checkpoints from this OpenAI-compatible base URL instead of the run's endpoints (repeatable; e.g. the run's vLLM restarted on another port); its key from --api-key-env")
 	baseCoord := fs.Float64("base-coordination", 0, "with neither --base-url nor --models: the embedded base policy's strength, -1 to 1 (trainer.base_coordination; 0: the default base)")
 	if err := parse(fs, args); err != nil {
 		return err
@@ -149,7 +181,22 @@ func (c *EvalCommand) ParseFlags(args []string) error {
 	set := map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
 	if set["db"] || set["run"] || set["step"] {
-		return c.parseCheckpointFlags(set, *db, *runName, *stepList, *nList, *episodes, *concurrency, *timeout, *retries, *retryBudget, *outage, *out, *maxRecord, *maxOut, *asJSON)
+		if err := c.parseCheckpointFlags(set, *db, *runName, *stepList, *nList, *episodes, *concurrency, *timeout, *retries, *retryBudget, *outage, *out, *maxRecord, *maxOut, *asJSON); err != nil {
+			return err
+		}
+		for _, u := range runEndpoints {
+			if err := checkURL("endpoint", u, "http://127.0.0.1:8000/v1"); err != nil {
+				return err
+			}
+		}
+		if set["api-key-env"] && len(runEndpoints) == 0 {
+			return usagef("--api-key-env with --run names the key of --endpoint; without --endpoint the run's endpoints use their own api_key_env")
+		}
+		c.ckpt.endpoints, c.ckpt.apiKeyEnv = runEndpoints, *apiKeyEnv
+		return nil
+	}
+	if set["endpoint"] {
+		return usagef("--endpoint serves a stored run's checkpoints (with --db and --run); to evaluate a model on a server use --base-url and --model")
 	}
 	if err := atLeastDuration(*retryBudget, *outage); err != nil {
 		return err
@@ -250,7 +297,7 @@ func (c *EvalCommand) ParseFlags(args []string) error {
 // parseCheckpointFlags checks the --run mode's flags: the run's own
 // settings replace every flag that would describe the table or the model.
 func (c *EvalCommand) parseCheckpointFlags(set map[string]bool, db, runName, stepList, nList string, episodes, concurrency int, timeout time.Duration, retries int, retryBudget, outage time.Duration, out string, maxRecord, maxOut int64, asJSON bool) error {
-	allowed := []string{"db", "run", "step", "n", "episodes", "json", "out", "max-record-bytes", "max-out-bytes", "concurrency", "request-timeout", "retries", "retry-budget", "outage-window"}
+	allowed := []string{"db", "run", "step", "n", "episodes", "json", "out", "max-record-bytes", "max-out-bytes", "concurrency", "request-timeout", "retries", "retry-budget", "outage-window", "endpoint", "api-key-env"}
 	for name := range set {
 		if !slices.Contains(allowed, name) {
 			return usagef("--%s cannot be combined with --run: a run's checkpoints are evaluated with the run's own settings (accepted with --run: --%s)", name, strings.Join(allowed, ", --"))
@@ -374,7 +421,7 @@ func readTargets(path string) ([]target, error) {
 	dec := yaml.NewDecoder(strings.NewReader(string(b)))
 	dec.KnownFields(true)
 	if err := dec.Decode(&ts); err != nil {
-		return nil, fmt.Errorf("models file %s: %v (want a YAML list of {name, url, api_key_env})", path, err)
+		return nil, fmt.Errorf("models file %s: %v (want a YAML list of {name, url, api_key_env, chat_template_kwargs, omit_token_ids, omit_logprobs, max_completion_tokens})", path, err)
 	}
 	if len(ts) == 0 {
 		return nil, fmt.Errorf("models file %s lists no models (want a YAML list of {name, url, api_key_env})", path)
@@ -425,7 +472,7 @@ func (m *Main) runEval(ctx context.Context, o evalOptions) error {
 	// window.
 	fleets := make([]*inference.Fleet, len(o.targets))
 	for i, t := range o.targets {
-		f := run.NewFleet([]run.Endpoint{{URL: t.URL, APIKey: t.apiKey}}, o.inference(config.Inference{}), hc, inference.FleetOptions{})
+		f := run.NewFleet([]run.Endpoint{t.endpoint()}, o.inference(config.Inference{}), hc, inference.FleetOptions{})
 		defer f.Close()
 		pctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 		err := f.Probe(pctx)
@@ -467,7 +514,14 @@ func (m *Main) runEval(ctx context.Context, o evalOptions) error {
 			},
 		}
 		for _, n := range o.ns {
-			res, err := evaluate.Run(ctx, opts, evalSet(t.Name, n, o))
+			set := evalSet(t.Name, n, o)
+			if t.ChatTemplateKwargs != nil {
+				set.Sampling.ChatTemplateKwargs = *t.ChatTemplateKwargs
+				if len(*t.ChatTemplateKwargs) == 0 {
+					set.Sampling.ChatTemplateKwargs = nil
+				}
+			}
+			res, err := evaluate.Run(ctx, opts, set)
 			if ctx.Err() != nil {
 				return context.Cause(ctx)
 			}
@@ -687,6 +741,15 @@ func (c *EvalCommand) runCheckpoints(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	if len(k.endpoints) > 0 {
+		if cfg.Embedded() {
+			return usagef("--endpoint: run %s used the embedded backend, whose adapters eval serves in-process; --endpoint is for runs trained against endpoints", k.run)
+		}
+		cfg.Inference.Endpoints = nil
+		for _, u := range k.endpoints {
+			cfg.Inference.Endpoints = append(cfg.Inference.Endpoints, config.Endpoint{URL: u, APIKeyEnv: k.apiKeyEnv})
+		}
+	}
 	ns, episodes := k.ns, k.episodes
 	if ns == nil {
 		ns = cfg.Test.N
@@ -771,14 +834,23 @@ func testCheckpoints(ctx context.Context, getenv func(string) string, stderr io.
 			}
 		},
 	}
+	// Leave the endpoints as they were: unload only the adapters this
+	// evaluation loaded, not one an endpoint already served under that
+	// name (the run's last adapters, one promoted for serving).
+	var served map[string]bool
+	if !cfg.Embedded() {
+		served = servedModels(ctx, eps)
+	}
 	loaded := map[string]bool{}
 	defer func() {
 		if cfg.Embedded() {
-			return
+			return // a backend of its own, closed after
 		}
 		for name := range loaded {
-			// Leave the endpoints as they were; failure only costs memory.
-			fleet.UnloadEverywhere(context.WithoutCancel(ctx), name)
+			if !served[name] {
+				// Failure only costs the endpoint memory.
+				fleet.UnloadEverywhere(context.WithoutCancel(ctx), name)
+			}
 		}
 	}()
 	var results []evalResult
@@ -820,6 +892,22 @@ func testCheckpoints(ctx context.Context, getenv func(string) string, stderr io.
 		}
 	}
 	return results, done, nil
+}
+
+// servedModels is the names some endpoint serves now (GET /v1/models); an
+// endpoint that cannot list them counts as serving none.
+func servedModels(ctx context.Context, eps []run.Endpoint) map[string]bool {
+	served := map[string]bool{}
+	for _, ep := range eps {
+		models, err := inference.NewAdminClient(ep.URL, inference.AdminOptions{APIKey: ep.APIKey, RequestTimeout: 10 * time.Second}).Models(ctx)
+		if err != nil {
+			continue
+		}
+		for _, m := range models {
+			served[m.ID] = true
+		}
+	}
+	return served
 }
 
 // storeTests keeps every test episode measured, per step, in the run's

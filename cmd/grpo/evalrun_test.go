@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -125,6 +126,59 @@ func TestEvalRunCheckpoints(t *testing.T) {
 		row := fmt.Sprintf("%d     %d  4         %.3f", *r.Step, r.N, r.Reward.Mean)
 		if !strings.Contains(shown, row) {
 			t.Fatalf("runs show lacks the stored test result %q:\n%s", row, shown)
+		}
+	}
+	// And 'runs show --json' carries them: one test evaluation per step
+	// measured, in step order, with every episode.
+	code, shownJSON, _ := cli(t, "runs", "show", "held", "--db", db, "--json")
+	var view struct {
+		Tests []struct {
+			Split      string `json:"split"`
+			Seed       int64  `json:"seed"`
+			Evaluation struct {
+				Step     int `json:"step"`
+				Episodes int `json:"episodes"`
+				PerN     []struct {
+					N          int     `json:"n"`
+					Episodes   int     `json:"episodes"`
+					RewardMean float64 `json:"reward_mean"`
+				} `json:"per_n"`
+				Records []struct {
+					N    int   `json:"n"`
+					Seed int64 `json:"seed"`
+				} `json:"records"`
+			} `json:"evaluation"`
+		} `json:"tests"`
+	}
+	if code != 0 || json.Unmarshal([]byte(shownJSON), &view) != nil {
+		t.Fatalf("runs show --json: %d\n%.2000s", code, shownJSON)
+	}
+	var wantSteps []int
+	for _, r := range got.Results {
+		if !slices.Contains(wantSteps, *r.Step) {
+			wantSteps = append(wantSteps, *r.Step)
+		}
+	}
+	slices.Sort(wantSteps)
+	if len(view.Tests) != len(wantSteps) {
+		t.Fatalf("runs show --json has %d test evaluations, want one per step %v:\n%.3000s", len(view.Tests), wantSteps, shownJSON)
+	}
+	for i, te := range view.Tests {
+		ev := te.Evaluation
+		if te.Split != "test" || te.Seed != 2000000 || ev.Step != wantSteps[i] || ev.Episodes != 8 || len(ev.Records) != 8 || len(ev.PerN) != 2 {
+			t.Fatalf("test evaluation %d: %+v; want split test, seed 2000000, step %d, 8 episodes and records, 2 sizes", i, te, wantSteps[i])
+		}
+		for j, rec := range ev.Records {
+			if rec.N != []int{5, 6}[j/4] || rec.Seed != 2000000+int64(j%4) {
+				t.Fatalf("step %d record %d played n=%d table %d, want n=%d table %d", ev.Step, j, rec.N, rec.Seed, []int{5, 6}[j/4], 2000000+j%4)
+			}
+		}
+		for _, r := range got.Results {
+			for _, pn := range ev.PerN {
+				if *r.Step == ev.Step && r.N == pn.N && (pn.RewardMean != r.Reward.Mean || pn.Episodes != 4) {
+					t.Fatalf("step %d n=%d: runs show --json has %v over %d episodes, eval printed %v over 4", ev.Step, pn.N, pn.RewardMean, pn.Episodes, r.Reward.Mean)
+				}
+			}
 		}
 	}
 	// The same checkpoints measure the same again; --n and --episodes

@@ -230,6 +230,7 @@ func (c *ExperimentCommand) measure(ctx context.Context, f *experiment.File, sto
 	for _, p := range picks {
 		res.Tests[p.selectedBy] = stored[p.step]
 	}
+	res.ValidationN = cfg.Validation.N
 	res.Validation = map[int]float64{}
 	for s, ev := range rep.evals {
 		res.Validation[s] = ev.RewardMean

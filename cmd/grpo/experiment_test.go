@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"math"
 	"os"
 	"path/filepath"
 	"strings"
@@ -41,6 +42,12 @@ func TestExperiment(t *testing.T) {
 					RewardMean float64 `json:"reward_mean"`
 					Episodes   int     `json:"episodes"`
 				} `json:"test"`
+				Validation map[string]struct {
+					Step             int     `json:"step"`
+					ValidationReward float64 `json:"validation_reward"`
+					TestReward       float64 `json:"test_reward"`
+					Optimism         float64 `json:"optimism"`
+				} `json:"validation"`
 			} `json:"runs"`
 		} `json:"arms"`
 		Comparisons []struct {
@@ -74,11 +81,21 @@ func TestExperiment(t *testing.T) {
 			}
 			code, bout, _ := cli(t, "best", r.Run, "--db", db, "--json")
 			var best struct {
-				Step     int `json:"step"`
-				LastStep int `json:"last_step"`
+				Step     int     `json:"step"`
+				LastStep int     `json:"last_step"`
+				Value    float64 `json:"value"`
 			}
 			if code != 0 || json.Unmarshal([]byte(bout), &best) != nil || best.Step != r.BestStep || best.LastStep != r.LastStep || r.LastStep != 2 {
 				t.Fatalf("summary says %s best %d last %d; grpo best says %s", r.Run, r.BestStep, r.LastStep, bout)
+			}
+			// The chosen step's validation score is the one 'grpo best'
+			// chose on; validation and test are both at n=5 here, so its
+			// test score is the test cell's and the optimism their
+			// difference.
+			v := r.Validation["best"]
+			if v.Step != best.Step || v.ValidationReward != best.Value || v.TestReward != r.Test["best"]["5"].RewardMean ||
+				math.Abs(v.Optimism-(v.ValidationReward-v.TestReward)) > 1e-12 {
+				t.Fatalf("%s validation vs test %+v; grpo best %s; test %+v", r.Run, v, bout, r.Test["best"]["5"])
 			}
 			// The summary's test figures are the ones 'grpo eval --run'
 			// measures for the same checkpoints.
@@ -105,7 +122,8 @@ func TestExperiment(t *testing.T) {
 		}
 	}
 	report, err := os.ReadFile(filepath.Join(dir, "tiny", "report.md"))
-	if err != nil || !strings.Contains(string(report), "## Arm shaped") || !strings.Contains(string(report), "## Arm lazy") || !strings.Contains(string(report), "p (Holm)") {
+	if err != nil || !strings.Contains(string(report), "## Arm shaped") || !strings.Contains(string(report), "## Arm lazy") || !strings.Contains(string(report), "p (Holm)") ||
+		!strings.Contains(string(report), "optimism = validation − test") {
 		t.Fatalf("report.md: %v\n%s", err, report)
 	}
 

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net/url"
 	"os"
 	"slices"
 	"sync"
@@ -203,7 +204,7 @@ func (c *runCommand) leased(name, db string, err error) error {
 		db = config.Default().Run.DB
 	}
 	return fmt.Errorf("run %s: %w; this process changed nothing. To play it here, stop it there first (daemon: POST /api/v1/runs/%s/cancel; CLI: Ctrl-C), then 'grpo run --resume %s --db %s'",
-		name, err, name, name, db)
+		name, err, url.PathEscape(name), name, db)
 }
 
 // noUpdateWarnings names the settings of cfg under which training cannot

@@ -162,6 +162,7 @@ func (m *Main) showRun(ctx context.Context, db, name string, asJSON bool) error 
 		return nil
 	}
 	out := checkpoint.NewRunView(r.run, r.steps, r.evalList)
+	out.Tests = r.tests
 	promote.MarkOnDisk(&out)
 	enc := json.NewEncoder(m.Stdout)
 	enc.SetIndent("", "  ")

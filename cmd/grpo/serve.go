@@ -26,6 +26,9 @@ the websocket /ws, and a dashboard with live reward curves on /.
   GET  /api/v1/runs/{id}/best    selected step and adapter
   POST /api/v1/runs/{id}/cancel  cancel
 
+{id} is the run name as one path segment: a name holding '/' (grpo
+experiment's <experiment>/<arm>/<seed>) is percent-encoded, exp%2Farm%2F1.
+
 A posted config cannot choose file paths: the daemon owns the store and
 keeps each run's files under <data-dir>/<run>. Runs the store holds as
 running are resumed at start; on SIGINT/SIGTERM the daemon stops its runs

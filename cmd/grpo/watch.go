@@ -139,7 +139,8 @@ func (c *watchCommand) watch(ctx context.Context, stdout, stderr io.Writer) erro
 // checkRun asks the daemon about c.run. done: the run has already
 // finished and its end was printed.
 func (c *watchCommand) checkRun(ctx context.Context, w io.Writer) (done bool, err error) {
-	u := c.base.JoinPath("api", "v1", "runs", c.run)
+	// The name is one path segment: exp/arm/1 is sent as exp%2Farm%2F1.
+	u := c.base.JoinPath("api", "v1", "runs", url.PathEscape(c.run))
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u.String(), nil)
 	if err != nil {
 		return false, err

@@ -118,3 +118,20 @@ func TestWatchReconnectsAfterRestart(t *testing.T) {
 		t.Fatal("watch did not stop on cancel")
 	}
 }
+
+// TestWatchRunNameWithSlashes: watch follows and reads back a run named as
+// grpo experiment names them (<experiment>/<arm>/<seed>).
+func TestWatchRunNameWithSlashes(t *testing.T) {
+	dir := t.TempDir()
+	s := startDaemon(t, freeAddr(t), filepath.Join(dir, "d.db"))
+	defer s.Close()
+	launch(t, s.URL(), "run: {name: exp/arm/1, steps: 1}\nvalidation: {episodes: 2}\n")
+	code, out, errs := cli(t, "watch", "--addr", s.URL(), "exp/arm/1")
+	if code != 0 || !strings.Contains(out, " exp/arm/1 ") || !strings.Contains(out, "run_finished") || !strings.Contains(out, "succeeded") {
+		t.Fatalf("watch exp/arm/1: exit %d\n%s\n%s", code, out, errs)
+	}
+	code, out, errs = cli(t, "watch", "--addr", s.URL(), "exp/arm/1")
+	if code != 0 || !strings.HasPrefix(out, "run exp/arm/1 succeeded after step 1; best step ") {
+		t.Fatalf("watch on the finished exp/arm/1: exit %d\n%s\n%s", code, out, errs)
+	}
+}
