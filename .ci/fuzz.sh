@@ -22,6 +22,8 @@ targets=(
   "./inference FuzzDecodeFastMatchesSlow"  # the one-pass answer decoder against encoding/json
   "./trainer/art FuzzReadStream"           # ART's newline-delimited training stream
   "./trainer/art FuzzDetect"               # ART's /openapi.json
+  "./internal/httpx FuzzTransportReadsAsNetHTTP"  # the HTTP/1.1 transport's answer parsing against net/http's
+  "./inference FuzzScanMatchesReflect"     # the bracket scan of answers against encoding/json
 )
 for t in "${targets[@]}"; do
   read -r pkg name <<<"$t"
