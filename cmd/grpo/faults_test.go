@@ -101,6 +101,15 @@ func (f *faultyEndpoint) handle(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
+// planOutage makes the outage begin after the at-th chat completion and
+// last d. The server is already serving, so the plan is set under the lock
+// its handlers read it with.
+func (f *faultyEndpoint) planOutage(at int, d time.Duration) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.outageAt, f.outageFor = at, d
+}
+
 // outage closes the server (connections are refused) and serves again on
 // the same address after outageFor. It returns at once; f.down tells
 // when the server is back.
@@ -232,7 +241,7 @@ func TestEvalRidesOutOutage(t *testing.T) {
 	want := evalBinary(t, bin, newFaultyEndpoint(t, b.InferenceHandler(), 0, false, 1).URL(), args...)
 
 	f := newFaultyEndpoint(t, b.InferenceHandler(), 0, false, 1)
-	f.outageAt, f.outageFor = 10, 8*time.Second
+	f.planOutage(10, 8*time.Second)
 	got := evalBinary(t, bin, f.URL(), args...)
 	f.waitOutage("the evaluation")
 	if _, _, chats := f.counts(); chats <= 10 {
@@ -260,7 +269,7 @@ func TestRunRidesOutOutage(t *testing.T) {
 			// Step 0's validation takes 4 episodes of at most 5 rounds x
 			// 5 calls; by 150 chats the run is past it, sampling step 1
 			// or later.
-			f.outageAt, f.outageFor = 150, 8*time.Second
+			f.planOutage(150, 8*time.Second)
 		}
 		cfg := filepath.Join(dir, name+".yaml")
 		os.WriteFile(cfg, []byte(fmt.Sprintf(`run: {name: o, steps: 3, seed: 4}
