@@ -11,7 +11,10 @@ import (
 )
 
 // storeRow commits a run of Curve steps (each with its train statistics
-// and a validation) to a fresh store, then reads the whole curve back.
+// and a validation) to a fresh store, selecting the best step after each
+// commit as the orchestrator does (checkpoint.Select on the curve it keeps
+// in memory), then reads the whole curve back: what selecting on commit
+// cost when it re-read the run.
 func storeRow(ctx context.Context, o Options) ([]Result, error) {
 	dir, err := os.MkdirTemp("", "grpo-bench-store-")
 	if err != nil {
@@ -29,7 +32,13 @@ func storeRow(ctx context.Context, o Options) ([]Result, error) {
 	for i := range records {
 		records[i] = checkpoint.EpisodeRecord{N: 5, Seed: int64(i), Reward: 0.5, Meals: 3}
 	}
-	var first, last time.Duration
+	var (
+		first, last       time.Duration // commits
+		selFirst, selLast time.Duration // selections after them
+		mSteps      []checkpoint.Step // the curve the orchestrator keeps
+		mEvals      []checkpoint.Evaluation
+		sel         checkpoint.Selection
+	)
 	tail := min(100, o.Curve)
 	t0 := time.Now()
 	for s := 0; s <= o.Curve; s++ {
@@ -46,14 +55,23 @@ func storeRow(ctx context.Context, o Options) ([]Result, error) {
 			return nil, err
 		}
 		d := time.Since(c0)
+		c0 = time.Now()
+		mSteps, mEvals = append(mSteps, step), append(mEvals, ev.Head())
+		if sel, err = checkpoint.Select(checkpoint.PolicyBestValidation, checkpoint.MetricRewardMean, 0.5, mSteps, mEvals); err != nil {
+			return nil, fmt.Errorf("select at step %d: %w", s, err)
+		}
+		ds := time.Since(c0)
 		if s < tail {
-			first += d
+			first, selFirst = first+d, selFirst+ds
 		}
 		if s > o.Curve-tail {
-			last += d
+			last, selLast = last+d, selLast+ds
 		}
 	}
 	total := time.Since(t0)
+	if sel.LastStep != o.Curve {
+		return nil, fmt.Errorf("selection's last step %d, want %d", sel.LastStep, o.Curve)
+	}
 	r0 := time.Now()
 	_, steps, evals, err := st.Snapshot(ctx, name)
 	read := time.Since(r0)
@@ -73,10 +91,13 @@ func storeRow(ctx context.Context, o Options) ([]Result, error) {
 	}
 	c := fmt.Sprintf("%d steps", o.Curve)
 	ms := func(d time.Duration, n int) float64 { return float64(d.Microseconds()) / float64(n) / 1e3 }
+	us := func(d time.Duration, n int) float64 { return float64(d.Nanoseconds()) / float64(n) / 1e3 }
 	return []Result{
-		{"store", c, "commit a step (mean)", ms(total, o.Curve+1), "ms"},
+		{"store", c, "commit a step and select the best (mean)", ms(total, o.Curve+1), "ms"},
 		{"store", c, fmt.Sprintf("commit, first %d", tail), ms(first, tail), "ms"},
 		{"store", c, fmt.Sprintf("commit, last %d", tail), ms(last, tail), "ms"},
+		{"store", c, fmt.Sprintf("select in memory after a commit, first %d", tail), us(selFirst, tail), "us"},
+		{"store", c, fmt.Sprintf("select in memory after a commit, last %d", tail), us(selLast, tail), "us"},
 		{"store", c, "read the whole run (Snapshot)", ms(read, 1), "ms"},
 		{"store", c, "read the curve (Curve: no validation records)", ms(curve, 1), "ms"},
 	}, nil

@@ -94,3 +94,31 @@ func TestCurveIsSnapshotWithoutRecords(t *testing.T) {
 		t.Fatal("Curve of a missing run: nil error")
 	}
 }
+
+// TestHeadIsWhatCurveReads checks that an evaluation's Head, which a run
+// keeps in memory after committing it, is what Curve reads back.
+func TestHeadIsWhatCurveReads(t *testing.T) {
+	ctx := context.Background()
+	s := mustOpen(t)
+	mustCreateRun(t, s, "dp5")
+	ev := Evaluation{Step: 0, Episodes: 2, Errored: 1, RewardMean: 0.5, RewardStd: 0.25, RewardCI95: [2]float64{0.1, 0.9},
+		DeadlockRate: 0.5, MealsMean: 2, InvalidRate: 0.125, Rewards: []float64{0.25, 0.75},
+		PerN:        []EvalN{{N: 5, Episodes: 2, RewardMean: 0.5, DeadlockRate: 0.5, MealsMean: 2, InvalidRate: 0.125}},
+		Records:     []EpisodeRecord{{N: 5, Seed: 1, Reward: 0.25}, {N: 5, Seed: 2, Reward: 0.75}},
+		Transcripts: []EpisodeReplay{{ID: "a", N: 5, Seed: 1}}}
+	if err := s.CommitStep(ctx, "dp5", testStep(0), &ev); err != nil {
+		t.Fatal(err)
+	}
+	_, _, evals, err := s.Curve(ctx, "dp5")
+	if err != nil {
+		t.Fatal(err)
+	}
+	head := ev.Head()
+	if len(evals) != 1 || !reflect.DeepEqual(head, evals[0]) {
+		t.Fatalf("Head:\n%+v\nCurve:\n%+v", head, evals)
+	}
+	if head.Records != nil || head.Transcripts != nil || len(ev.Records) != 2 || len(ev.Transcripts) != 1 {
+		t.Fatalf("Head keeps %d records and %d transcripts, or changed the evaluation (%d, %d)",
+			len(head.Records), len(head.Transcripts), len(ev.Records), len(ev.Transcripts))
+	}
+}

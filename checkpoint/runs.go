@@ -219,6 +219,13 @@ func (s *Store) Curve(ctx context.Context, name string) (Run, []Step, []Evaluati
 	return run, steps, evals, nil
 }
 
+// Head is the evaluation without its Records and Transcripts, as Curve
+// reads it: what selection and the curve need, kept in memory by a run.
+func (e Evaluation) Head() Evaluation {
+	e.Records, e.Transcripts = nil, nil
+	return e
+}
+
 // evaluationHead is Evaluation whose records and transcripts encoding/json
 // skips (a conversion between the two keeps every other field).
 type evaluationHead struct {

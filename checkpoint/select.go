@@ -68,7 +68,7 @@ func (m Metric) Minimized() bool { return metrics[m].minimize }
 // Of reads m from an evaluation; NaN for an unknown metric.
 func (m Metric) Of(e Evaluation) float64 {
 	if x, ok := metrics[m]; ok {
-		return x.eval(e)
+		return x.eval(&e)
 	}
 	return math.NaN()
 }
@@ -85,23 +85,23 @@ func joinNames[T ~string](names []T) string {
 // metric reads one selection metric from validation or train stats.
 type metric struct {
 	minimize bool
-	eval     func(Evaluation) float64
-	train    func(TrainStats) float64
+	eval     func(*Evaluation) float64
+	train    func(*TrainStats) float64
 }
 
 var metrics = map[Metric]metric{
 	MetricRewardMean: {
-		eval:  func(e Evaluation) float64 { return e.RewardMean },
-		train: func(t TrainStats) float64 { return t.RewardMean },
+		eval:  func(e *Evaluation) float64 { return e.RewardMean },
+		train: func(t *TrainStats) float64 { return t.RewardMean },
 	},
 	MetricMealsMean: {
-		eval:  func(e Evaluation) float64 { return e.MealsMean },
-		train: func(t TrainStats) float64 { return t.MealsMean },
+		eval:  func(e *Evaluation) float64 { return e.MealsMean },
+		train: func(t *TrainStats) float64 { return t.MealsMean },
 	},
 	MetricDeadlockRate: {
 		minimize: true,
-		eval:     func(e Evaluation) float64 { return e.DeadlockRate },
-		train:    func(t TrainStats) float64 { return t.DeadlockRate },
+		eval:     func(e *Evaluation) float64 { return e.DeadlockRate },
+		train:    func(t *TrainStats) float64 { return t.DeadlockRate },
 	},
 }
 
@@ -162,8 +162,8 @@ func Select(policy Policy, metricName Metric, ema float64, steps []Step, evals [
 	m := metrics[metricName]
 
 	sel := Selection{Policy: policy, LastStep: -1}
-	for _, s := range steps {
-		sel.LastStep = max(sel.LastStep, s.Step)
+	for i := range steps {
+		sel.LastStep = max(sel.LastStep, steps[i].Step)
 	}
 	val := validationScores(m, evals)
 
@@ -198,9 +198,9 @@ func Select(policy Policy, metricName Metric, ema float64, steps []Step, evals [
 		sel.Step, sel.Value, sel.Scored = best.step, best.value, true
 		sel.LastValue = scores[len(scores)-1].value
 	}
-	for _, s := range steps {
-		if s.Step == sel.Step {
-			sel.Adapter = s.Adapter
+	for i := range steps {
+		if steps[i].Step == sel.Step {
+			sel.Adapter = steps[i].Adapter
 		}
 	}
 	return sel, nil
@@ -215,10 +215,10 @@ type score struct {
 // validationScores scores evaluated steps in step order, skipping values
 // that cannot be compared.
 func validationScores(m metric, evals []Evaluation) []score {
-	var out []score
-	for _, e := range evals {
-		if v := m.eval(e); !math.IsNaN(v) {
-			out = append(out, score{e.Step, v})
+	out := make([]score, 0, len(evals))
+	for i := range evals {
+		if v := m.eval(&evals[i]); !math.IsNaN(v) {
+			out = append(out, score{evals[i].Step, v})
 		}
 	}
 	return sortScores(out)
@@ -226,12 +226,13 @@ func validationScores(m metric, evals []Evaluation) []score {
 
 // trainScores scores step k by the train stats recorded at step k+1.
 func trainScores(m metric, steps []Step) []score {
-	var out []score
-	for _, s := range steps {
+	out := make([]score, 0, len(steps))
+	for i := range steps {
+		s := &steps[i]
 		if s.Step < 1 || s.Train == nil {
 			continue
 		}
-		if v := m.train(*s.Train); !math.IsNaN(v) {
+		if v := m.train(s.Train); !math.IsNaN(v) {
 			out = append(out, score{s.Step - 1, v})
 		}
 	}
@@ -239,7 +240,10 @@ func trainScores(m metric, steps []Step) []score {
 }
 
 func sortScores(s []score) []score {
-	slices.SortStableFunc(s, func(a, b score) int { return cmp.Compare(a.step, b.step) })
+	byStep := func(a, b score) int { return cmp.Compare(a.step, b.step) }
+	if !slices.IsSortedFunc(s, byStep) { // a store's are, in step order
+		slices.SortStableFunc(s, byStep)
+	}
 	return s
 }
 

@@ -304,6 +304,12 @@ type run struct {
 	last     int // last committed step
 	best     *checkpoint.Selection
 	limiter  *rollout.Limiter
+	// steps and evals are the run's curve as the store holds it, without
+	// validation records or transcripts: read once when the run is
+	// resumed, appended on each commit, so that selecting the best step
+	// costs no store read (PERFORMANCE.md, selection on commit).
+	steps []checkpoint.Step
+	evals []checkpoint.Evaluation
 
 	// mu guards adapter and version, which rollouts sampled ahead read.
 	mu      sync.Mutex
@@ -396,10 +402,11 @@ func (r *run) loop(ctx context.Context, resumed bool) error {
 // restarted too), the adapters still tracked, curriculum promotions, and
 // the best step.
 func (r *run) restore(ctx context.Context) error {
-	_, steps, evals, err := r.o.opts.Store.Snapshot(ctx, r.name)
+	_, steps, evals, err := r.o.opts.Store.Curve(ctx, r.name)
 	if err != nil {
 		return err
 	}
+	r.steps, r.evals = steps, evals
 	adapterStep := 0
 	after := map[int]*trainer.Adapter{} // the adapter in use after each step
 	for _, s := range steps {
@@ -420,7 +427,7 @@ func (r *run) restore(ctx context.Context) error {
 	for _, ev := range evals {
 		r.notePromotion(ev)
 	}
-	if sel, err := r.selectBest(steps, evals); err == nil {
+	if sel, err := r.selectBest(); err == nil {
 		r.best = &sel
 	}
 	if r.adapter != nil {
@@ -544,22 +551,22 @@ func (r *run) step(ctx context.Context, s int, p *pipeline) error {
 }
 
 // commit stores the step (and its evaluation) in one transaction, then
-// re-selects the best step and applies curriculum promotion.
+// re-selects the best step and applies curriculum promotion. Selection
+// runs on the curve kept in memory: its cost does not grow with the run.
 func (r *run) commit(ctx context.Context, step checkpoint.Step, ev *checkpoint.Evaluation) error {
 	if err := r.o.opts.Store.CommitStep(ctx, r.name, step, ev); err != nil {
 		return fmt.Errorf("commit step %d: %w", step.Step, err)
 	}
 	r.last = step.Step
+	r.steps = append(r.steps, step)
+	if ev != nil {
+		r.evals = append(r.evals, ev.Head())
+	}
 	r.emit(Event{Type: EventStepCommitted, Step: step.Step, StepCommitted: stepCommitted(step)})
 	if ev != nil {
 		r.notePromotion(*ev)
 	}
-	// Selection reads the curve, not the validation records.
-	_, steps, evals, err := r.o.opts.Store.Curve(ctx, r.name)
-	if err != nil {
-		return err
-	}
-	sel, err := r.selectBest(steps, evals)
+	sel, err := r.selectBest()
 	if err != nil {
 		return nil // nothing selectable yet (e.g. best-train before step 2)
 	}
@@ -567,7 +574,7 @@ func (r *run) commit(ctx context.Context, step checkpoint.Step, ev *checkpoint.E
 		r.emit(Event{Type: EventBestChanged, Step: step.Step, BestChanged: bestChanged(sel)})
 	}
 	r.best = &sel
-	r.keepCheckpoints(ctx, steps)
+	r.keepCheckpoints(ctx, r.steps)
 	return r.pruneAdapters(ctx)
 }
 
@@ -608,9 +615,10 @@ func recentAdapters(steps []checkpoint.Step, keep int) []trainer.Adapter {
 	return out
 }
 
-func (r *run) selectBest(steps []checkpoint.Step, evals []checkpoint.Evaluation) (checkpoint.Selection, error) {
+// selectBest applies the run's selection policy to its curve in memory.
+func (r *run) selectBest() (checkpoint.Selection, error) {
 	v := r.cfg.Validation
-	return checkpoint.Select(v.Selection, v.Metric, v.EMA, steps, evals)
+	return checkpoint.Select(v.Selection, v.Metric, v.EMA, r.steps, r.evals)
 }
 
 // notePromotion advances a threshold curriculum when a validation of the

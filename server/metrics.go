@@ -219,7 +219,8 @@ func (m *metrics) restore(ctx context.Context, store *checkpoint.Store) error {
 		return fmt.Errorf("restore metrics: %w", err)
 	}
 	for _, r := range list {
-		run, steps, evals, err := store.Snapshot(ctx, r.Name)
+		// The curve: the gauges need no validation records.
+		run, steps, evals, err := store.Curve(ctx, r.Name)
 		if err != nil {
 			return fmt.Errorf("restore metrics of run %s: %w", r.Name, err)
 		}

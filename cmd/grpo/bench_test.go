@@ -54,8 +54,8 @@ func TestBenchQuickTable(t *testing.T) {
 		}
 		n++
 	}
-	if n != 5 { // commit mean, first, last; read the run, read the curve
-		t.Fatalf("%d store results, want 5", n)
+	if n != 7 { // commit and select mean; commit first, last; select first, last; read the run, read the curve
+		t.Fatalf("%d store results, want 7", n)
 	}
 }
 
