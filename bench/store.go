@@ -33,11 +33,11 @@ func storeRow(ctx context.Context, o Options) ([]Result, error) {
 		records[i] = checkpoint.EpisodeRecord{N: 5, Seed: int64(i), Reward: 0.5, Meals: 3}
 	}
 	var (
-		first, last       time.Duration // commits
-		selFirst, selLast time.Duration // selections after them
-		mSteps      []checkpoint.Step // the curve the orchestrator keeps
-		mEvals      []checkpoint.Evaluation
-		sel         checkpoint.Selection
+		first, last       time.Duration     // commits
+		selFirst, selLast time.Duration     // selections after them
+		mSteps            []checkpoint.Step // the curve the orchestrator keeps
+		mEvals            []checkpoint.Evaluation
+		sel               checkpoint.Selection
 	)
 	tail := min(100, o.Curve)
 	t0 := time.Now()
