@@ -56,7 +56,7 @@ func storeRow(ctx context.Context, o Options) ([]Result, error) {
 		}
 		d := time.Since(c0)
 		c0 = time.Now()
-		mSteps, mEvals = append(mSteps, step), append(mEvals, ev.Head())
+		mSteps, mEvals = append(mSteps, step.Head()), append(mEvals, ev.Head())
 		if sel, err = checkpoint.Select(checkpoint.PolicyBestValidation, checkpoint.MetricRewardMean, 0.5, mSteps, mEvals); err != nil {
 			return nil, fmt.Errorf("select at step %d: %w", s, err)
 		}

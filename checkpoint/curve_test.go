@@ -122,3 +122,23 @@ func TestHeadIsWhatCurveReads(t *testing.T) {
 			len(head.Records), len(head.Transcripts), len(ev.Records), len(ev.Transcripts))
 	}
 }
+
+// TestStepHead checks that a step's Head keeps what selection reads and
+// drops the rest, without touching the step it was made from.
+func TestStepHead(t *testing.T) {
+	ad := &Adapter{Name: "a1", Path: "/a1"}
+	s := Step{Step: 3, N: 5, Adapter: ad, Seconds: map[string]float64{"train": 2},
+		Job:   &Job{ID: "j3", State: "succeeded", Metrics: map[string]float64{"loss": 0.5}},
+		Train: &TrainStats{RewardMean: 0.25, DeadlockRate: 0.5, MealsMean: 1.5, Episodes: 4, Groups: []GroupStats{{ID: "g", Rewards: []float64{0, 1}}}}}
+	h := s.Head()
+	want := Step{Step: 3, N: 5, Adapter: ad, Train: &TrainStats{RewardMean: 0.25, DeadlockRate: 0.5, MealsMean: 1.5, Episodes: 4}}
+	if !reflect.DeepEqual(h, want) {
+		t.Fatalf("Head %+v (train %+v), want %+v (train %+v)", h, *h.Train, want, *want.Train)
+	}
+	if len(s.Train.Groups) != 1 || s.Job == nil || len(s.Seconds) != 1 {
+		t.Fatalf("Head changed its step: %+v", s)
+	}
+	if z := (Step{Step: 0}).Head(); z.Train != nil || z.Adapter != nil {
+		t.Fatalf("Head of step 0: %+v", z)
+	}
+}

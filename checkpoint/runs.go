@@ -226,6 +226,19 @@ func (e Evaluation) Head() Evaluation {
 	return e
 }
 
+// Head is the step as selection reads it: its number, table size,
+// adapter and train statistics without the per-group detail, and no job
+// nor timings. A run keeps its steps' heads in memory.
+func (s Step) Head() Step {
+	if s.Train != nil {
+		t := *s.Train
+		t.Groups = nil
+		s.Train = &t
+	}
+	s.Job, s.Seconds = nil, nil
+	return s
+}
+
 // evaluationHead is Evaluation whose records and transcripts encoding/json
 // skips (a conversion between the two keeps every other field).
 type evaluationHead struct {

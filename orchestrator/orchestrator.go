@@ -304,10 +304,11 @@ type run struct {
 	last     int // last committed step
 	best     *checkpoint.Selection
 	limiter  *rollout.Limiter
-	// steps and evals are the run's curve as the store holds it, without
-	// validation records or transcripts: read once when the run is
-	// resumed, appended on each commit, so that selecting the best step
-	// costs no store read (PERFORMANCE.md, selection on commit).
+	// steps and evals are the run's curve as the store holds it, in the
+	// form selection reads (Step.Head, Evaluation.Head: no train groups,
+	// jobs, validation records nor transcripts): read once when the run
+	// is resumed, appended on each commit, so that selecting the best
+	// step costs no store read (PERFORMANCE.md, selection on commit).
 	steps []checkpoint.Step
 	evals []checkpoint.Evaluation
 
@@ -406,7 +407,10 @@ func (r *run) restore(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	r.steps, r.evals = steps, evals
+	r.steps, r.evals = make([]checkpoint.Step, len(steps)), evals
+	for i := range steps {
+		r.steps[i] = steps[i].Head()
+	}
 	adapterStep := 0
 	after := map[int]*trainer.Adapter{} // the adapter in use after each step
 	for _, s := range steps {
@@ -558,7 +562,7 @@ func (r *run) commit(ctx context.Context, step checkpoint.Step, ev *checkpoint.E
 		return fmt.Errorf("commit step %d: %w", step.Step, err)
 	}
 	r.last = step.Step
-	r.steps = append(r.steps, step)
+	r.steps = append(r.steps, step.Head())
 	if ev != nil {
 		r.evals = append(r.evals, ev.Head())
 	}
