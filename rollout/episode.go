@@ -189,6 +189,51 @@ func (a *agent) addEncoded(m openai.ChatCompletionMessage, j, item json.RawMessa
 	a.items = append(a.items, item)
 }
 
+// systemPrompts holds each seat's system message and its JSON: they depend
+// on the table's rules and the seat, not on the seed, so the thousands of
+// conversations of a run share a few of them instead of each holding its
+// own copy in both forms.
+var systemPrompts struct {
+	mu sync.Mutex
+	m  map[promptKey]systemPrompt
+}
+
+type promptKey struct {
+	n, rounds, patience, id int
+	mode                    Mode
+}
+
+type systemPrompt struct {
+	msg openai.ChatCompletionMessage
+	enc json.RawMessage
+}
+
+// maxSystemPrompts bounds the cache (a run uses one table's rules).
+const maxSystemPrompts = 4096
+
+// systemMessage returns philosopher id's system message and its JSON;
+// both are shared and must not be modified (the JSON's capacity is its
+// length, so an append copies it).
+func systemMessage(cfg EnvConfig, id int) (openai.ChatCompletionMessage, json.RawMessage) {
+	k := promptKey{n: cfg.N, rounds: cfg.Rounds, patience: cfg.DeadlockPatience, id: id, mode: cfg.Mode}
+	systemPrompts.mu.Lock()
+	p, ok := systemPrompts.m[k]
+	systemPrompts.mu.Unlock()
+	if ok {
+		return p.msg, p.enc
+	}
+	p.msg = openai.ChatCompletionMessage{Role: openai.ChatMessageRoleSystem, Content: SystemPrompt(cfg, id)}
+	enc := encodeMessage(&p.msg)
+	p.enc = enc[:len(enc):len(enc)]
+	systemPrompts.mu.Lock()
+	if systemPrompts.m == nil || len(systemPrompts.m) >= maxSystemPrompts {
+		systemPrompts.m = map[promptKey]systemPrompt{}
+	}
+	systemPrompts.m[k] = p
+	systemPrompts.mu.Unlock()
+	return p.msg, p.enc
+}
+
 // episode is the bookkeeping of one Run.
 type episode struct {
 	spec    EpisodeSpec
@@ -256,30 +301,42 @@ func (e *episode) answer(a *agent, action string, ok bool) {
 // an error, when the server still fails; ctx cancellation also yields an
 // errored episode (never replayed).
 func (r *Runner) Run(ctx context.Context, spec EpisodeSpec) Episode {
-	ep, callFailed := r.play(ctx, spec)
-	for replays := 1; callFailed && replays <= r.Replays && ctx.Err() == nil; replays++ {
-		ep, callFailed = r.play(ctx, spec)
-		ep.Replays = replays
-	}
+	var ep Episode
+	r.run(ctx, &spec, &ep)
 	return ep
+}
+
+// run is Run into *out. It and play write the episode in place rather
+// than return it: an Episode is large, and every frame holding one would
+// stay on the stack of each episode's goroutine while it waits on the
+// server, hundreds at once (docs/PERFORMANCE.md, stacks).
+func (r *Runner) run(ctx context.Context, spec *EpisodeSpec, out *Episode) {
+	callFailed := r.play(ctx, spec, out)
+	for replays := 1; callFailed && replays <= r.Replays && ctx.Err() == nil; replays++ {
+		callFailed = r.play(ctx, spec, out)
+		out.Replays = replays
+	}
 }
 
 // play plays one episode once; callFailed says a call failed (a replay
 // may succeed), as opposed to a table that cannot be set.
-func (r *Runner) play(ctx context.Context, spec EpisodeSpec) (out Episode, callFailed bool) {
+func (r *Runner) play(ctx context.Context, specp *EpisodeSpec, out *Episode) (callFailed bool) {
 	start := time.Now()
-	out = Episode{Spec: spec}
+	*out = Episode{} // in place: a composite literal would take a whole Episode in play's frame
+	out.Spec = *specp
+	spec := &out.Spec
 	table, err := NewTable(spec.Env)
 	if err != nil {
 		out.Errored, out.Error = true, err.Error()
-		return out, false
+		return false
 	}
-	e := &episode{spec: spec, table: table, agents: make([]*agent, spec.Env.N)}
+	e := &episode{spec: *spec, table: table, agents: make([]*agent, spec.Env.N)}
 	for i := range e.agents {
 		// Capacity for a typical episode; append grows it beyond.
 		size := 1 + 3*min(spec.Env.Rounds, 64)
 		a := &agent{id: i, msgs: make([]openai.ChatCompletionMessage, 0, size), enc: make([]json.RawMessage, 0, size), noItems: spec.NoTranscripts}
-		a.add(openai.ChatCompletionMessage{Role: openai.ChatMessageRoleSystem, Content: SystemPrompt(spec.Env, i)})
+		sys, sysJSON := systemMessage(spec.Env, i)
+		a.addEncoded(sys, sysJSON, nil)
 		e.agents[i] = a
 	}
 	var failure error
@@ -313,10 +370,10 @@ func (r *Runner) play(ctx context.Context, spec EpisodeSpec) (out Episode, callF
 	if failure != nil {
 		out.Errored, out.Error = true, failure.Error()
 		out.Metrics.Errors = 1
-		return out, true
+		return true
 	}
 	out.Reward, out.Terms = Score(spec.Reward, out.Metrics)
-	return out, false
+	return false
 }
 
 func (r *Runner) sequentialRound(ctx context.Context, e *episode) error {
@@ -325,7 +382,7 @@ func (r *Runner) sequentialRound(ctx context.Context, e *episode) error {
 	var oks []bool
 	for _, a := range e.agents {
 		e.observe(a)
-		c, err := r.complete(ctx, e.spec, a, round)
+		c, err := r.complete(ctx, &e.spec, a, round)
 		if err != nil {
 			return err
 		}
@@ -419,14 +476,54 @@ func (r *Runner) caller(calls <-chan call) {
 	for c := range calls {
 		rd := c.rd
 		var err error
-		if rd.done[c.i], err = r.complete(rd.ctx, *rd.spec, c.a, rd.round); err != nil {
+		if rd.done[c.i], err = r.complete(rd.ctx, rd.spec, c.a, rd.round); err != nil {
 			rd.fail(err)
 		}
 		rd.wg.Done()
 	}
 }
 
-func (r *Runner) complete(ctx context.Context, spec EpisodeSpec, a *agent, round int) (*Completion, error) {
+func (r *Runner) complete(ctx context.Context, spec *EpisodeSpec, a *agent, round int) (*Completion, error) {
+	req := newRequest(spec, a, round)
+	if err := r.Limit.acquire(ctx); err != nil {
+		return nil, callError(a.id, round, err)
+	}
+	t0 := time.Now()
+	c, err := r.Client.Complete(ctx, req)
+	r.Limit.release()
+	if r.OnCall != nil {
+		r.report(c, err, t0)
+	}
+	if err != nil {
+		return nil, callError(a.id, round, err)
+	}
+	return c, nil
+}
+
+// report tells OnCall a call's outcome. Like callError and newRequest, it
+// is kept out of complete (not inlined) so that complete's frame stays
+// small: thousands of callers wait on the server inside it at once.
+//
+//go:noinline
+func (r *Runner) report(c *Completion, err error, t0 time.Time) {
+	action := ""
+	if err == nil {
+		action, _ = DecideChoice(&c.Choice)
+	}
+	r.OnCall(action, time.Since(t0), err)
+}
+
+//go:noinline
+func callError(id, round int, err error) error {
+	return fmt.Errorf("philosopher %d round %d: %w", id, round, err)
+}
+
+// newRequest is a's request of the round. It is complete's but for the
+// stack: built here, the request literal takes no room in the frame of a
+// caller that then waits on the server (docs/PERFORMANCE.md, stacks).
+//
+//go:noinline
+func newRequest(spec *EpisodeSpec, a *agent, round int) *Request {
 	req := &Request{EncodedMessages: a.enc, ChatCompletionRequest: openai.ChatCompletionRequest{
 		Model:              spec.Model,
 		Messages:           a.msgs,
@@ -444,23 +541,7 @@ func (r *Runner) complete(ctx context.Context, spec EpisodeSpec, a *agent, round
 	}
 	seed := int(RequestSeed(spec.SampleSeed, a.id, round) & 0x7fffffff)
 	req.Seed = &seed
-	if err := r.Limit.acquire(ctx); err != nil {
-		return nil, fmt.Errorf("philosopher %d round %d: %w", a.id, round, err)
-	}
-	t0 := time.Now()
-	c, err := r.Client.Complete(ctx, req)
-	r.Limit.release()
-	if r.OnCall != nil {
-		action := ""
-		if err == nil {
-			action, _ = DecideChoice(&c.Choice)
-		}
-		r.OnCall(action, time.Since(t0), err)
-	}
-	if err != nil {
-		return nil, fmt.Errorf("philosopher %d round %d: %w", a.id, round, err)
-	}
-	return c, nil
+	return req
 }
 
 // RequestSeed derives a request's sampling seed from the episode's sample

@@ -19,9 +19,19 @@ func encodeMessage(m *openai.ChatCompletionMessage) json.RawMessage {
 			return mustJSON(m)
 		}
 	}
-	n := 32 + len(m.Role) + len(m.Content) + len(m.ToolCallID)
+	// The size of the encoding, so that it is made in one buffer of about
+	// its size: an observation's state line is JSON, whose escaped quotes
+	// would otherwise outgrow an estimate, and the grown buffer (twice the
+	// message) would be what the conversation keeps.
+	n := 32 + escapedLen(m.Role) + escapedLen(m.Content)
+	if m.ToolCallID != "" {
+		n += 18 + escapedLen(m.ToolCallID)
+	}
+	if len(m.ToolCalls) > 0 {
+		n += 16
+	}
 	for _, tc := range m.ToolCalls {
-		n += 64 + len(tc.ID) + len(tc.Function.Name) + len(tc.Function.Arguments)
+		n += 72 + escapedLen(tc.ID) + escapedLen(string(tc.Type)) + escapedLen(tc.Function.Name) + escapedLen(tc.Function.Arguments)
 	}
 	b := make([]byte, 0, n)
 	b = append(b, `{"role":`...)
@@ -68,6 +78,35 @@ func encodeMessage(m *openai.ChatCompletionMessage) json.RawMessage {
 }
 
 const hexDigits = "0123456789abcdef"
+
+// escapedLen is len(appendString(nil, s)) - 2: s's length as a JSON
+// string's contents.
+func escapedLen(s string) int {
+	n := len(s)
+	for i := 0; i < len(s); {
+		c := s[i]
+		if c < utf8.RuneSelf {
+			switch {
+			case c >= 0x20 && c != '"' && c != '\\' && c != '<' && c != '>' && c != '&':
+			case c == '"' || c == '\\' || c == '\b' || c == '\f' || c == '\n' || c == '\r' || c == '\t':
+				n++
+			default:
+				n += 5 // \u00XX
+			}
+			i++
+			continue
+		}
+		r, size := utf8.DecodeRuneInString(s[i:])
+		switch {
+		case r == utf8.RuneError && size == 1:
+			n += 5 // \ufffd for one byte
+		case r == '\u2028' || r == '\u2029':
+			n += 3 // \u202X for three bytes
+		}
+		i += size
+	}
+	return n
+}
 
 // appendString appends s as a JSON string exactly as encoding/json writes
 // it: HTML characters, U+2028 and U+2029 escaped, invalid UTF-8 replaced.

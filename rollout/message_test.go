@@ -42,5 +42,27 @@ func FuzzAppendString(f *testing.F) {
 		if got := appendString(nil, s); !bytes.Equal(got, want) {
 			t.Fatalf("appendString(%q) = %s, want %s", s, got, want)
 		}
+		if n := escapedLen(s); n != len(want)-2 {
+			t.Fatalf("escapedLen(%q) = %d, want %d", s, n, len(want)-2)
+		}
 	})
+}
+
+// TestEncodeMessageSizesExactly: an observation (whose state line is JSON,
+// quotes escaped) is encoded into a buffer of its own size, not one grown
+// past it; conversations keep these buffers for the whole episode.
+func TestEncodeMessageSizesExactly(t *testing.T) {
+	s := State{Round: 2, Rounds: 5, ID: 1, N: 5, Last: &LastEvent{Action: "eat", OK: true}}
+	for _, m := range []openai.ChatCompletionMessage{
+		{Role: openai.ChatMessageRoleUser, Content: Observation(s)},
+		{Role: openai.ChatMessageRoleAssistant, Content: "<&>\u2028\xff\x01\"\n", ToolCalls: []openai.ToolCall{{ID: "c1", Type: "function", Function: openai.FunctionCall{Name: "eat", Arguments: `{"a":"<b>"}`}}}},
+	} {
+		b := encodeMessage(&m)
+		if want, _ := json.Marshal(m); !bytes.Equal(b, want) {
+			t.Fatalf("encodeMessage = %s, want %s", b, want)
+		}
+		if cap(b) > len(b)+96 {
+			t.Errorf("%s message: %d bytes in a buffer of %d", m.Role, len(b), cap(b))
+		}
+	}
 }

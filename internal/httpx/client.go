@@ -177,9 +177,26 @@ func (c *Client) send(ctx context.Context, r *Request, timeout time.Duration) (r
 		actx, cancel = context.WithTimeout(ctx, timeout)
 		defer cancel()
 	}
-	hreq, err := http.NewRequestWithContext(actx, r.Method, r.URL, nil)
+	hreq, err := c.newRequest(actx, r)
 	if err != nil {
 		return nil, false, err
+	}
+	hresp, err := c.roundTrip(hreq)
+	if err != nil {
+		return nil, false, attemptError(ctx, actx, timeout, err)
+	}
+	return c.answer(ctx, actx, timeout, r, hresp)
+}
+
+// newRequest is the attempt's HTTP request. It and answer are send's but
+// for the stack: kept out of send (not inlined), their locals take no room
+// in the frame of a caller that waits on the server, thousands at once.
+//
+//go:noinline
+func (c *Client) newRequest(actx context.Context, r *Request) (*http.Request, error) {
+	hreq, err := http.NewRequestWithContext(actx, r.Method, r.URL, nil)
+	if err != nil {
+		return nil, err
 	}
 	parts := r.Parts
 	if parts == nil && r.Body != nil {
@@ -201,10 +218,13 @@ func (c *Client) send(ctx context.Context, r *Request, timeout time.Duration) (r
 	for k, v := range r.Header {
 		hreq.Header[k] = v
 	}
-	hresp, err := c.roundTrip(hreq)
-	if err != nil {
-		return nil, false, attemptError(ctx, actx, timeout, err)
-	}
+	return hreq, nil
+}
+
+// answer reads and checks the answer to r.
+//
+//go:noinline
+func (c *Client) answer(ctx, actx context.Context, timeout time.Duration, r *Request, hresp *http.Response) (resp *Response, rejected bool, err error) {
 	defer hresp.Body.Close()
 	data, err := readBody(hresp, c.maxBody)
 	if err != nil {

@@ -331,6 +331,13 @@ func (t *Transport) exchange(ctx context.Context, c *pconn, req *http.Request, h
 		stop()
 		return nil, err
 	}
+	// Wait for the answer here rather than inside http.ReadResponse: the
+	// thousands of callers parked at once then use under a quarter of an
+	// 16 KB stack, which the collector halves (docs/PERFORMANCE.md).
+	if _, err = c.br.Peek(1); err != nil {
+		stop()
+		return nil, err
+	}
 	// Informational answers (1xx but 101) precede the real one; net/http
 	// allows five.
 	for informational := 0; ; informational++ {
