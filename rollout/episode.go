@@ -319,16 +319,46 @@ func (r *Runner) run(ctx context.Context, spec *EpisodeSpec, out *Episode) {
 }
 
 // play plays one episode once; callFailed says a call failed (a replay
-// may succeed), as opposed to a table that cannot be set.
-func (r *Runner) play(ctx context.Context, specp *EpisodeSpec, out *Episode) (callFailed bool) {
+// may succeed), as opposed to a table that cannot be set. Its setup and
+// its end are in newEpisode and finish, apart: play's frame stays on the
+// stack of each episode's goroutine while the episode waits on the server,
+// hundreds at once, and small it lets the collector halve those stacks
+// (docs/PERFORMANCE.md, stacks).
+func (r *Runner) play(ctx context.Context, spec *EpisodeSpec, out *Episode) (callFailed bool) {
 	start := time.Now()
-	*out = Episode{} // in place: a composite literal would take a whole Episode in play's frame
-	out.Spec = *specp
-	spec := &out.Spec
+	e, err := newEpisode(spec, out)
+	if err != nil {
+		return false
+	}
+	var failure error
+	if spec.Env.Mode != Sequential {
+		e.calls = make(chan call)
+		defer close(e.calls)
+		for range e.agents {
+			go r.caller(e.calls)
+		}
+	}
+	for !e.table.Done() && failure == nil {
+		if spec.Env.Mode == Sequential {
+			failure = r.sequentialRound(ctx, e)
+		} else {
+			failure = r.simultaneousRound(ctx, e)
+		}
+	}
+	return e.finish(out, start, failure)
+}
+
+// newEpisode resets *out to spec's episode and sets its table and
+// conversations; a table that cannot be set errors out.
+//
+//go:noinline
+func newEpisode(spec *EpisodeSpec, out *Episode) (*episode, error) {
+	*out = Episode{} // in place: a composite literal would take a whole Episode in the frame
+	out.Spec = *spec
 	table, err := NewTable(spec.Env)
 	if err != nil {
 		out.Errored, out.Error = true, err.Error()
-		return false
+		return nil, err
 	}
 	e := &episode{spec: *spec, table: table, agents: make([]*agent, spec.Env.N)}
 	for i := range e.agents {
@@ -339,27 +369,19 @@ func (r *Runner) play(ctx context.Context, specp *EpisodeSpec, out *Episode) (ca
 		a.addEncoded(sys, sysJSON, nil)
 		e.agents[i] = a
 	}
-	var failure error
-	if spec.Env.Mode != Sequential {
-		e.calls = make(chan call)
-		defer close(e.calls)
-		for range e.agents {
-			go r.caller(e.calls)
-		}
-	}
-	for !table.Done() && failure == nil {
-		if spec.Env.Mode == Sequential {
-			failure = r.sequentialRound(ctx, e)
-		} else {
-			failure = r.simultaneousRound(ctx, e)
-		}
-	}
+	return e, nil
+}
 
-	m := table.Metrics()
+// finish writes the played episode's outcome into out; callFailed is
+// whether failure (a call's) ended it.
+//
+//go:noinline
+func (e *episode) finish(out *Episode, start time.Time, failure error) (callFailed bool) {
+	m := e.table.Metrics()
 	m.LLMCalls, m.PromptTokens, m.OutputTokens = e.metrics.LLMCalls, e.metrics.PromptTokens, e.metrics.OutputTokens
 	m.Truncated, m.Oversized = e.metrics.Truncated, e.metrics.Oversized
 	out.Metrics = m
-	if !spec.NoTranscripts {
+	if !e.spec.NoTranscripts {
 		out.Transcripts = make([]Transcript, len(e.agents))
 		for i, a := range e.agents {
 			out.Transcripts[i] = Transcript{Agent: i, MessagesAndChoices: a.items}
@@ -372,7 +394,7 @@ func (r *Runner) play(ctx context.Context, specp *EpisodeSpec, out *Episode) (ca
 		out.Metrics.Errors = 1
 		return true
 	}
-	out.Reward, out.Terms = Score(spec.Reward, out.Metrics)
+	out.Reward, out.Terms = Score(e.spec.Reward, out.Metrics)
 	return false
 }
 
@@ -417,6 +439,15 @@ func (r *Runner) simultaneousRound(ctx context.Context, e *episode) error {
 	if rd.first != nil {
 		return rd.first
 	}
+	r.endRound(e, rd)
+	return nil
+}
+
+// endRound applies the round's answers. Apart from simultaneousRound, in
+// whose frame an episode waits, for the same reason as play's helpers.
+//
+//go:noinline
+func (r *Runner) endRound(e *episode, rd *roundCalls) {
 	done := rd.done
 	actions := make([]string, len(e.agents))
 	for i, a := range e.agents {
@@ -433,7 +464,6 @@ func (r *Runner) simultaneousRound(ctx context.Context, e *episode) error {
 		}
 		e.recordRound(rd.round, actions, ok, outputs)
 	}
-	return nil
 }
 
 // roundCalls is one simultaneous round's calls: their context (cancelled

@@ -52,9 +52,9 @@ const idleTimeout = 90 * time.Second
 // readBufferSize is each connection's read buffer: an answer's head and
 // the start of its body. Longer header lines are read in several pieces
 // and a body beyond it is read straight into the caller's buffer, so it
-// only has to be large enough for the common head: thousands of
-// connections each hold one.
-const readBufferSize = 1 << 10
+// only has to be large enough for the common head (vLLM's and the fakes'
+// are 100-200 bytes): thousands of connections each hold one.
+const readBufferSize = 512
 
 type pconn struct {
 	net.Conn
@@ -332,9 +332,13 @@ func (t *Transport) exchange(ctx context.Context, c *pconn, req *http.Request, h
 		return nil, err
 	}
 	// Wait for the answer here rather than inside http.ReadResponse: the
-	// thousands of callers parked at once then use under a quarter of an
-	// 16 KB stack, which the collector halves (docs/PERFORMANCE.md).
+	// thousands of callers parked at once then use under a quarter of a
+	// 16 KB stack, which the collector halves (docs/PERFORMANCE.md). An
+	// answer that never starts fails as ReadResponse fails it.
 	if _, err = c.br.Peek(1); err != nil {
+		if err == io.EOF {
+			err = io.ErrUnexpectedEOF
+		}
 		stop()
 		return nil, err
 	}

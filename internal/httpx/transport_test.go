@@ -237,6 +237,28 @@ func TestTransportAnswerForms(t *testing.T) {
 	}
 }
 
+// TestTransportNoAnswer: a server that closes the connection without
+// answering fails the request as net/http's ReadResponse fails it, with
+// io.ErrUnexpectedEOF (transient, so retried), though Transport waits for
+// the answer's first byte itself.
+func TestTransportNoAnswer(t *testing.T) {
+	addr, _ := rawServer(t, func(c net.Conn, br *bufio.Reader) { readRequest(br) })
+	tr := &Transport{MaxIdlePerHost: 1}
+	req, _ := http.NewRequest("POST", addr+"/x", bytes.NewReader([]byte(`{}`)))
+	resp, err := tr.RoundTrip(req)
+	if err == nil {
+		resp.Body.Close()
+		t.Fatal("no error for a connection closed without an answer")
+	}
+	if !errors.Is(err, io.ErrUnexpectedEOF) {
+		t.Fatalf("error %v, want io.ErrUnexpectedEOF", err)
+	}
+	_, want := http.ReadResponse(bufio.NewReader(strings.NewReader("")), req)
+	if err.Error() != want.Error() {
+		t.Fatalf("error %q, want ReadResponse's %q", err, want)
+	}
+}
+
 // TestTransportContextEnds: a server that never answers is left when the
 // request's context ends, with the context's error, and through Client
 // as a TimeoutError.
