@@ -82,7 +82,7 @@ func startPeers(ctx context.Context, cfg config.Config, opts Options) (*peers, e
 	if env := cfg.Trainer.APIKeyEnv; env != "" && !cfg.Embedded() {
 		trainerKey = getenv(env)
 	}
-	p.trainer = trainer.NewJobClient(trainerURL, trainer.JobClientOptions{HTTPClient: hc, Retry: &retry, APIKey: trainerKey, PollInterval: 20 * time.Millisecond, MaxPollInterval: 2 * time.Second, SubmitTimeout: time.Duration(cfg.Trainer.JobTimeout)})
+	p.trainer = trainer.NewJobClient(trainerURL, trainer.JobClientOptions{HTTPClient: hc, Retry: &retry, APIKey: trainerKey, PollInterval: 20 * time.Millisecond, MaxPollInterval: 2 * time.Second, SubmitTimeout: time.Duration(cfg.Trainer.JobTimeout), PollOutage: time.Duration(inf.OutageWindow)})
 	if err := p.check(ctx, trainerURL); err != nil {
 		p.close()
 		return nil, err

@@ -54,6 +54,13 @@ type JobClientOptions struct {
 	// MaxPollErrors is how many consecutive transient poll failures Wait
 	// tolerates before giving up: a restarting trainer is not a failed job.
 	MaxPollErrors int
+
+	// PollOutage, when positive, is how long Wait rides out a trainer
+	// that stopped answering its polls (connection refused or reset, 429,
+	// 5xx): it gives up only when more than MaxPollErrors polls failed in
+	// a row AND the first of them is at least PollOutage old. 0: the count
+	// alone. A run sets it to inference.outage_window.
+	PollOutage time.Duration
 }
 
 // JobClient speaks the trainer job API (DESIGN §5). It is safe for
@@ -66,6 +73,7 @@ type JobClient struct {
 	requestTimeout  time.Duration
 	submitTimeout   time.Duration
 	maxPollErrors   int
+	pollOutage      time.Duration
 }
 
 // NewJobClient returns a client for the trainer at baseURL (for example
@@ -78,6 +86,7 @@ func NewJobClient(baseURL string, opts JobClientOptions) *JobClient {
 		requestTimeout:  opts.RequestTimeout,
 		submitTimeout:   max(0, opts.SubmitTimeout),
 		maxPollErrors:   opts.MaxPollErrors,
+		pollOutage:      max(0, opts.PollOutage),
 	}
 	if c.pollInterval <= 0 {
 		c.pollInterval = DefaultPollInterval

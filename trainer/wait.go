@@ -13,7 +13,8 @@ import (
 // not nil, is called when the state or progress changes.
 //
 // A failed or cancelled job returns a *JobError. Transient poll failures are
-// retried, up to MaxPollErrors in a row. Past timeout (if positive) Wait
+// retried, up to MaxPollErrors in a row and for at least PollOutage since
+// the first of them. Past timeout (if positive) Wait
 // cancels the job, best effort, and returns an error wrapping ErrJobTimeout.
 // When ctx ends Wait returns ctx.Err() and leaves the job running, so a
 // restarted orchestrator can reattach with Wait, or Submit of the same
@@ -29,6 +30,7 @@ func (c *JobClient) Wait(ctx context.Context, id string, timeout time.Duration, 
 		last   Job
 		seen   bool
 		errs   int
+		since  time.Time // the first of the errs failed polls
 		b      = c.pollBackoff()
 		result = func(err error) (Job, error) {
 			if ctx.Err() != nil {
@@ -64,9 +66,12 @@ func (c *JobClient) Wait(ctx context.Context, id string, timeout time.Duration, 
 		case !httpx.IsTransient(err):
 			return result(fmt.Errorf("wait for trainer job %s: %w", id, err))
 		default:
+			if errs == 0 {
+				since = time.Now()
+			}
 			errs++
-			if errs > c.maxPollErrors {
-				return result(fmt.Errorf("wait for trainer job %s: %d polls failed in a row: %w", id, errs, err))
+			if errs > c.maxPollErrors && time.Since(since) >= c.pollOutage {
+				return result(fmt.Errorf("wait for trainer job %s: %d polls failed in a row over %s: %w", id, errs, time.Since(since).Round(time.Millisecond), err))
 			}
 		}
 		if err := httpx.Sleep(waitCtx, b.Next(retryAfter(err))); err != nil {

@@ -173,3 +173,46 @@ func TestJobClient_Wait_NotFoundIsPermanent(t *testing.T) {
 		t.Fatalf("requests=%d, want 1", len(reqs))
 	}
 }
+
+// TestJobClient_Wait_RidesOutTrainerOutage (issue 13): with PollOutage,
+// polls that keep failing past MaxPollErrors are tolerated until the
+// first failure is PollOutage old — a trainer restarting for longer than
+// a few polls is not a failed step — and then Wait gives up naming both.
+func TestJobClient_Wait_RidesOutTrainerOutage(t *testing.T) {
+	t.Run("outage shorter than the window", func(t *testing.T) {
+		f, srv := newFakeTrainer(t, Job{State: StateSucceeded, Progress: 1})
+		f.failFirst, f.failStatus = 8, http.StatusServiceUnavailable
+		opts := fastOptions()
+		opts.MaxPollErrors, opts.PollOutage = 3, time.Minute
+		job, err := NewJobClient(srv.URL, opts).Wait(context.Background(), "r/step-0008", time.Minute, nil)
+		if err != nil {
+			t.Fatalf("Wait() failed within the outage window: %v", err)
+		}
+		if job.State != StateSucceeded {
+			t.Fatalf("state=%q, want %q", job.State, StateSucceeded)
+		}
+		if reqs, _, _ := f.counts(); len(reqs) != 9 {
+			t.Fatalf("requests=%d, want 9 (8 failed polls, then the answer)", len(reqs))
+		}
+	})
+	t.Run("outage longer than the window", func(t *testing.T) {
+		f, srv := newFakeTrainer(t, Job{State: StateSucceeded})
+		f.failFirst, f.failStatus = 1000000, http.StatusServiceUnavailable
+		opts := fastOptions()
+		opts.MaxPollErrors, opts.PollOutage = 3, 100*time.Millisecond
+		start := time.Now()
+		_, err := NewJobClient(srv.URL, opts).Wait(context.Background(), "r/step-0009", time.Minute, nil)
+		if err == nil {
+			t.Fatal("Wait() succeeded against a trainer that never answers")
+		}
+		if time.Since(start) < 100*time.Millisecond {
+			t.Fatalf("gave up after %v, before the 100ms outage window", time.Since(start))
+		}
+		if !strings.Contains(err.Error(), "polls failed in a row over") || !strings.Contains(err.Error(), "503") {
+			t.Fatalf("error %q does not explain the failed polls", err)
+		}
+		if reqs, _, _ := f.counts(); len(reqs) < 4 {
+			t.Fatalf("requests=%d, want more than MaxPollErrors", len(reqs))
+		}
+	})
+}
