@@ -125,6 +125,10 @@ func (c *ChatClient) Complete(ctx context.Context, req *rollout.Request) (*rollo
 	return comp, nil
 }
 
+// ReadsEncodedMessages: a request's EncodedMessages alone are its
+// messages when Messages is empty (rollout.EncodedReader).
+func (c *ChatClient) ReadsEncodedMessages() bool { return true }
+
 func (c *ChatClient) wrap(req *rollout.Request, attempts int, err error) error {
 	return fmt.Errorf("chat completion at %s/chat/completions (model %q, %d attempt(s)): %w", c.url, req.Model, attempts, err)
 }
@@ -211,7 +215,7 @@ func (c *ChatClient) encode(req *rollout.Request) ([][]byte, error) {
 		tools = c.tools.encode(r.Tools)
 	}
 	enc := req.EncodedMessages
-	if len(enc) != len(r.Messages) {
+	if len(r.Messages) > 0 && len(enc) != len(r.Messages) {
 		enc = make([]json.RawMessage, len(r.Messages))
 		for i := range r.Messages {
 			if enc[i], err = json.Marshal(&r.Messages[i]); err != nil {

@@ -5,9 +5,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -362,3 +364,55 @@ func TestHeadCacheMatchesJSONMarshal(t *testing.T) {
 }
 
 func ptr(i int) *int { return &i }
+
+// hidden hides a Completer's other methods: a Runner sees no
+// rollout.EncodedReader and keeps and sends Messages too.
+type hidden struct{ rollout.Completer }
+
+// TestRunnerSendsTheSameBodiesWithEncodedMessagesOnly: an episode played
+// through a ChatClient, which reads EncodedMessages alone so the Runner
+// keeps no Messages, sends byte for byte the requests it sends when the
+// Runner keeps and sends both forms.
+func TestRunnerSendsTheSameBodiesWithEncodedMessagesOnly(t *testing.T) {
+	var mu sync.Mutex
+	var bodies []string
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		mu.Lock()
+		bodies = append(bodies, string(b))
+		mu.Unlock()
+		w.Write([]byte(okCompletion))
+	}))
+	defer srv.Close()
+	c := NewChatClient(srv.URL+"/v1", ChatOptions{})
+	if !c.ReadsEncodedMessages() {
+		t.Fatal("ChatClient does not read EncodedMessages alone")
+	}
+	env := rollout.DefaultEnvConfig()
+	env.N, env.Rounds, env.Mode, env.Seed = 3, 3, rollout.Sequential, 7
+	spec := rollout.EpisodeSpec{ID: "e", Model: "m", Env: env, Sampling: rollout.Sampling{Temperature: 1}, SampleSeed: 11}
+	play := func(cl rollout.Completer) []string {
+		mu.Lock()
+		bodies = nil
+		mu.Unlock()
+		ep := (&rollout.Runner{Client: cl}).Run(context.Background(), spec)
+		if ep.Errored {
+			t.Fatal(ep.Error)
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		return append([]string(nil), bodies...)
+	}
+	encoded, both := play(c), play(hidden{c})
+	if len(encoded) != 9 || len(both) != 9 {
+		t.Fatalf("%d and %d requests, want 9 each (3 philosophers x 3 rounds)", len(encoded), len(both))
+	}
+	for i := range encoded {
+		if encoded[i] != both[i] {
+			t.Fatalf("request %d differs:\nencoded only: %s\nboth forms:   %s", i+1, encoded[i], both[i])
+		}
+	}
+	if !strings.Contains(encoded[8], `"role":"tool"`) {
+		t.Fatalf("last request carries no conversation: %s", encoded[8])
+	}
+}

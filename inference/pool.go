@@ -12,6 +12,10 @@ import (
 
 var _ rollout.Completer = (*Fleet)(nil)
 
+// ReadsEncodedMessages: a Fleet's endpoints are ChatClients
+// (rollout.EncodedReader).
+func (f *Fleet) ReadsEncodedMessages() bool { return true }
+
 // Complete sends req to the live endpoint with the fewest requests in
 // flight that is under its concurrency limit, waiting while every one is
 // at its limit. A request that fails at its endpoint (after the chat

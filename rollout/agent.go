@@ -16,10 +16,27 @@ type Completer interface {
 	Complete(ctx context.Context, req *Request) (*Completion, error)
 }
 
+// EncodedReader is a Completer that reads a request's messages from
+// EncodedMessages alone when Messages is empty (an HTTP client, which sends
+// those bytes). A Runner then sends it requests without Messages, and its
+// conversations keep each message in one form, its JSON: at thousands of
+// conversations at once that is most of their memory.
+type EncodedReader interface {
+	Completer
+	ReadsEncodedMessages() bool
+}
+
+// readsEncoded reports whether c is an EncodedReader that says so.
+func readsEncoded(c Completer) bool {
+	er, ok := c.(EncodedReader)
+	return ok && er.ReadsEncodedMessages()
+}
+
 // Request is a chat completion request. EncodedMessages, when it has one
 // entry per message, holds each message's JSON encoding: a conversation
 // grows by a few messages per call, so the caller encodes each message once
 // and a client can send them without encoding the whole conversation again.
+// A Runner leaves Messages empty for an EncodedReader.
 type Request struct {
 	openai.ChatCompletionRequest
 	EncodedMessages []json.RawMessage

@@ -170,6 +170,7 @@ type agent struct {
 	calls []string          // tool call ids of the latest sampled turn
 
 	noItems bool // the spec's NoTranscripts
+	noMsgs  bool // msgs not kept: the client is an EncodedReader
 }
 
 func (a *agent) add(m openai.ChatCompletionMessage) {
@@ -178,7 +179,9 @@ func (a *agent) add(m openai.ChatCompletionMessage) {
 
 // addEncoded appends m, its JSON j and its transcript item (j when nil).
 func (a *agent) addEncoded(m openai.ChatCompletionMessage, j, item json.RawMessage) {
-	a.msgs = append(a.msgs, m)
+	if !a.noMsgs {
+		a.msgs = append(a.msgs, m)
+	}
 	a.enc = append(a.enc, j)
 	if a.noItems {
 		return
@@ -326,7 +329,7 @@ func (r *Runner) run(ctx context.Context, spec *EpisodeSpec, out *Episode) {
 // (docs/PERFORMANCE.md, stacks).
 func (r *Runner) play(ctx context.Context, spec *EpisodeSpec, out *Episode) (callFailed bool) {
 	start := time.Now()
-	e, err := newEpisode(spec, out)
+	e, err := newEpisode(spec, out, readsEncoded(r.Client))
 	if err != nil {
 		return false
 	}
@@ -352,7 +355,7 @@ func (r *Runner) play(ctx context.Context, spec *EpisodeSpec, out *Episode) (cal
 // conversations; a table that cannot be set errors out.
 //
 //go:noinline
-func newEpisode(spec *EpisodeSpec, out *Episode) (*episode, error) {
+func newEpisode(spec *EpisodeSpec, out *Episode, encodedOnly bool) (*episode, error) {
 	*out = Episode{} // in place: a composite literal would take a whole Episode in the frame
 	out.Spec = *spec
 	table, err := NewTable(spec.Env)
@@ -364,7 +367,10 @@ func newEpisode(spec *EpisodeSpec, out *Episode) (*episode, error) {
 	for i := range e.agents {
 		// Capacity for a typical episode; append grows it beyond.
 		size := 1 + 3*min(spec.Env.Rounds, 64)
-		a := &agent{id: i, msgs: make([]openai.ChatCompletionMessage, 0, size), enc: make([]json.RawMessage, 0, size), noItems: spec.NoTranscripts}
+		a := &agent{id: i, enc: make([]json.RawMessage, 0, size), noItems: spec.NoTranscripts, noMsgs: encodedOnly}
+		if !encodedOnly {
+			a.msgs = make([]openai.ChatCompletionMessage, 0, size)
+		}
 		sys, sysJSON := systemMessage(spec.Env, i)
 		a.addEncoded(sys, sysJSON, nil)
 		e.agents[i] = a
