@@ -151,24 +151,36 @@ scrape_configs:
 	}
 	t.Logf("run took %v", time.Since(t0))
 	last := r.Steps[len(r.Steps)-1].Validation.RewardMean
-	// The run may outlast the first deadline on a loaded machine: give
-	// Prometheus its own minute from here to scrape the last value.
+	// The final values, each a gauge or counter the run sets at its own
+	// moment of the last step: wait until one scrape has them all. The run
+	// may outlast the first deadline on a loaded machine: give Prometheus
+	// its own minute from here.
+	final := map[string]float64{
+		`grpo_reward_mean{run="curve",split="validation",n="all"}`:      last,
+		`grpo_best_step{run="curve"}`:                                   float64(r.Best.Step),
+		`grpo_step{run="curve"}`:                                        3,
+		`grpo_episodes_total{run="curve",split="validation"}`:           4 * 64,
+		`sum(grpo_trainer_jobs_total{run="curve",outcome="succeeded"})`: 3,
+	}
 	deadline = time.Now().Add(60 * time.Second)
 	for {
-		res := promQuery(t, promBase, "/api/v1/query", url.Values{"query": {`grpo_reward_mean{run="curve",split="validation",n="all"}`}})
-		if len(res) == 1 {
-			if got := sampleValue(t, res[0].Value[1]); got != last {
-				if time.Now().After(deadline) {
-					t.Fatalf("grpo_reward_mean=%v, want the last validation %v", got, last)
-				}
-			} else {
-				if res[0].Metric["job"] != "grpo" {
-					t.Fatalf("series %v: want job grpo", res[0].Metric)
-				}
-				break
+		var wrong []string
+		for q, want := range final {
+			res := promQuery(t, promBase, "/api/v1/query", url.Values{"query": {q}})
+			switch {
+			case len(res) != 1:
+				wrong = append(wrong, fmt.Sprintf("%s: %d series", q, len(res)))
+			case sampleValue(t, res[0].Value[1]) != want:
+				wrong = append(wrong, fmt.Sprintf("%s = %v, want %v", q, sampleValue(t, res[0].Value[1]), want))
+			case strings.HasPrefix(q, "grpo_") && res[0].Metric["job"] != "grpo":
+				wrong = append(wrong, fmt.Sprintf("%s: series %v, want job grpo", q, res[0].Metric))
 			}
-		} else if time.Now().After(deadline) {
-			t.Fatalf("Prometheus has %d series of grpo_reward_mean{run=curve,split=validation} after 60s", len(res))
+		}
+		if len(wrong) == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("after 60s of scrapes:\n%s", strings.Join(wrong, "\n"))
 		}
 		time.Sleep(500 * time.Millisecond)
 	}
@@ -200,20 +212,5 @@ scrape_configs:
 	t.Logf("validation curve: %d samples, %d distinct values", len(res[0].Values), len(distinct))
 	if len(distinct) < 2 {
 		t.Fatalf("Prometheus saw %d validation value(s) over the run: want the curve to move", len(distinct))
-	}
-
-	for q, want := range map[string]float64{
-		`grpo_best_step{run="curve"}`:                                   float64(r.Best.Step),
-		`grpo_step{run="curve"}`:                                        3,
-		`grpo_episodes_total{run="curve",split="validation"}`:           4 * 64,
-		`sum(grpo_trainer_jobs_total{run="curve",outcome="succeeded"})`: 3,
-	} {
-		res := promQuery(t, promBase, "/api/v1/query", url.Values{"query": {q}})
-		if len(res) != 1 {
-			t.Fatalf("%s: %d series", q, len(res))
-		}
-		if got := sampleValue(t, res[0].Value[1]); got != want {
-			t.Errorf("%s = %v, want %v", q, got, want)
-		}
 	}
 }

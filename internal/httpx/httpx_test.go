@@ -196,12 +196,14 @@ func (f *fakeClock) sleep(ctx context.Context, d time.Duration) error {
 
 func TestDo_BudgetExhausted(t *testing.T) {
 	srv, n := script(t, answer(500, "down"))
-	c := New(Options{Retry: Policy{Retries: 100, Budget: 50 * time.Millisecond, BaseDelay: 10 * time.Millisecond, MaxDelay: 10 * time.Millisecond}})
+	// Seconds on a fake clock: each attempt's real timeout is what is left
+	// of the budget (at least 5s), so a loaded machine cannot time one out.
+	c := New(Options{Retry: Policy{Retries: 100, Budget: 55 * time.Second, BaseDelay: 10 * time.Second, MaxDelay: 10 * time.Second}})
 	clk := &fakeClock{t: time.Unix(0, 0)}
 	c.now, c.sleep = clk.now, clk.sleep
 	_, attempts, err := c.Do(context.Background(), &Request{Method: "GET", URL: srv.URL})
-	// Attempts at 0, 10, 20, 30, 40 and 50ms; a sixth wait would end at
-	// 60ms, past the budget.
+	// Attempts at 0, 10, 20, 30, 40 and 50s; a sixth wait would end at
+	// 60s, past the budget.
 	if err == nil || attempts != 6 || n.Load() != 6 || len(clk.waits) != 5 {
 		t.Fatalf("err=%v attempts=%d requests=%d waits=%v, want 6 attempts and 5 waits", err, attempts, n.Load(), clk.waits)
 	}
