@@ -111,10 +111,10 @@ func TestChatHangTimesOut(t *testing.T) {
 	release := make(chan struct{})
 	srv, n := scripted(t, func(w http.ResponseWriter) { <-release })
 	defer close(release)
-	c := NewChatClient(srv.URL+"/v1", ChatOptions{RequestTimeout: 20 * time.Millisecond, Retry: fastRetry(1)})
+	c := NewChatClient(srv.URL+"/v1", ChatOptions{RequestTimeout: 250 * time.Millisecond, Retry: fastRetry(1)})
 	_, err := c.Complete(context.Background(), chatReq())
 	var te *TimeoutError
-	if !errors.As(err, &te) || !strings.Contains(err.Error(), "no answer within 20ms") {
+	if !errors.As(err, &te) || !strings.Contains(err.Error(), "no answer within 250ms") {
 		t.Fatalf("err = %v, want a timeout", err)
 	}
 	if n.Load() != 2 {

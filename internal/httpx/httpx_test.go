@@ -227,9 +227,9 @@ func TestDo_Timeout(t *testing.T) {
 	release := make(chan struct{})
 	srv, n := script(t, func(w http.ResponseWriter, r *http.Request) { <-release })
 	defer close(release)
-	_, attempts, err := New(Options{Retry: fast(1), Timeout: 20 * time.Millisecond}).Do(context.Background(), &Request{Method: "GET", URL: srv.URL})
+	_, attempts, err := New(Options{Retry: fast(1), Timeout: 250 * time.Millisecond}).Do(context.Background(), &Request{Method: "GET", URL: srv.URL})
 	var te *TimeoutError
-	if !errors.As(err, &te) || err.Error() != "no answer within 20ms" {
+	if !errors.As(err, &te) || err.Error() != "no answer within 250ms" {
 		t.Fatalf("Do()=%v, want a TimeoutError", err)
 	}
 	if attempts != 2 || n.Load() != 2 {
