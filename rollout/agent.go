@@ -123,11 +123,9 @@ func validArguments(args string) bool {
 	if len(a) == 0 {
 		return true
 	}
-	if a[0] != '{' {
-		return false
-	}
-	var v map[string]json.RawMessage
-	return json.Unmarshal(a, &v) == nil
+	// A JSON object, checked without decoding it: what unmarshalling into
+	// a map would accept, at a fraction of the cost (and none for "{}").
+	return a[0] == '{' && (string(a) == "{}" || json.Valid(a))
 }
 
 func quoteShort(s string) string {

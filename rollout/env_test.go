@@ -291,3 +291,30 @@ func TestStateLineMatchesJSONMarshal(t *testing.T) {
 		}
 	}
 }
+
+// TestObservationText pins the prose a philosopher reads, each sentence
+// choice once, followed by the state line.
+func TestObservationText(t *testing.T) {
+	for _, tt := range []struct {
+		s    State
+		want string
+	}{
+		{State{Round: 1, Rounds: 5, ID: 0, N: 5, Free: Sides{true, true}},
+			"Round 1 of 5. Your left fork is free. Your right fork is free. You have eaten 0 meal(s); the table 0. Choose one tool.\n"},
+		{State{Round: 2, Rounds: 5, ID: 3, N: 5, Holding: Sides{Left: true}, Free: Sides{Right: true}, TableMeals: 1, Last: &LastEvent{Action: PickUpLeft, OK: true}},
+			"Round 2 of 5. Your last action pick_up_left succeeded. You hold your left fork. Your right fork is free. You have eaten 0 meal(s); the table 1. Choose one tool.\n"},
+		{State{Round: 12, Rounds: 40, ID: 14, N: 15, Holding: Sides{true, true}, Meals: 3, TableMeals: 27, Last: &LastEvent{Action: Eat}},
+			"Round 12 of 40. Your last action eat failed. You hold your left fork. You hold your right fork. You have eaten 3 meal(s); the table 27. Choose one tool.\n"},
+		{State{Round: 3, Rounds: 5, ID: 1, N: 5, Meals: 1, TableMeals: 2, Last: &LastEvent{Action: Invalid}},
+			"Round 3 of 5. Your last reply was not a single valid tool call, so nothing happened. Your left fork is held by a neighbour. Your right fork is held by a neighbour. You have eaten 1 meal(s); the table 2. Choose one tool.\n"},
+	} {
+		if got, want := Observation(tt.s), tt.want+tt.s.Line(); got != want {
+			t.Errorf("Observation =\n%q\nwant\n%q", got, want)
+		}
+		// One buffer and the string made of it: an observation is built
+		// for every philosopher every round.
+		if n := testing.AllocsPerRun(50, func() { Observation(tt.s) }); n > 2 {
+			t.Errorf("Observation: %v allocations, want at most 2", n)
+		}
+	}
+}

@@ -3,6 +3,7 @@ package rollout
 import (
 	"bytes"
 	"encoding/json"
+	"strings"
 	"testing"
 
 	openai "github.com/sashabaranov/go-openai"
@@ -63,6 +64,23 @@ func TestEncodeMessageSizesExactly(t *testing.T) {
 		}
 		if cap(b) > len(b)+96 {
 			t.Errorf("%s message: %d bytes in a buffer of %d", m.Role, len(b), cap(b))
+		}
+	}
+}
+
+// TestValidArgumentsAsUnmarshal: the argument check accepts exactly what
+// decoding into a map of raw values accepts.
+func TestValidArgumentsAsUnmarshal(t *testing.T) {
+	for _, a := range []string{
+		"", " ", "{}", " {}\n", `{"a":1}`, `{"a":{"b":[1,2]}}`, `{"a":}`, `{"a":1,}`,
+		"[]", "null", `"x"`, "{} {}", `{"a":1}x`, "{", "}", `{"a":"` + "\xff" + `"}`,
+		`{"a":1,"a":2}`, "{\t}", `{"\u0000":0}`, `{"a" 1}`,
+	} {
+		var v map[string]json.RawMessage
+		trimmed := strings.TrimSpace(a)
+		want := trimmed == "" || trimmed[0] == '{' && json.Unmarshal([]byte(trimmed), &v) == nil
+		if got := validArguments(a); got != want {
+			t.Errorf("validArguments(%q) = %v, want %v", a, got, want)
 		}
 	}
 }

@@ -2,6 +2,7 @@ package rollout
 
 import (
 	"fmt"
+	"strconv"
 	"strings"
 )
 
@@ -27,31 +28,41 @@ func SystemPrompt(cfg EnvConfig, id int) string {
 // Observation renders philosopher s.ID's view of a round: prose for a
 // language model, then the machine-readable state line.
 func Observation(s State) string {
-	var b strings.Builder
-	b.Grow(320)
-	fmt.Fprintf(&b, "Round %d of %d. ", s.Round, s.Rounds)
+	b := make([]byte, 0, 512)
+	b = append(b, "Round "...)
+	b = strconv.AppendInt(b, int64(s.Round), 10)
+	b = append(b, " of "...)
+	b = strconv.AppendInt(b, int64(s.Rounds), 10)
+	b = append(b, ". "...)
 	if s.Last != nil {
 		if s.Last.Action == Invalid {
-			b.WriteString("Your last reply was not a single valid tool call, so nothing happened. ")
+			b = append(b, "Your last reply was not a single valid tool call, so nothing happened. "...)
 		} else {
-			fmt.Fprintf(&b, "Your last action %s %s. ", s.Last.Action, okWord(s.Last.OK))
+			b = append(b, "Your last action "...)
+			b = append(b, s.Last.Action...)
+			b = append(b, ' ')
+			b = append(b, okWord(s.Last.OK)...)
+			b = append(b, ". "...)
 		}
 	}
-	b.WriteString(forkSentence("left", s.Holding.Left, s.Free.Left))
-	b.WriteString(forkSentence("right", s.Holding.Right, s.Free.Right))
-	fmt.Fprintf(&b, "You have eaten %d meal(s); the table %d. Choose one tool.\n", s.Meals, s.TableMeals)
-	b.WriteString(s.Line())
-	return b.String()
+	b = appendForkSentence(b, "left", s.Holding.Left, s.Free.Left)
+	b = appendForkSentence(b, "right", s.Holding.Right, s.Free.Right)
+	b = append(b, "You have eaten "...)
+	b = strconv.AppendInt(b, int64(s.Meals), 10)
+	b = append(b, " meal(s); the table "...)
+	b = strconv.AppendInt(b, int64(s.TableMeals), 10)
+	b = append(b, ". Choose one tool.\n"...)
+	return string(s.appendLine(b))
 }
 
-func forkSentence(side string, holding, free bool) string {
+func appendForkSentence(b []byte, side string, holding, free bool) []byte {
 	switch {
 	case holding:
-		return "You hold your " + side + " fork. "
+		return append(append(append(b, "You hold your "...), side...), " fork. "...)
 	case free:
-		return "Your " + side + " fork is free. "
+		return append(append(append(b, "Your "...), side...), " fork is free. "...)
 	default:
-		return "Your " + side + " fork is held by a neighbour. "
+		return append(append(append(b, "Your "...), side...), " fork is held by a neighbour. "...)
 	}
 }
 

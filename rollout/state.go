@@ -61,7 +61,11 @@ func ParseState(observation string) (State, error) {
 // prefix, then the state as json.Marshal writes it (written here without
 // reflection: one line per philosopher per round).
 func (s State) Line() string {
-	b := make([]byte, 0, 192)
+	return string(s.appendLine(make([]byte, 0, 192)))
+}
+
+// appendLine appends the line to b.
+func (s State) appendLine(b []byte) []byte {
 	b = append(b, StatePrefix+`{"round":`...)
 	b = strconv.AppendInt(b, int64(s.Round), 10)
 	b = append(b, `,"rounds":`...)
@@ -88,7 +92,7 @@ func (s State) Line() string {
 		b = strconv.AppendBool(b, s.Last.OK)
 		b = append(b, '}')
 	}
-	return string(append(b, '}'))
+	return append(b, '}')
 }
 
 func (d Sides) append(b []byte) []byte {
