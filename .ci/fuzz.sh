@@ -24,6 +24,7 @@ targets=(
   "./trainer/art FuzzDetect"               # ART's /openapi.json
   "./internal/httpx FuzzTransportReadsAsNetHTTP"  # the HTTP/1.1 transport's answer parsing against net/http's
   "./inference FuzzScanMatchesReflect"     # the bracket scan of answers against encoding/json
+  "./internal/httpx FuzzCommonHeadMatchesReadResponse"  # the common answer head read without net/http, against http.ReadResponse
 )
 for t in "${targets[@]}"; do
   read -r pkg name <<<"$t"

@@ -25,7 +25,8 @@ import (
 // the extra write calls cost more CPU and memory per call than the rest
 // of the orchestrator (docs/PERFORMANCE.md). This transport makes each
 // exchange on the caller's goroutine: one write of the head and body, the
-// answer parsed by net/http's own http.ReadResponse, the connection kept
+// common answer's head parsed here and any other by net/http's own
+// http.ReadResponse, the connection kept
 // for the next request once its body was read to the end.
 //
 // Everything else — https, a proxy from the environment, a body of unknown
@@ -200,13 +201,21 @@ func validToken(s string) bool {
 		return false
 	}
 	for i := 0; i < len(s); i++ {
-		c := s[i]
-		if c <= ' ' || c >= 0x7f || strings.IndexByte(`"(),/:;<=>?@[\]{}`, c) >= 0 {
+		if !tokenChar[s[i]] {
 			return false
 		}
 	}
 	return true
 }
+
+// tokenChar marks the bytes a token may hold: visible ASCII but the
+// delimiters.
+var tokenChar = func() (t [256]bool) {
+	for c := '!'; c <= '~'; c++ {
+		t[c] = !strings.ContainsRune(`"(),/:;<=>?@[\]{}`, c)
+	}
+	return t
+}()
 
 // validValue: no control characters other than tab.
 func validValue(s string) bool {
@@ -218,13 +227,13 @@ func validValue(s string) bool {
 	return true
 }
 
-// canonicalAddr is host:port, the port defaulting to 80.
+// canonicalAddr is host:port, the port defaulting to 80: the URL's host
+// as it is when it names a port.
 func canonicalAddr(req *http.Request) string {
-	host, port := req.URL.Hostname(), req.URL.Port()
-	if port == "" {
-		port = "80"
+	if req.URL.Port() != "" {
+		return req.URL.Host
 	}
-	return net.JoinHostPort(host, port)
+	return net.JoinHostPort(req.URL.Hostname(), "80")
 }
 
 // get returns an idle connection to key that the server has not closed,
@@ -344,7 +353,8 @@ func (t *Transport) exchange(ctx context.Context, c *pconn, req *http.Request, h
 	}
 	// Informational answers (1xx but 101) precede the real one; net/http
 	// allows five.
-	for informational := 0; ; informational++ {
+	resp = readCommonHead(c.br, req)
+	for informational := 0; resp == nil; informational++ {
 		resp, err = http.ReadResponse(c.br, req)
 		if err != nil {
 			stop()
@@ -357,6 +367,7 @@ func (t *Transport) exchange(ctx context.Context, c *pconn, req *http.Request, h
 			stop()
 			return nil, errors.New("too many 1xx informational responses")
 		}
+		resp = nil
 	}
 	keep := !resp.Close && resp.StatusCode != http.StatusSwitchingProtocols &&
 		(resp.ContentLength >= 0 || len(resp.TransferEncoding) > 0)
