@@ -171,17 +171,29 @@ func (c *Client) Send(ctx context.Context, req *Request) (*Response, error) {
 // send makes one attempt; rejected reports a 2xx answer that Accept
 // rejected or that was over the cap.
 func (c *Client) send(ctx context.Context, r *Request, timeout time.Duration) (resp *Response, rejected bool, err error) {
-	actx := ctx
+	// The attempt's deadline: Transport holds the connection to it itself
+	// (no context, timer and cancellation hook per attempt); any other
+	// round tripper gets it as a context.
+	actx, tr := ctx, c.transport()
+	var deadline time.Time
 	if timeout > 0 {
-		var cancel context.CancelFunc
-		actx, cancel = context.WithTimeout(ctx, timeout)
-		defer cancel()
+		deadline = time.Now().Add(timeout)
+		if tr == nil {
+			var cancel context.CancelFunc
+			actx, cancel = context.WithDeadline(ctx, deadline)
+			defer cancel()
+		}
 	}
 	hreq, err := c.newRequest(actx, r)
 	if err != nil {
 		return nil, false, err
 	}
-	hresp, err := c.roundTrip(hreq)
+	var hresp *http.Response
+	if tr != nil {
+		hresp, err = c.roundTrip(tr, hreq, deadline)
+	} else {
+		hresp, err = c.hc.Do(hreq)
+	}
 	if err != nil {
 		return nil, false, attemptError(ctx, actx, timeout, err)
 	}
@@ -255,19 +267,26 @@ func (c *Client) answer(ctx, actx context.Context, timeout time.Duration, r *Req
 	return resp, false, nil
 }
 
-// roundTrip sends hreq. A client of the plain kind NewHTTPClient builds
-// (Transport, no cookie jar, redirect policy nor timeout) hands it to the
-// Transport itself: http.Client's bookkeeping (a copy of the headers, the
-// redirect loop, the deadline) costs CPU and, at thousands of requests in
-// flight, the stack depth of every caller. An answer that redirects is
-// asked again through http.Client, which follows it; errors are wrapped
-// as http.Client wraps them.
-func (c *Client) roundTrip(hreq *http.Request) (*http.Response, error) {
+// transport is the client's Transport when it is of the plain kind
+// NewHTTPClient builds (Transport, no cookie jar, redirect policy nor
+// timeout), whose requests the client hands to it itself: http.Client's
+// bookkeeping (a copy of the headers, the redirect loop, the deadline)
+// costs CPU and, at thousands of requests in flight, the stack depth of
+// every caller. Otherwise nil.
+func (c *Client) transport() *Transport {
 	tr, ok := c.hc.Transport.(*Transport)
 	if !ok || c.hc.Jar != nil || c.hc.CheckRedirect != nil || c.hc.Timeout != 0 {
-		return c.hc.Do(hreq)
+		return nil
 	}
-	resp, err := tr.RoundTrip(hreq)
+	return tr
+}
+
+// roundTrip sends hreq through tr, holding the exchange to deadline (when
+// not zero) as well as to the request's context. An answer that redirects
+// is asked again through http.Client, which follows it; errors are
+// wrapped as http.Client wraps them.
+func (c *Client) roundTrip(tr *Transport, hreq *http.Request, deadline time.Time) (*http.Response, error) {
+	resp, err := tr.roundTrip(hreq, deadline)
 	if err != nil {
 		m := hreq.Method
 		return nil, &url.Error{Op: m[:1] + strings.ToLower(m[1:]), URL: hreq.URL.Redacted(), Err: err}
@@ -281,9 +300,44 @@ func (c *Client) roundTrip(hreq *http.Request) (*http.Response, error) {
 				return nil, err
 			}
 		}
-		return c.hc.Do(hreq)
+		if deadline.IsZero() {
+			return c.hc.Do(hreq)
+		}
+		ctx, cancel := context.WithDeadline(hreq.Context(), deadline)
+		resp, err := c.hc.Do(hreq.WithContext(ctx))
+		if err != nil {
+			cancel()
+			if ctx.Err() == context.DeadlineExceeded && hreq.Context().Err() == nil {
+				return nil, fmt.Errorf("%w (%w)", err, errExpired)
+			}
+			return nil, err
+		}
+		resp.Body = &cancelBody{ReadCloser: resp.Body, ctx: ctx, parent: hreq.Context(), cancel: cancel}
+		return resp, nil
 	}
 	return resp, nil
+}
+
+// cancelBody is the body of an answer read under its own deadline: an
+// error it causes is errExpired, and closing the body ends the context.
+type cancelBody struct {
+	io.ReadCloser
+	ctx, parent context.Context
+	cancel      context.CancelFunc
+}
+
+func (b *cancelBody) Read(p []byte) (int, error) {
+	n, err := b.ReadCloser.Read(p)
+	if err != nil && err != io.EOF && b.ctx.Err() == context.DeadlineExceeded && b.parent.Err() == nil {
+		err = fmt.Errorf("%w (%w)", err, errExpired)
+	}
+	return n, err
+}
+
+func (b *cancelBody) Close() error {
+	err := b.ReadCloser.Close()
+	b.cancel()
+	return err
 }
 
 // partsBody is a request body in pieces, which Transport reads as they
@@ -352,9 +406,10 @@ func readBody(resp *http.Response, max int64) ([]byte, error) {
 }
 
 // attemptError turns the expiry of an attempt's own timeout, while the
-// caller's context lives, into a TimeoutError.
+// caller's context lives, into a TimeoutError: actx's deadline, or the
+// deadline Transport held the exchange to (errExpired).
 func attemptError(ctx, actx context.Context, timeout time.Duration, err error) error {
-	if ctx.Err() == nil && actx.Err() == context.DeadlineExceeded {
+	if ctx.Err() == nil && (actx.Err() == context.DeadlineExceeded || errors.Is(err, errExpired)) {
 		return &TimeoutError{After: timeout}
 	}
 	return err

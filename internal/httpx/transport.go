@@ -67,8 +67,32 @@ type pconn struct {
 // RoundTrip sends req and returns its answer, whose body must be read to
 // the end and closed for the connection to be used again.
 func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
+	return t.roundTrip(req, time.Time{})
+}
+
+// errExpired is the error of an exchange whose own deadline passed, while
+// its context lives.
+var errExpired = errors.New("the attempt's deadline passed")
+
+// roundTrip is RoundTrip holding the exchange, body included, to
+// deadline as well (when not zero): the earlier of it and the context's
+// deadline is the connection's. Fallback gets deadline as a context.
+func (t *Transport) roundTrip(req *http.Request, deadline time.Time) (*http.Response, error) {
 	if !t.handles(req) {
-		return t.Fallback.RoundTrip(req)
+		if deadline.IsZero() {
+			return t.Fallback.RoundTrip(req)
+		}
+		ctx, cancel := context.WithDeadline(req.Context(), deadline)
+		resp, err := t.Fallback.RoundTrip(req.WithContext(ctx))
+		if err != nil {
+			cancel()
+			if ctx.Err() == context.DeadlineExceeded && req.Context().Err() == nil {
+				return nil, fmt.Errorf("%w (%w)", err, errExpired)
+			}
+			return nil, err
+		}
+		resp.Body = &cancelBody{ReadCloser: resp.Body, ctx: ctx, parent: req.Context(), cancel: cancel}
+		return resp, nil
 	}
 	head, err := writeHead(req)
 	if err != nil {
@@ -85,7 +109,7 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	if err != nil {
 		return nil, err
 	}
-	resp, err := t.exchange(req.Context(), c, req, head, body)
+	resp, err := t.exchange(req.Context(), deadline, c, req, head, body)
 	if err != nil {
 		c.Close()
 		return nil, err
@@ -305,19 +329,16 @@ var longAgo = time.Unix(1, 0)
 
 // exchange writes the request and reads the answer's head. When the
 // context ends first, its error is returned.
-func (t *Transport) exchange(ctx context.Context, c *pconn, req *http.Request, head []byte, payload [][]byte) (resp *http.Response, err error) {
+func (t *Transport) exchange(ctx context.Context, deadline time.Time, c *pconn, req *http.Request, head []byte, payload [][]byte) (resp *http.Response, err error) {
+	dl, ctxFirst := ctx.Deadline()
+	if ctxFirst && !deadline.IsZero() && deadline.Before(dl) || !ctxFirst {
+		dl, ctxFirst = deadline, false
+	}
 	defer func() {
-		if err == nil {
-			return
-		}
-		if _, ok := ctx.Deadline(); ok && errors.Is(err, os.ErrDeadlineExceeded) {
-			<-ctx.Done() // the connection's deadline is the context's
-		}
-		if ctx.Err() != nil {
-			err = ctx.Err()
+		if err != nil {
+			err = deadlineErr(ctx, ctxFirst, err)
 		}
 	}()
-	dl, _ := ctx.Deadline()
 	if err := c.SetDeadline(dl); err != nil {
 		return nil, err
 	}
@@ -371,19 +392,39 @@ func (t *Transport) exchange(ctx context.Context, c *pconn, req *http.Request, h
 	}
 	keep := !resp.Close && resp.StatusCode != http.StatusSwitchingProtocols &&
 		(resp.ContentLength >= 0 || len(resp.TransferEncoding) > 0)
-	resp.Body = &body{rc: resp.Body, t: t, c: c, stop: stop, keep: keep}
+	resp.Body = &body{rc: resp.Body, t: t, c: c, ctx: ctx, ctxFirst: ctxFirst, stop: stop, keep: keep}
 	return resp, nil
+}
+
+// deadlineErr is the error of an exchange as its caller sees it: the
+// context's error once the context has ended (waiting for that when the
+// connection's deadline was the context's), errExpired when the
+// exchange's own deadline passed.
+func deadlineErr(ctx context.Context, ctxFirst bool, err error) error {
+	if errors.Is(err, os.ErrDeadlineExceeded) {
+		if ctxFirst {
+			<-ctx.Done()
+		} else if ctx.Err() == nil {
+			return errExpired
+		}
+	}
+	if ctx.Err() != nil {
+		return ctx.Err()
+	}
+	return err
 }
 
 // body is an answer's body; at its end the connection goes back to the
 // pool, or is closed.
 type body struct {
-	rc   io.ReadCloser
-	t    *Transport
-	c    *pconn
-	stop func() bool
-	keep bool
-	done bool
+	rc       io.ReadCloser
+	t        *Transport
+	c        *pconn
+	ctx      context.Context
+	ctxFirst bool // the connection's deadline is the context's
+	stop     func() bool
+	keep     bool
+	done     bool
 }
 
 func (b *body) Read(p []byte) (int, error) {
@@ -395,6 +436,7 @@ func (b *body) Read(p []byte) (int, error) {
 		b.release(true)
 	} else if err != nil {
 		b.release(false)
+		err = deadlineErr(b.ctx, b.ctxFirst, err)
 	}
 	return n, err
 }

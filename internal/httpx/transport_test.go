@@ -474,3 +474,55 @@ func TestClientFollowsRedirectsAroundTransport(t *testing.T) {
 		t.Fatalf("refused connection: %v (%T), want a transient *url.Error for Post http://%s/x", err, err, addr)
 	}
 }
+
+// TestAttemptDeadlines: the per-attempt timeout Transport holds an
+// exchange to, without a context of its own, covers the answer's head,
+// its body and a redirect, and gives way to the caller's context.
+func TestAttemptDeadlines(t *testing.T) {
+	stall := make(chan struct{})
+	addr, _ := rawServer(t, func(c net.Conn, br *bufio.Reader) {
+		req, err := http.ReadRequest(br)
+		if err != nil {
+			return
+		}
+		io.Copy(io.Discard, req.Body)
+		switch req.URL.Path {
+		case "/head": // nothing
+		case "/body":
+			io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\nhalf ")
+		case "/redirect":
+			io.WriteString(c, "HTTP/1.1 307 Temporary Redirect\r\nLocation: /head\r\nContent-Length: 0\r\n\r\n")
+			return
+		}
+		<-stall
+	})
+	t.Cleanup(func() { close(stall) }) // before the server's cleanup waits for its handlers
+	timeout := 300 * time.Millisecond
+	c := New(Options{Timeout: timeout})
+	if c.transport() == nil {
+		t.Fatal("the default client does not use Transport")
+	}
+	for _, path := range []string{"/head", "/body", "/redirect"} {
+		start := time.Now()
+		_, _, err := c.Do(context.Background(), &Request{Method: "POST", URL: addr + path, Body: []byte(`{}`)})
+		var te *TimeoutError
+		if !errors.As(err, &te) || te.After != timeout {
+			t.Errorf("%s: err %v, want a TimeoutError after %v", path, err, timeout)
+		}
+		if d := time.Since(start); d < timeout {
+			t.Errorf("%s: gave up after %v, before the timeout", path, d)
+		}
+	}
+	// The caller's deadline, earlier than the attempt's, is the one kept,
+	// and its error is the caller's.
+	c = New(Options{Timeout: time.Minute})
+	for _, path := range []string{"/head", "/body"} {
+		ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+		_, _, err := c.Do(ctx, &Request{Method: "POST", URL: addr + path, Body: []byte(`{}`)})
+		cancel()
+		var te *TimeoutError
+		if errors.As(err, &te) || !errors.Is(err, context.DeadlineExceeded) {
+			t.Errorf("%s under the caller's deadline: err %v, want context.DeadlineExceeded", path, err)
+		}
+	}
+}
