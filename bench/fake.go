@@ -1,12 +1,9 @@
 package bench
 
 import (
-	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"net/url"
 	"strings"
@@ -28,6 +25,12 @@ var answers = func() [][]byte {
 	}
 	return out
 }()
+
+// The fake's /v1/models and /metrics answers.
+const (
+	modelsJSON  = `{"object":"list","data":[{"id":"m","object":"model","owned_by":"bench"}]}`
+	metricsText = "vllm:num_requests_running 0\nvllm:num_requests_waiting 0\nvllm:kv_cache_usage_perc 0\n"
+)
 
 // LLMHandler is a fake OpenAI-compatible server that answers every chat
 // completion with the same tool call after a fixed service time, spending
@@ -53,37 +56,16 @@ func LLMHandler(service time.Duration) http.Handler {
 	})
 	mux.HandleFunc("GET /v1/models", func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
-		fmt.Fprint(w, `{"object":"list","data":[{"id":"m","object":"model","owned_by":"bench"}]}`)
+		fmt.Fprint(w, modelsJSON)
 	})
 	ok := func(w http.ResponseWriter, r *http.Request) { io.Copy(io.Discard, r.Body); fmt.Fprint(w, "ok") }
 	mux.HandleFunc("POST /v1/load_lora_adapter", ok)
 	mux.HandleFunc("POST /v1/unload_lora_adapter", ok)
 	mux.HandleFunc("GET /health", ok)
 	mux.HandleFunc("GET /metrics", func(w http.ResponseWriter, r *http.Request) {
-		fmt.Fprint(w, "vllm:num_requests_running 0\nvllm:num_requests_waiting 0\nvllm:kv_cache_usage_perc 0\n")
+		fmt.Fprint(w, metricsText)
 	})
 	return mux
-}
-
-// Serve runs h on a loopback listener until ctx ends; ready receives the
-// listener's address once it accepts connections.
-func Serve(ctx context.Context, h http.Handler, ready func(addr string)) error {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return fmt.Errorf("listen on loopback: %w", err)
-	}
-	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
-	go func() {
-		<-ctx.Done()
-		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		srv.Shutdown(sctx)
-	}()
-	ready(ln.Addr().String())
-	if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
-		return err
-	}
-	return nil
 }
 
 // TrainerHandler is a fake trainer job API (DESIGN §5) whose every job

@@ -101,7 +101,7 @@ func (c *BenchCommand) ParseFlags(args []string) error {
 // Run measures and prints the table.
 func (c *BenchCommand) Run(ctx context.Context) error {
 	if c.serve != "" {
-		return bench.Serve(ctx, bench.LLMHandler(c.svc), func(addr string) {
+		return bench.ServeLLM(ctx, c.svc, func(addr string) {
 			fmt.Fprintf(c.Stdout, "listening http://%s/v1\n", addr)
 		})
 	}

@@ -1,0 +1,150 @@
+package bench
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptrace"
+	"strings"
+	"testing"
+	"time"
+)
+
+func startLean(t *testing.T, service time.Duration) string {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	addr := make(chan string, 1)
+	done := make(chan error, 1)
+	go func() { done <- ServeLLM(ctx, service, func(a string) { addr <- a }) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("ServeLLM: %v", err)
+		}
+	})
+	return <-addr
+}
+
+// TestServeLLMAnswers: the lean fake answers every path LLMHandler
+// answers, the same way, keeps connections alive and waits the service
+// time before a completion.
+func TestServeLLMAnswers(t *testing.T) {
+	addr := startLean(t, 50*time.Millisecond)
+	base := "http://" + addr
+	local := httptestServer(t, LLMHandler(50*time.Millisecond))
+	var reused []bool
+	trace := &httptrace.ClientTrace{GotConn: func(i httptrace.GotConnInfo) { reused = append(reused, i.Reused) }}
+	hc := &http.Client{Transport: &http.Transport{}}
+	get := func(url, method, body string) (int, string, time.Duration) {
+		t.Helper()
+		req, _ := http.NewRequestWithContext(httptrace.WithClientTrace(context.Background(), trace), method, url, strings.NewReader(body))
+		start := time.Now()
+		resp, err := hc.Do(req)
+		if err != nil {
+			t.Fatalf("%s %s: %v", method, url, err)
+		}
+		defer resp.Body.Close()
+		b, err := io.ReadAll(resp.Body)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return resp.StatusCode, string(b), time.Since(start)
+	}
+	for _, r := range []struct{ method, path, body string }{
+		{"GET", "/v1/models", ""},
+		{"GET", "/health?probe=1", ""},
+		{"GET", "/metrics", ""},
+		{"POST", "/v1/load_lora_adapter", `{"lora_name":"a","lora_path":"/x"}`},
+		{"POST", "/v1/unload_lora_adapter", `{"lora_name":"a"}`},
+		{"GET", "/nope", ""},
+	} {
+		code, body, _ := get(base+r.path, r.method, r.body)
+		wantCode, wantBody, _ := get(local+r.path, r.method, r.body)
+		if code != wantCode || body != wantBody {
+			t.Errorf("%s %s: %d %q, LLMHandler answers %d %q", r.method, r.path, code, body, wantCode, wantBody)
+		}
+	}
+	seen := map[string]bool{}
+	for range len(answers) {
+		code, body, took := get(base+"/v1/chat/completions", "POST", `{"model":"m","messages":[]}`)
+		var c struct {
+			Choices []struct {
+				Message struct {
+					ToolCalls []struct {
+						Function struct{ Name string } `json:"function"`
+					} `json:"tool_calls"`
+				} `json:"message"`
+			} `json:"choices"`
+		}
+		if code != 200 || json.Unmarshal([]byte(body), &c) != nil || len(c.Choices) != 1 || len(c.Choices[0].Message.ToolCalls) != 1 {
+			t.Fatalf("completion: %d %q", code, body)
+		}
+		if took < 50*time.Millisecond {
+			t.Errorf("completion answered after %v, before the service time", took)
+		}
+		seen[c.Choices[0].Message.ToolCalls[0].Function.Name] = true
+	}
+	if len(seen) != len(answers) {
+		t.Errorf("%d calls answered with %d tools, want each of the %d in turn", len(answers), len(seen), len(answers))
+	}
+	// The first request to each server dialed; every other reused.
+	dials := 0
+	for _, r := range reused {
+		if !r {
+			dials++
+		}
+	}
+	if dials != 2 {
+		t.Errorf("%d connections for %d requests to two servers, want 2", dials, len(reused))
+	}
+}
+
+// TestServeLLMRefuses: a malformed head or a body of unknown length gets
+// 400 and the connection closed; HTTP/1.0 and Connection: close end the
+// connection after the answer.
+func TestServeLLMRefuses(t *testing.T) {
+	addr := startLean(t, time.Millisecond)
+	for _, tt := range []struct{ req, status string }{
+		{"GARBAGE\r\n\r\n", "HTTP/1.1 400 Bad Request"},
+		{"POST /v1/chat/completions HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n", "HTTP/1.1 400 Bad Request"},
+		{"POST /v1/chat/completions HTTP/1.1\r\nContent-Length: x\r\n\r\n", "HTTP/1.1 400 Bad Request"},
+		{"GET /health HTTP/1.0\r\n\r\n", "HTTP/1.1 200 OK"},
+		{"GET /health HTTP/1.1\r\nConnection: close\r\n\r\n", "HTTP/1.1 200 OK"},
+	} {
+		c, err := net.Dial("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		c.SetDeadline(time.Now().Add(10 * time.Second))
+		io.WriteString(c, tt.req)
+		resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+		if err != nil {
+			t.Fatalf("%q: %v", tt.req, err)
+		}
+		rest, err := io.ReadAll(resp.Body)
+		if err != nil {
+			t.Fatalf("%q: read body: %v", tt.req, err)
+		}
+		if got := resp.Proto + " " + resp.Status; got != tt.status {
+			t.Errorf("%q: %s, want %s", tt.req, got, tt.status)
+		}
+		// The server closed the connection: nothing more to read.
+		if n, err := c.Read(make([]byte, 1)); n != 0 || err != io.EOF {
+			t.Errorf("%q: connection left open after %q (read %d, %v)", tt.req, rest, n, err)
+		}
+		c.Close()
+	}
+}
+
+func httptestServer(t *testing.T, h http.Handler) string {
+	t.Helper()
+	url, stop, err := startLocal(context.Background(), h)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(stop)
+	return url
+}
