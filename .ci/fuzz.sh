@@ -25,6 +25,7 @@ targets=(
   "./internal/httpx FuzzTransportReadsAsNetHTTP"  # the HTTP/1.1 transport's answer parsing against net/http's
   "./inference FuzzScanMatchesReflect"     # the bracket scan of answers against encoding/json
   "./internal/httpx FuzzCommonHeadMatchesReadResponse"  # the common answer head read without net/http, against http.ReadResponse
+  "./internal/jsonvalid FuzzValidMatchesEncodingJSON"   # the JSON check of answers and tool arguments against encoding/json
 )
 for t in "${targets[@]}"; do
   read -r pkg name <<<"$t"

@@ -17,6 +17,7 @@ import (
 	openai "github.com/sashabaranov/go-openai"
 
 	"github.com/grpo-dev/grpo/internal/httpx"
+	"github.com/grpo-dev/grpo/internal/jsonvalid"
 	"github.com/grpo-dev/grpo/internal/quote"
 	"github.com/grpo-dev/grpo/rollout"
 )
@@ -345,7 +346,7 @@ func decodeCompletion(body []byte) (*rollout.Completion, error) {
 // another type), which decodeCompletionReflect then reads: the result is
 // always what decodeCompletionReflect returns (FuzzScanMatchesReflect).
 func scanCompletion(body []byte) *rollout.Completion {
-	if !json.Valid(body) {
+	if !jsonvalid.Valid(body) {
 		return nil
 	}
 	var choices, usage, promptIDs []byte

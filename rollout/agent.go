@@ -7,6 +7,8 @@ import (
 	"strings"
 
 	openai "github.com/sashabaranov/go-openai"
+
+	"github.com/grpo-dev/grpo/internal/jsonvalid"
 )
 
 // Completer sends one chat completion request. Implementations retry
@@ -125,7 +127,7 @@ func validArguments(args string) bool {
 	}
 	// A JSON object, checked without decoding it: what unmarshalling into
 	// a map would accept, at a fraction of the cost (and none for "{}").
-	return a[0] == '{' && (string(a) == "{}" || json.Valid(a))
+	return a[0] == '{' && (string(a) == "{}" || jsonvalid.Valid(a))
 }
 
 func quoteShort(s string) string {

@@ -1,0 +1,67 @@
+package jsonvalid
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+)
+
+var cases = []string{
+	``, ` `, `0`, `-0`, `01`, `-`, `1.`, `1.5`, `1e5`, `1E+5`, `1e`, `1e-`, `.5`, `+1`, `-1.5e-10`,
+	`"x"`, `"\u00e9\n\"\\\/\b\f\r\t"`, `"\x"`, `"\u00g0"`, `"\u00"`, "\"a\x01\"", "\"\xff\xfe\"", `"unterminated`, `"\`,
+	`true`, `false`, `null`, `nul`, `truex`, `True`,
+	`{}`, `[]`, ` { } `, `[ ]`, `{"a":1}`, `{"a" : [1, 2, {"b": null}]}`, `{"a":1,}`, `[1,]`, `[,1]`, `{,}`,
+	`{"a"}`, `{"a":}`, `{1:2}`, `{"a":1 "b":2}`, `[1 2]`, `[1,2]]`, `{"a":1}}`, `{`, `[`, `]`, `}`,
+	`[{"a":[{}]},[],{"b":[[]]}]`, `{} {}`, `1 2`, "\t\n\r 1 \t\n\r", "\v1", `[1]x`, `{"a":{"b":{"c":[1,"x",true]}}}`,
+}
+
+func TestValidAsEncodingJSON(t *testing.T) {
+	for _, c := range cases {
+		if got, want := Valid([]byte(c)), json.Valid([]byte(c)); got != want {
+			t.Errorf("Valid(%q) = %v, encoding/json says %v", c, got, want)
+		}
+	}
+}
+
+// TestValidDepth: 10,000 levels of nesting are valid, 10,001 are not,
+// whether the innermost container is empty or not.
+func TestValidDepth(t *testing.T) {
+	for _, tt := range []struct {
+		depth int
+		inner string
+		want  bool
+	}{{10000, "", true}, {10001, "", false}, {10000, "1", true}, {10001, "1", false}, {9999, "{}", true}, {10000, "{}", false}} {
+		b := []byte(strings.Repeat("[", tt.depth) + tt.inner + strings.Repeat("]", tt.depth))
+		if got := Valid(b); got != tt.want || json.Valid(b) != tt.want {
+			t.Errorf("depth %d around %q: Valid %v, encoding/json %v, want %v", tt.depth, tt.inner, got, json.Valid(b), tt.want)
+		}
+	}
+}
+
+func FuzzValidMatchesEncodingJSON(f *testing.F) {
+	for _, c := range cases {
+		f.Add([]byte(c))
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		if got, want := Valid(b), json.Valid(b); got != want {
+			t.Fatalf("Valid(%q) = %v, encoding/json says %v", b, got, want)
+		}
+	})
+}
+
+func BenchmarkValid(b *testing.B) {
+	answer := []byte(`{"id":"chatcmpl-1","object":"chat.completion","created":1,"model":"m","choices":[{"index":0,"message":{"role":"assistant","content":null,"tool_calls":[{"id":"chatcmpl-tool-1","type":"function","function":{"name":"eat","arguments":"{}"}}]},"logprobs":{"content":[{"token":"token_id:151657","logprob":-0.1,"bytes":[60],"top_logprobs":[]},{"token":"token_id:5","logprob":-0.2,"bytes":[116],"top_logprobs":[]}]},"finish_reason":"tool_calls","stop_reason":null,"token_ids":[151657,5,151658]}],"usage":{"prompt_tokens":700,"completion_tokens":3,"total_tokens":703},"prompt_token_ids":[1,2,3,4,5,6,7,8]}`)
+	for _, impl := range []struct {
+		name  string
+		valid func([]byte) bool
+	}{{"jsonvalid", Valid}, {"encoding-json", json.Valid}} {
+		b.Run(impl.name, func(b *testing.B) {
+			b.SetBytes(int64(len(answer)))
+			for b.Loop() {
+				if !impl.valid(answer) {
+					b.Fatal("invalid")
+				}
+			}
+		})
+	}
+}
