@@ -437,11 +437,25 @@ func scanString(v []byte, s *string) bool {
 	}
 	in := v[1 : len(v)-1]
 	if bytes.IndexByte(in, '\\') < 0 && utf8.Valid(in) {
-		*s = string(in)
+		if common, ok := commonStrings[string(in)]; ok {
+			*s = common // no allocation
+		} else {
+			*s = string(in)
+		}
 		return true
 	}
 	return json.Unmarshal(v, s) == nil // escapes
 }
+
+// commonStrings are the strings nearly every answer holds: its role, the
+// tool call's type, the tools' names and empty arguments.
+var commonStrings = func() map[string]string {
+	m := map[string]string{}
+	for _, s := range append([]string{"assistant", "function", "{}", ""}, rollout.ToolNames[:]...) {
+		m[s] = s
+	}
+	return m
+}()
 
 // scanInt reads a small non-negative integer or null.
 func scanInt(v []byte, n *int) bool {

@@ -254,17 +254,38 @@ func (t *Table) take(id, fork int) bool {
 }
 
 func (t *Table) record(id int, action string, ok bool) {
-	if k := ToolIndex(action); k >= 0 {
+	k := ToolIndex(action)
+	if k >= 0 {
 		t.actions[k]++
 		if !ok {
 			t.failed++
 		}
 	} else {
-		action = Invalid
+		k, ok = len(ToolNames), false
 		t.invalid++
-		ok = false
 	}
-	t.last[id] = &LastEvent{Action: action, OK: ok}
+	t.last[id] = &lastEvents[k][b2i(ok)]
+}
+
+// lastEvents are every LastEvent there can be, by tool (then invalid) and
+// success, shared by all tables: a table records one per decision, and
+// nothing changes one once made.
+var lastEvents = func() (e [len(ToolNames) + 1][2]LastEvent) {
+	for k := range e {
+		action := Invalid
+		if k < len(ToolNames) {
+			action = ToolNames[k]
+		}
+		e[k] = [2]LastEvent{{Action: action}, {Action: action, OK: true}}
+	}
+	return e
+}()
+
+func b2i(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
 }
 
 func (t *Table) endRound() {

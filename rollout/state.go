@@ -21,7 +21,7 @@ type State struct {
 	Free       Sides      `json:"free"`
 	Meals      int        `json:"meals"`
 	TableMeals int        `json:"table_meals"`
-	Last       *LastEvent `json:"last"`
+	Last       *LastEvent `json:"last"` // shared between tables: read, never change
 }
 
 // Sides describes the philosopher's left and right forks.

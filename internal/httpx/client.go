@@ -56,6 +56,9 @@ type Client struct {
 	timeout time.Duration
 	maxBody int64
 	auth    string
+	// authValue and jsonValue are header values every request shares:
+	// nothing that sends a request changes its header.
+	authValue []string
 
 	sleep func(context.Context, time.Duration) error
 	now   func() time.Time
@@ -79,6 +82,7 @@ func New(opts Options) *Client {
 	}
 	if opts.BearerToken != "" {
 		c.auth = "Bearer " + opts.BearerToken
+		c.authValue = []string{c.auth}
 	}
 	return c
 }
@@ -200,6 +204,9 @@ func (c *Client) send(ctx context.Context, r *Request, timeout time.Duration) (r
 	return c.answer(ctx, actx, timeout, r, hresp)
 }
 
+// jsonValue is the value of Content-Type and Accept.
+var jsonValue = []string{"application/json"}
+
 // newRequest is the attempt's HTTP request. It and answer are send's but
 // for the stack: kept out of send (not inlined), their locals take no room
 // in the frame of a caller that waits on the server, thousands at once.
@@ -221,11 +228,11 @@ func (c *Client) newRequest(actx context.Context, r *Request) (*http.Request, er
 		if b.n == 0 {
 			hreq.Body = http.NoBody
 		}
-		hreq.Header.Set("Content-Type", "application/json")
+		hreq.Header["Content-Type"] = jsonValue
 	}
-	hreq.Header.Set("Accept", "application/json")
+	hreq.Header["Accept"] = jsonValue
 	if c.auth != "" {
-		hreq.Header.Set("Authorization", c.auth)
+		hreq.Header["Authorization"] = c.authValue
 	}
 	for k, v := range r.Header {
 		hreq.Header[k] = v
