@@ -3,13 +3,10 @@ package httpx
 import (
 	"bufio"
 	"bytes"
-	"context"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"reflect"
-	"strings"
 	"testing"
 )
 
@@ -147,24 +144,6 @@ func TestCanonicalAddr(t *testing.T) {
 		}
 		if got := canonicalAddr(req); got != want {
 			t.Errorf("canonicalAddr(%s) = %q, want %q", in, got, want)
-		}
-	}
-}
-
-// TestDialErrorNamesTheServer: a refused dial says where it went, as
-// net/http's does.
-func TestDialErrorNamesTheServer(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := ln.Addr().String()
-	ln.Close()
-	var tr Transport
-	for _, key := range []string{addr, "localhost:" + addr[strings.LastIndexByte(addr, ':')+1:]} {
-		_, err := tr.dialTCP(context.Background(), key)
-		if err == nil || !strings.HasPrefix(err.Error(), "dial tcp ") || strings.Contains(err.Error(), "->") || !strings.Contains(err.Error(), "connection refused") {
-			t.Errorf("dial %s: %v", key, err)
 		}
 	}
 }

@@ -8,7 +8,6 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"net/netip"
 	"net/url"
 	"os"
 	"strconv"
@@ -280,29 +279,11 @@ func (t *Transport) get(ctx context.Context, key string) (*pconn, error) {
 		}
 		c.Close()
 	}
-	nc, err := t.dialTCP(ctx, key)
+	nc, err := t.dialer.DialContext(ctx, "tcp", key)
 	if err != nil {
 		return nil, err
 	}
 	return &pconn{Conn: nc, br: bufio.NewReaderSize(nc, readBufferSize), key: key}, nil
-}
-
-// dialTCP connects to key; an address (what inference servers usually
-// are) is dialled without the resolver's work and the stack it takes.
-func (t *Transport) dialTCP(ctx context.Context, key string) (net.Conn, error) {
-	ap, err := netip.ParseAddrPort(key)
-	if err != nil {
-		return t.dialer.DialContext(ctx, "tcp", key)
-	}
-	tc, err := t.dialer.DialTCP(ctx, "tcp", netip.AddrPort{}, ap)
-	if err != nil {
-		var oe *net.OpError
-		if errors.As(err, &oe) {
-			oe.Source = nil // no local address was asked for: say so as DialContext does
-		}
-		return nil, err
-	}
-	return tc, nil
 }
 
 // put keeps c for the next request, or closes it when the pool is full.
