@@ -349,38 +349,55 @@ func scanCompletion(body []byte) *rollout.Completion {
 	if !jsonvalid.Valid(body) {
 		return nil
 	}
-	var choices, usage, promptIDs []byte
-	ok := eachKey(body, skipSpace(body, 0), func(key, val []byte) bool {
+	// One pass over the answer: the first choice's members are read where
+	// they stand, and the bulk of the answer (logprobs, token ids) is
+	// skipped once.
+	var first, usage, promptIDs, index, message, finish []byte
+	choice := func(key []byte, at int) int {
 		switch string(key) {
-		case `"choices"`:
-			if choices != nil {
-				return false
-			}
-			choices = val
-		case `"usage"`:
-			if usage != nil {
-				return false
-			}
-			usage = val
-		case `"prompt_token_ids"`:
-			if promptIDs != nil {
-				return false
-			}
-			promptIDs = val
+		case `"index"`:
+			return keepOnce(body, at, &index)
+		case `"message"`:
+			return keepOnce(body, at, &message)
+		case `"finish_reason"`:
+			return keepOnce(body, at, &finish)
 		default:
-			return !foldsTo(key, `"choices"`, `"usage"`, `"prompt_token_ids"`)
+			if foldsTo(key, `"index"`, `"message"`, `"finish_reason"`) {
+				return -1
+			}
+			return skipValue(body, at)
 		}
-		return true
+	}
+	end := members(body, skipSpace(body, 0), func(key []byte, at int) int {
+		switch string(key) {
+		case `"choices"`: // exactly one choice, an object
+			i := skipSpace(body, at+1)
+			if first != nil || body[at] != '[' || i >= len(body) || body[i] != '{' {
+				return -1
+			}
+			end := members(body, i, choice)
+			if end < 0 {
+				return -1
+			}
+			first = body[i:end:end]
+			if end = skipSpace(body, end); end >= len(body) || body[end] != ']' {
+				return -1
+			}
+			return end + 1
+		case `"usage"`:
+			return keepOnce(body, at, &usage)
+		case `"prompt_token_ids"`:
+			return keepOnce(body, at, &promptIDs)
+		default:
+			if foldsTo(key, `"choices"`, `"usage"`, `"prompt_token_ids"`) {
+				return -1
+			}
+			return skipValue(body, at)
+		}
 	})
-	if !ok || len(choices) == 0 || choices[0] != '[' {
+	if end < 0 || first == nil {
 		return nil
 	}
-	i := skipSpace(choices, 1)
-	end := skipValue(choices, i)
-	if i >= len(choices) || choices[i] != '{' || skipSpace(choices, end) != len(choices)-1 {
-		return nil // not exactly one choice, an object
-	}
-	first := choices[i:end:end]
 	comp := &rollout.Completion{Raw: first}
 	if usage != nil && !scanUsage(usage, &comp.Usage) && json.Unmarshal(usage, &comp.Usage) != nil {
 		return nil
@@ -389,37 +406,24 @@ func scanCompletion(body []byte) *rollout.Completion {
 		comp.PromptTokenIDs = promptIDs
 	}
 	var w wireChoice
-	var index, message, finish []byte
-	ok = eachKey(first, 0, func(key, val []byte) bool {
-		switch string(key) {
-		case `"index"`:
-			if index != nil {
-				return false
-			}
-			index = val
-		case `"message"`:
-			if message != nil {
-				return false
-			}
-			message = val
-		case `"finish_reason"`:
-			if finish != nil {
-				return false
-			}
-			finish = val
-		default:
-			return !foldsTo(key, `"index"`, `"message"`, `"finish_reason"`)
-		}
-		return true
-	})
-	if !ok ||
-		index != nil && !scanInt(index, &w.Index) && json.Unmarshal(index, &w.Index) != nil ||
+	if index != nil && !scanInt(index, &w.Index) && json.Unmarshal(index, &w.Index) != nil ||
 		message != nil && !scanMessage(message, &w.Message) && json.Unmarshal(message, &w.Message) != nil ||
 		finish != nil && !scanString(finish, (*string)(&w.FinishReason)) {
 		return nil
 	}
 	w.fill(&comp.Choice)
 	return comp
+}
+
+// keepOnce sets *dst to the value at b[at] and returns the index past it,
+// or -1 when *dst was already set (a duplicate key).
+func keepOnce(b []byte, at int, dst *[]byte) int {
+	if *dst != nil {
+		return -1
+	}
+	end := skipValue(b, at)
+	*dst = b[at:end:end]
+	return end
 }
 
 // The scan* functions read a value of valid JSON as encoding/json reads it
@@ -631,38 +635,52 @@ func scanFunction(v []byte, f *openai.FunctionCall) bool {
 // returns false then, or when the value at b[i] is not an object or a key
 // holds an escape.
 func eachKey(b []byte, i int, f func(key, val []byte) bool) bool {
+	return members(b, i, func(key []byte, at int) int {
+		end := skipValue(b, at)
+		if !f(key, b[at:end:end]) {
+			return -1
+		}
+		return end
+	}) >= 0
+}
+
+// members calls f with each key (quoted, as written) of the object at
+// b[i], which must be valid JSON, and the index of its value; f returns
+// the index just past the value (skipValue's, when it does not read it)
+// or -1 to stop. members returns the index just past the object, or -1
+// when f stopped, the value at b[i] is not an object or a key holds an
+// escape.
+func members(b []byte, i int, f func(key []byte, at int) int) int {
 	if i >= len(b) || b[i] != '{' {
-		return false
+		return -1
 	}
 	i = skipSpace(b, i+1)
 	if i < len(b) && b[i] == '}' {
-		return true
+		return i + 1
 	}
 	for i < len(b) && b[i] == '"' {
 		kEnd := skipValue(b, i)
 		key := b[i:kEnd]
 		if bytes.IndexByte(key, '\\') >= 0 {
-			return false
+			return -1
 		}
 		i = skipSpace(b, kEnd)
 		if i >= len(b) || b[i] != ':' {
-			return false
+			return -1
 		}
-		i = skipSpace(b, i+1)
-		vEnd := skipValue(b, i)
-		if !f(key, b[i:vEnd:vEnd]) {
-			return false
+		if i = f(key, skipSpace(b, i+1)); i < 0 {
+			return -1
 		}
-		i = skipSpace(b, vEnd)
+		i = skipSpace(b, i)
 		if i < len(b) && b[i] == '}' {
-			return true
+			return i + 1
 		}
 		if i >= len(b) || b[i] != ',' {
-			return false
+			return -1
 		}
 		i = skipSpace(b, i+1)
 	}
-	return false
+	return -1
 }
 
 // foldsTo reports whether key matches one of names without case, as
