@@ -120,9 +120,12 @@ func FuzzScanMatchesReflect(f *testing.F) {
 		`{"usage":{"prompt_tokens":1,"prompt_tokens_details":{"cached_tokens":1}},"choices":[{}]}`,
 		`{"usage":{"prompt_tokens":1,"prompt_tokens":2},"choices":[{"index":-1}]}`,
 		`{"choices":[{"message":{"function_call":{"name":"eat"},"tool_calls":[{"function":{"name":"a","Name":"b"}}]}}]}`,
+		`{"choices":[{"message":{"function_call":null,"function_call":null}}]}`,
+		`{"choices":[{"message":{"function_call":null,"content":"x"}}]}`,
 	} {
 		f.Add([]byte(s))
 	}
+	f.Add(vllmLikeAnswer())
 	f.Fuzz(func(t *testing.T, body []byte) {
 		scan := scanCompletion(body)
 		if scan == nil {
