@@ -203,3 +203,16 @@ func BenchmarkDecodeCompletion(b *testing.B) {
 		decodeCompletion(answer)
 	}
 }
+
+// TestScanMessageReadsVLLMNulls: the null fields vLLM writes in every
+// message are read by the scan itself, without encoding/json.
+func TestScanMessageReadsVLLMNulls(t *testing.T) {
+	var m wireMessage
+	msg := `{"role":"assistant","content":null,"refusal":null,"annotations":null,"audio":null,"function_call":null,"tool_calls":[{"id":"t","type":"function","function":{"name":"eat","arguments":"{}"}}],"reasoning_content":null}`
+	if !scanMessage([]byte(msg), &m) || m.Role != "assistant" || len(m.ToolCalls) != 1 || m.ToolCalls[0].Function.Name != "eat" {
+		t.Fatalf("scanMessage(%s) = %+v", msg, m)
+	}
+	if scanMessage([]byte(`{"function_call":{"name":"eat"}}`), &m) {
+		t.Fatal("a legacy function call was read by the scan; encoding/json must read it")
+	}
+}
