@@ -307,20 +307,7 @@ func (c *Client) roundTrip(tr *Transport, hreq *http.Request, deadline time.Time
 				return nil, err
 			}
 		}
-		if deadline.IsZero() {
-			return c.hc.Do(hreq)
-		}
-		ctx, cancel := context.WithDeadline(hreq.Context(), deadline)
-		resp, err := c.hc.Do(hreq.WithContext(ctx))
-		if err != nil {
-			cancel()
-			if ctx.Err() == context.DeadlineExceeded && hreq.Context().Err() == nil {
-				return nil, fmt.Errorf("%w (%w)", err, errExpired)
-			}
-			return nil, err
-		}
-		resp.Body = &cancelBody{ReadCloser: resp.Body, ctx: ctx, parent: hreq.Context(), cancel: cancel}
-		return resp, nil
+		return withDeadline(hreq, deadline, c.hc.Do)
 	}
 	return resp, nil
 }

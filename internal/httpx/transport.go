@@ -70,6 +70,26 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	return t.roundTrip(req, time.Time{})
 }
 
+// withDeadline sends req with send, holding the exchange, the answer's
+// body included, to deadline (when not zero) by a context of its own; the
+// errors that deadline causes are errExpired.
+func withDeadline(req *http.Request, deadline time.Time, send func(*http.Request) (*http.Response, error)) (*http.Response, error) {
+	if deadline.IsZero() {
+		return send(req)
+	}
+	ctx, cancel := context.WithDeadline(req.Context(), deadline)
+	resp, err := send(req.WithContext(ctx))
+	if err != nil {
+		cancel()
+		if ctx.Err() == context.DeadlineExceeded && req.Context().Err() == nil {
+			return nil, fmt.Errorf("%w (%w)", err, errExpired)
+		}
+		return nil, err
+	}
+	resp.Body = &cancelBody{ReadCloser: resp.Body, ctx: ctx, parent: req.Context(), cancel: cancel}
+	return resp, nil
+}
+
 // errExpired is the error of an exchange whose own deadline passed, while
 // its context lives.
 var errExpired = errors.New("the attempt's deadline passed")
@@ -79,20 +99,7 @@ var errExpired = errors.New("the attempt's deadline passed")
 // deadline is the connection's. Fallback gets deadline as a context.
 func (t *Transport) roundTrip(req *http.Request, deadline time.Time) (*http.Response, error) {
 	if !t.handles(req) {
-		if deadline.IsZero() {
-			return t.Fallback.RoundTrip(req)
-		}
-		ctx, cancel := context.WithDeadline(req.Context(), deadline)
-		resp, err := t.Fallback.RoundTrip(req.WithContext(ctx))
-		if err != nil {
-			cancel()
-			if ctx.Err() == context.DeadlineExceeded && req.Context().Err() == nil {
-				return nil, fmt.Errorf("%w (%w)", err, errExpired)
-			}
-			return nil, err
-		}
-		resp.Body = &cancelBody{ReadCloser: resp.Body, ctx: ctx, parent: req.Context(), cancel: cancel}
-		return resp, nil
+		return withDeadline(req, deadline, t.Fallback.RoundTrip)
 	}
 	head, err := writeHead(req)
 	if err != nil {
