@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
-	"runtime/pprof"
 	"slices"
 	"strings"
 	"time"
@@ -22,7 +21,7 @@ type BenchCommand struct {
 	json                   bool
 	fake                   string // "process" or "inprocess"
 	serve                  string // serve-fake: "llm"
-	cpuProfile, memProfile string
+	prof                   profiles
 	svc                    time.Duration
 }
 
@@ -57,8 +56,7 @@ func (c *BenchCommand) ParseFlags(args []string) error {
 	fs.IntVar(&c.opts.Curve, "curve", 10000, "steps in the curve the store row reads")
 	fs.BoolVar(&c.opts.Quick, "quick", false, "small sizes everywhere: checks the table, not the speed")
 	fs.BoolVar(&c.json, "json", false, "print JSON lines instead of a table")
-	fs.StringVar(&c.cpuProfile, "cpuprofile", "", "write a CPU profile of the bench process to this file")
-	fs.StringVar(&c.memProfile, "memprofile", "", "write an allocation profile to this file at the end")
+	c.prof.flags(fs, "the bench process")
 	fs.StringVar(&c.fake, "fake", "process", "where the fake inference server runs: process (a child process) or inprocess")
 	if err := parse(fs, args); err != nil {
 		return err
@@ -99,7 +97,7 @@ func (c *BenchCommand) ParseFlags(args []string) error {
 }
 
 // Run measures and prints the table.
-func (c *BenchCommand) Run(ctx context.Context) error {
+func (c *BenchCommand) Run(ctx context.Context) (err error) {
 	if c.serve != "" {
 		return bench.ServeLLM(ctx, c.svc, func(addr string) {
 			fmt.Fprintf(c.Stdout, "listening http://%s/v1\n", addr)
@@ -114,25 +112,15 @@ func (c *BenchCommand) Run(ctx context.Context) error {
 		defer stop()
 		c.opts.LLMURL = url
 	}
-	if c.cpuProfile != "" {
-		f, err := os.Create(c.cpuProfile)
-		if err != nil {
-			return fmt.Errorf("--cpuprofile: %w", err)
-		}
-		defer f.Close()
-		if err := pprof.StartCPUProfile(f); err != nil {
-			return fmt.Errorf("--cpuprofile %s: %w", c.cpuProfile, err)
-		}
-		defer pprof.StopCPUProfile()
+	stop, err := c.prof.start()
+	if err != nil {
+		return err
 	}
-	if c.memProfile != "" {
-		defer func() {
-			if f, err := os.Create(c.memProfile); err == nil {
-				pprof.Lookup("allocs").WriteTo(f, 0)
-				f.Close()
-			}
-		}()
-	}
+	defer func() {
+		if perr := stop(); err == nil {
+			err = perr
+		}
+	}()
 	c.opts.Progress = func(row string) { fmt.Fprintf(c.Stderr, "bench: %s...\n", row) }
 	results, err := bench.Run(ctx, c.opts)
 	if c.json {

@@ -101,6 +101,7 @@ type EvalCommand struct {
 	baseCoordination float64
 	// ckpt is set by --run: evaluate a stored run's checkpoints.
 	ckpt *checkpointEval
+	prof profiles
 }
 
 // checkpointEval is the --db --run --step mode.
@@ -171,6 +172,7 @@ func (c *EvalCommand) ParseFlags(args []string) error {
 	stepList := fs.String("step", "base,best,last", "with --run: best, last, base or step numbers, comma-separated")
 	var runEndpoints listFlag
 	fs.Var(&runEndpoints, "endpoint", "with --run: serve the checkpoints from this OpenAI-compatible base URL instead of the run's endpoints (repeatable; e.g. the run's vLLM restarted on another port); its key from --api-key-env")
+	c.prof.flags(fs, "the evaluation (the client's whole process; with the embedded backend, its server too)")
 	baseCoord := fs.Float64("base-coordination", 0, "with neither --base-url nor --models: the embedded base policy's strength, -1 to 1 (trainer.base_coordination; 0: the default base)")
 	if err := parse(fs, args); err != nil {
 		return err
@@ -385,11 +387,26 @@ func (o evalOptions) inference(base config.Inference) config.Inference {
 }
 
 // Run evaluates every model at every table size and prints the results.
-func (c *EvalCommand) Run(ctx context.Context) error {
-	o := c.opts
+func (c *EvalCommand) Run(ctx context.Context) (err error) {
+	stop, err := c.prof.start()
+	if err != nil {
+		return err
+	}
+	defer func() {
+		if perr := stop(); err == nil {
+			err = perr
+		}
+	}()
 	if c.ckpt != nil {
 		return c.runCheckpoints(ctx)
 	}
+	return c.runModels(ctx)
+}
+
+// runModels evaluates the models of --base-url, --models or the embedded
+// backend.
+func (c *EvalCommand) runModels(ctx context.Context) error {
+	o := c.opts
 	if c.embedded {
 		dir, err := os.MkdirTemp("", "grpo-eval-")
 		if err != nil {
