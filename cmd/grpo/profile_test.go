@@ -5,6 +5,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"runtime/debug"
 	"strings"
 	"testing"
 )
@@ -40,5 +41,25 @@ func TestEvalProfiles(t *testing.T) {
 	code, _, errs = cli(t, "eval", "--n", "5", "--episodes", "2", "--cpuprofile", filepath.Join(dir, "no", "such", "dir", "cpu.prof"))
 	if code == 0 || !strings.Contains(errs, "--cpuprofile") {
 		t.Fatalf("eval with an unwritable profile: exit %d, stderr %q", code, errs)
+	}
+}
+
+// TestConfigureGC: the collector's target is gcPercent unless GOGC says
+// otherwise.
+func TestConfigureGC(t *testing.T) {
+	prev := debug.SetGCPercent(100)
+	defer debug.SetGCPercent(prev)
+	configureGC(func(string) string { return "" })
+	if got := debug.SetGCPercent(100); got != gcPercent {
+		t.Errorf("GOGC unset: collector target %d, want %d", got, gcPercent)
+	}
+	configureGC(func(k string) string {
+		if k == "GOGC" {
+			return "100"
+		}
+		return ""
+	})
+	if got := debug.SetGCPercent(100); got != 100 {
+		t.Errorf("GOGC=100: collector target %d, want 100 (the environment's)", got)
 	}
 }
