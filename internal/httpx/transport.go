@@ -112,7 +112,7 @@ func (t *Transport) roundTrip(req *http.Request, deadline time.Time) (*http.Resp
 	} else if head, err = appendBody(head, req); err != nil {
 		return nil, err
 	}
-	c, err := t.get(req.Context(), canonicalAddr(req))
+	c, err := t.get(req.Context(), deadline, canonicalAddr(req))
 	if err != nil {
 		return nil, err
 	}
@@ -269,7 +269,7 @@ func canonicalAddr(req *http.Request) string {
 
 // get returns an idle connection to key that the server has not closed,
 // or dials one.
-func (t *Transport) get(ctx context.Context, key string) (*pconn, error) {
+func (t *Transport) get(ctx context.Context, deadline time.Time, key string) (*pconn, error) {
 	for {
 		t.mu.Lock()
 		cs := t.idle[key]
@@ -286,11 +286,32 @@ func (t *Transport) get(ctx context.Context, key string) (*pconn, error) {
 		}
 		c.Close()
 	}
-	nc, err := t.dialer.DialContext(ctx, "tcp", key)
+	nc, err := t.dial(ctx, deadline, key)
 	if err != nil {
 		return nil, err
 	}
 	return &pconn{Conn: nc, br: bufio.NewReaderSize(nc, readBufferSize), key: key}, nil
+}
+
+// dial connects to key by deadline (when not zero) as well as ctx: a
+// server that does not answer the handshake fails the attempt in its
+// time, with errExpired.
+func (t *Transport) dial(ctx context.Context, deadline time.Time, key string) (net.Conn, error) {
+	if deadline.IsZero() {
+		return t.dialer.DialContext(ctx, "tcp", key)
+	}
+	dctx, cancel := context.WithDeadline(ctx, deadline)
+	defer cancel()
+	nc, err := t.dialer.DialContext(dctx, "tcp", key)
+	if err != nil && (errors.Is(err, os.ErrDeadlineExceeded) || errors.Is(err, context.DeadlineExceeded)) {
+		if cdl, ok := ctx.Deadline(); ok && !cdl.After(deadline) {
+			<-ctx.Done() // the caller's deadline
+			return nil, fmt.Errorf("%w (%w)", err, ctx.Err())
+		} else if ctx.Err() == nil {
+			return nil, fmt.Errorf("%w (%w)", err, errExpired)
+		}
+	}
+	return nc, err
 }
 
 // put keeps c for the next request, or closes it when the pool is full.
