@@ -295,14 +295,18 @@ func (t *Transport) get(ctx context.Context, deadline time.Time, key string) (*p
 
 // dial connects to key by deadline (when not zero) as well as ctx: a
 // server that does not answer the handshake fails the attempt in its
-// time, with errExpired.
+// time, with errExpired. An IP address is dialled by dialSocket, a name
+// by net.Dialer.
 func (t *Transport) dial(ctx context.Context, deadline time.Time, key string) (net.Conn, error) {
-	if deadline.IsZero() {
-		return t.dialer.DialContext(ctx, "tcp", key)
+	nc, ok, err := dialSocket(ctx, deadline, key)
+	if !ok {
+		if deadline.IsZero() {
+			return t.dialer.DialContext(ctx, "tcp", key)
+		}
+		dctx, cancel := context.WithDeadline(ctx, deadline)
+		defer cancel()
+		nc, err = t.dialer.DialContext(dctx, "tcp", key)
 	}
-	dctx, cancel := context.WithDeadline(ctx, deadline)
-	defer cancel()
-	nc, err := t.dialer.DialContext(dctx, "tcp", key)
 	if err != nil && (errors.Is(err, os.ErrDeadlineExceeded) || errors.Is(err, context.DeadlineExceeded)) {
 		if cdl, ok := ctx.Deadline(); ok && !cdl.After(deadline) {
 			<-ctx.Done() // the caller's deadline
