@@ -13,7 +13,7 @@ import (
 // defaults of `grpo bench`.
 type Options struct {
 	Rows      []string      // subset of Rows; empty: all
-	Agents    []int         // concurrent agents of the rollout row
+	Agents    []int         // concurrent agents of the rollout and floor rows
 	Service   time.Duration // the fake server's service time per call
 	TrainTime time.Duration // the fake trainer's job duration (step row)
 	Steps     int           // training steps per run of the step row
@@ -62,7 +62,7 @@ func (o *Options) Defaults() {
 func Run(ctx context.Context, o Options) ([]Result, error) {
 	o.Defaults()
 	llm := o.LLMURL
-	if llm == "" && (slices.Contains(o.Rows, "rollout") || slices.Contains(o.Rows, "memory")) {
+	if llm == "" && (slices.Contains(o.Rows, "rollout") || slices.Contains(o.Rows, "floor") || slices.Contains(o.Rows, "memory")) {
 		url, stop, err := startLocal(ctx, LLMHandler(o.Service))
 		if err != nil {
 			return nil, err
@@ -85,14 +85,18 @@ func Run(ctx context.Context, o Options) ([]Result, error) {
 		switch row {
 		case "cpu":
 			rs, err = cpuRow(ctx, o)
-		case "rollout":
+		case "rollout", "floor":
+			measure := MeasureRollout
+			if row == "floor" {
+				measure = MeasureFloor
+			}
 			for _, a := range o.Agents {
-				t, e := MeasureRollout(ctx, RolloutOptions{BaseURL: llm, Service: o.Service, Agents: a})
+				t, e := measure(ctx, RolloutOptions{BaseURL: llm, Service: o.Service, Agents: a})
 				if e != nil {
 					err = e
 					break
 				}
-				rs = append(rs, rolloutResults("rollout", t)...)
+				rs = append(rs, rolloutResults(row, t)...)
 			}
 		case "step":
 			rs, err = stepRow(ctx, o)

@@ -71,39 +71,66 @@ func MeasureRollout(ctx context.Context, o RolloutOptions) (Throughput, error) {
 			Sampling: rollout.Sampling{Temperature: 1}, SampleSeed: int64(i),
 			NoTranscripts: true} // as `grpo eval` without --out
 	}
-	port := urlPort(o.BaseURL)
-	tw0 := timeWait(port) // earlier runs' closed connections linger 60 s
-	runtime.GC()
-	resetPeakRSS()
-	var m0, m1 runtime.MemStats
-	runtime.ReadMemStats(&m0)
-	cpu0, t0 := cpuTime(), time.Now()
+	m := startMeter(o.BaseURL)
 	eps := runner.RunAll(ctx, specs, episodes, nil)
-	wall, cpu := time.Since(t0), cpuTime()-cpu0
-	runtime.ReadMemStats(&m1)
+	m.stop()
 	if err := ctx.Err(); err != nil {
 		return Throughput{}, err
 	}
-	t := Throughput{Agents: agents, N: o.N, Rounds: o.Rounds, Episodes: episodes, Wall: wall,
-		Ideal: time.Duration(o.Rounds) * o.Service, PeakRSS: peakRSS(), TimeWait: -1}
+	t := Throughput{Agents: agents, N: o.N, Rounds: o.Rounds, Episodes: episodes,
+		Ideal: time.Duration(o.Rounds) * o.Service}
 	for _, ep := range eps {
 		t.Calls += ep.Metrics.LLMCalls
 		if ep.Errored {
 			t.Errored++
 		}
 	}
+	m.fill(&t)
 	if t.Errored > 0 {
 		return t, fmt.Errorf("rollout bench: %d of %d episodes failed; first: %s", t.Errored, episodes, firstError(eps))
 	}
-	if t.Calls > 0 {
-		t.CPUPerCall = cpu / time.Duration(t.Calls)
-		t.AllocsPerCall = float64(m1.Mallocs-m0.Mallocs) / float64(t.Calls)
-		t.BytesPerCall = float64(m1.TotalAlloc-m0.TotalAlloc) / float64(t.Calls)
-	}
-	if tw := timeWait(port); port > 0 && tw >= 0 {
-		t.TimeWait = max(0, tw-tw0)
-	}
 	return t, nil
+}
+
+// meter measures this process over a run: wall and CPU time,
+// allocations, peak RSS, and the connections to the server's port that
+// entered TIME_WAIT.
+type meter struct {
+	port, tw0 int
+	m0, m1    runtime.MemStats
+	cpu0, cpu time.Duration
+	t0        time.Time
+	wall      time.Duration
+}
+
+// startMeter starts measuring a run against the server at baseURL.
+func startMeter(baseURL string) *meter {
+	m := &meter{port: urlPort(baseURL)}
+	m.tw0 = timeWait(m.port) // earlier runs' closed connections linger 60 s
+	runtime.GC()
+	resetPeakRSS()
+	runtime.ReadMemStats(&m.m0)
+	m.cpu0, m.t0 = cpuTime(), time.Now()
+	return m
+}
+
+// stop ends the measurement, as the run ends.
+func (m *meter) stop() {
+	m.wall, m.cpu = time.Since(m.t0), cpuTime()-m.cpu0
+	runtime.ReadMemStats(&m.m1)
+}
+
+// fill sets t's measured figures, per call of t.Calls.
+func (m *meter) fill(t *Throughput) {
+	t.Wall, t.PeakRSS, t.TimeWait = m.wall, peakRSS(), -1
+	if t.Calls > 0 {
+		t.CPUPerCall = m.cpu / time.Duration(t.Calls)
+		t.AllocsPerCall = float64(m.m1.Mallocs-m.m0.Mallocs) / float64(t.Calls)
+		t.BytesPerCall = float64(m.m1.TotalAlloc-m.m0.TotalAlloc) / float64(t.Calls)
+	}
+	if tw := timeWait(m.port); m.port > 0 && tw >= 0 {
+		t.TimeWait = max(0, tw-m.tw0)
+	}
 }
 
 func firstError(eps []rollout.Episode) string {

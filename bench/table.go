@@ -23,7 +23,7 @@ type Result struct {
 }
 
 // Rows names the table's rows in order.
-var Rows = []string{"cpu", "rollout", "step", "store", "memory"}
+var Rows = []string{"cpu", "rollout", "floor", "step", "store", "memory"}
 
 // Print writes results as an aligned table with a header line.
 func Print(w io.Writer, results []Result) error {
@@ -51,6 +51,9 @@ func format(v float64) string {
 // rolloutResults turns a rollout measurement into table lines.
 func rolloutResults(row string, t Throughput) []Result {
 	c := fmt.Sprintf("%d agents (%d x n=%d x %d rounds)", t.Agents, t.Episodes, t.N, t.Rounds)
+	if t.Episodes == 0 { // the floor: calls, no episodes
+		c = fmt.Sprintf("%d agents (%d calls each)", t.Agents, t.Rounds)
+	}
 	out := []Result{
 		{row, c, "wall", t.Wall.Seconds(), "s"},
 		{row, c, "ideal", t.Ideal.Seconds(), "s"},

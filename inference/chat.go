@@ -827,20 +827,13 @@ func skipValue(b []byte, i int) int {
 	depth := 0
 	for ; i < len(b); i++ {
 		if depth > 0 {
-			for i < len(b) && !quoteOrBracket[b[i]] {
-				i++
-			}
-			if i == len(b) {
+			if i = nextQuoteOrBracket(b, i); i == len(b) {
 				break
 			}
 		}
 		switch b[i] {
 		case '"':
-			for i++; i < len(b) && b[i] != '"'; i++ {
-				if b[i] == '\\' {
-					i++
-				}
-			}
+			i = jsonvalid.StringEnd(b, i) - 1 // the closing quote
 			if depth == 0 {
 				return i + 1
 			}
@@ -863,6 +856,33 @@ func skipValue(b []byte, i int) int {
 
 // quoteOrBracket marks the bytes that start or end a string or container.
 var quoteOrBracket = [256]bool{'"': true, '{': true, '[': true, '}': true, ']': true}
+
+// nextQuoteOrBracket returns the index of the first quote or bracket at
+// or after b[i], or len(b). A short run is looked at byte by byte; a long
+// one (an array of token ids) is searched in growing windows with
+// bytes.IndexByte, which reads many bytes an instruction: the nearest of
+// the five in a window is the first.
+func nextQuoteOrBracket(b []byte, i int) int {
+	for end := min(len(b), i+16); i < end; i++ {
+		if quoteOrBracket[b[i]] {
+			return i
+		}
+	}
+	for w := 64; i < len(b); w *= 2 {
+		win := b[i:min(len(b), i+w)]
+		n := len(win)
+		for _, q := range [...]byte{']', '"', '}', '[', '{'} {
+			if j := bytes.IndexByte(win[:n], q); j >= 0 {
+				n = j
+			}
+		}
+		if n < len(win) {
+			return i + n
+		}
+		i += len(win)
+	}
+	return len(b)
+}
 
 // wireChoice is the part of a choice the orchestrator reads. The logprobs
 // stay in the raw choice, for the trainer: decoding them into go-openai's

@@ -170,7 +170,10 @@ func TestScanCompletionReadsTheCommonAnswer(t *testing.T) {
 
 // vllmLikeAnswer is an answer of the size vLLM returns for a tool call
 // with logprobs and token ids: 24 sampled tokens, 700 prompt tokens.
-func vllmLikeAnswer() []byte {
+func vllmLikeAnswer() []byte { return vllmLikeAnswerWith(700) }
+
+// vllmLikeAnswerWith is vllmLikeAnswer with promptIDs prompt token ids.
+func vllmLikeAnswerWith(promptIDs int) []byte {
 	var lp, ids strings.Builder
 	for i := range 24 {
 		if i > 0 {
@@ -178,29 +181,35 @@ func vllmLikeAnswer() []byte {
 		}
 		fmt.Fprintf(&lp, `{"token":"token_id:%d","logprob":-0.%04d,"bytes":[%d,%d],"top_logprobs":[]}`, 1000+i, 17*i+3, 60+i, 101)
 	}
-	for i := range 700 {
+	for i := range promptIDs {
 		if i > 0 {
 			ids.WriteByte(',')
 		}
 		fmt.Fprint(&ids, 151000+i*37%900)
 	}
-	return fmt.Appendf(nil, `{"id":"chatcmpl-8c1d","object":"chat.completion","created":1764567890,"model":"policy","choices":[{"index":0,"message":{"role":"assistant","content":null,"refusal":null,"annotations":null,"audio":null,"function_call":null,"tool_calls":[{"id":"chatcmpl-tool-4b2a","type":"function","function":{"name":"pick_up_left","arguments":"{}"}}],"reasoning_content":null},"logprobs":{"content":[%s]},"finish_reason":"tool_calls","stop_reason":null,"token_ids":[1,2,3]}],"service_tier":null,"system_fingerprint":null,"usage":{"prompt_tokens":700,"total_tokens":724,"completion_tokens":24,"prompt_tokens_details":null},"prompt_logprobs":null,"prompt_token_ids":[%s],"kv_transfer_params":null}`, lp.String(), ids.String())
+	return fmt.Appendf(nil, `{"id":"chatcmpl-8c1d","object":"chat.completion","created":1764567890,"model":"policy","choices":[{"index":0,"message":{"role":"assistant","content":null,"refusal":null,"annotations":null,"audio":null,"function_call":null,"tool_calls":[{"id":"chatcmpl-tool-4b2a","type":"function","function":{"name":"pick_up_left","arguments":"{}"}}],"reasoning_content":null},"logprobs":{"content":[%s]},"finish_reason":"tool_calls","stop_reason":null,"token_ids":[1,2,3]}],"service_tier":null,"system_fingerprint":null,"usage":{"prompt_tokens":%d,"total_tokens":%d,"completion_tokens":24,"prompt_tokens_details":null},"prompt_logprobs":null,"prompt_token_ids":[%s],"kv_transfer_params":null}`, lp.String(), promptIDs, promptIDs+24, ids.String())
 }
 
-// BenchmarkDecodeCompletion: the answer decoding of every call, on a
-// vLLM-sized answer.
+// BenchmarkDecodeCompletion: the answer decoding of every call, on
+// vLLM-sized answers: 24 sampled tokens with logprobs after a prompt of
+// 700 and of 3,000 tokens (vLLM returns the prompt's ids when asked for
+// token ids, as the trainer needs them).
 func BenchmarkDecodeCompletion(b *testing.B) {
-	answer := vllmLikeAnswer()
-	if _, err := decodeCompletion(answer); err != nil {
-		b.Fatal(err)
-	}
-	if scanCompletion(answer) == nil {
-		b.Fatal("the vLLM-like answer is not read by the scan")
-	}
-	b.SetBytes(int64(len(answer)))
-	b.ReportAllocs()
-	for b.Loop() {
-		decodeCompletion(answer)
+	for _, n := range []int{700, 3000} {
+		answer := vllmLikeAnswerWith(n)
+		if _, err := decodeCompletion(answer); err != nil {
+			b.Fatal(err)
+		}
+		if scanCompletion(answer) == nil {
+			b.Fatal("the vLLM-like answer is not read by the scan")
+		}
+		b.Run(fmt.Sprintf("prompt=%d", n), func(b *testing.B) {
+			b.SetBytes(int64(len(answer)))
+			b.ReportAllocs()
+			for b.Loop() {
+				decodeCompletion(answer)
+			}
+		})
 	}
 }
 

@@ -17,20 +17,22 @@ import (
 // BenchCommand is `grpo bench`.
 type BenchCommand struct {
 	*Main
-	opts                   bench.Options
-	json                   bool
-	fake                   string // "process" or "inprocess"
-	serve                  string // serve-fake: "llm"
-	prof                   profiles
-	svc                    time.Duration
+	opts  bench.Options
+	json  bool
+	fake  string // "process" or "inprocess"
+	serve string // serve-fake: "llm"
+	prof  profiles
+	svc   time.Duration
 }
 
-const benchSynopsis = `Usage: grpo bench [--rows cpu,rollout,step,store,memory] [--agents 1000,2000,10000] [--service 200ms] [--quick] [--json]
+const benchSynopsis = `Usage: grpo bench [--rows cpu,rollout,floor,step,store,memory] [--agents 1000,2000,10000] [--service 200ms] [--quick] [--json]
 
 Measures the orchestrator against fakes with known service times and prints
 one table: (cpu) client CPU and allocations per LLM call, (rollout) rollout
 time over the ideal (rounds x service time) at each --agents count, with the
-whole process's CPU per call, peak RSS and TIME_WAIT connections, (step)
+whole process's CPU per call, peak RSS and TIME_WAIT connections, (floor)
+the same calls made by a bare HTTP/1.1 client with no episodes or JSON (what
+this machine's kernel and Go's runtime cost any client), (step)
 step time with a synchronous and an asynchronous pipeline against a trainer
 of fixed duration, (store) committing a step and reading a long curve,
 (memory) memory per in-flight episode. The fake inference server runs in a
@@ -49,7 +51,7 @@ func (c *BenchCommand) ParseFlags(args []string) error {
 	}
 	fs := c.newFlags("bench", benchSynopsis)
 	rows := fs.String("rows", strings.Join(bench.Rows, ","), "rows to measure, from "+strings.Join(bench.Rows, ","))
-	agents := fs.String("agents", "1000,2000,10000", "concurrent agents of the rollout row")
+	agents := fs.String("agents", "1000,2000,10000", "concurrent agents of the rollout and floor rows")
 	fs.DurationVar(&c.opts.Service, "service", 200*time.Millisecond, "the fake server's service time per call")
 	fs.DurationVar(&c.opts.TrainTime, "train", 2*time.Second, "the fake trainer's job duration (step row)")
 	fs.IntVar(&c.opts.Steps, "steps", 4, "training steps per run of the step row")

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"os/exec"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -64,7 +65,7 @@ func TestBenchBadFlags(t *testing.T) {
 		args []string
 		want string
 	}{
-		{[]string{"--rows", "cpu,disk"}, `--rows: unknown row "disk" (want some of cpu,rollout,step,store,memory)`},
+		{[]string{"--rows", "cpu,disk"}, `--rows: unknown row "disk" (want some of cpu,rollout,floor,step,store,memory)`},
 		{[]string{"--agents", "3"}, "--agents 3: need at least 5 (one table of 5)"},
 		{[]string{"--agents", "x"}, `--agents "x": "x" is not a whole number`},
 		{[]string{"--service", "0s"}, "--service 0s: must be positive"},
@@ -83,7 +84,7 @@ func TestBenchBadFlags(t *testing.T) {
 // child is gone afterwards.
 func TestBenchFakeInChildProcess(t *testing.T) {
 	bin := buildBinary(t)
-	out, err := exec.Command(bin, "bench", "--quick", "--rows", "rollout,memory").CombinedOutput()
+	out, err := exec.Command(bin, "bench", "--quick", "--rows", "rollout,floor,memory").CombinedOutput()
 	if err != nil {
 		t.Fatalf("grpo bench: %v\n%s", err, out)
 	}
@@ -91,6 +92,9 @@ func TestBenchFakeInChildProcess(t *testing.T) {
 		if !strings.Contains(string(out), want) {
 			t.Errorf("output lacks %q:\n%s", want, out)
 		}
+	}
+	if !regexp.MustCompile(`floor +10 agents \(5 calls each\) +cpu per call +[0-9.]+ +us`).Match(out) {
+		t.Errorf("output lacks the floor's CPU per call:\n%s", out)
 	}
 	if ps, _ := exec.Command("pgrep", "-f", bin+" bench serve-fake").Output(); len(ps) > 0 {
 		t.Errorf("the fake server outlived the bench: pids %s", ps)

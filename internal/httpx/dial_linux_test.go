@@ -34,9 +34,11 @@ func fullListener(t *testing.T) string {
 	}
 	addr := "127.0.0.1:" + strconv.Itoa(sa.(*syscall.SockaddrInet4).Port)
 	// Fill the queue: connections that complete their handshake and wait
-	// to be accepted, until one does not complete.
+	// to be accepted, until one does not complete. (A loopback handshake
+	// ends inside connect; a second is long enough that a loaded machine
+	// does not make a dial that completed look like one that did not.)
 	for i := 0; i < 8; i++ {
-		c, err := net.DialTimeout("tcp", addr, 200*time.Millisecond)
+		c, err := net.DialTimeout("tcp", addr, time.Second)
 		if err != nil {
 			return addr
 		}

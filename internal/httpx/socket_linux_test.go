@@ -60,7 +60,7 @@ func TestDialSocketManyAtOnce(t *testing.T) {
 			}()
 		}
 	}()
-	const n = 500
+	const n = 200
 	var wg sync.WaitGroup
 	errs := make(chan error, n)
 	start := time.Now()

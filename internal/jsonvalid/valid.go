@@ -1,6 +1,11 @@
 // Package jsonvalid checks JSON text without decoding it.
 package jsonvalid
 
+import (
+	"encoding/binary"
+	"math/bits"
+)
+
 // maxDepth is encoding/json's limit on nesting: deeper text is invalid.
 const maxDepth = 10000
 
@@ -38,6 +43,9 @@ func Valid(b []byte) bool {
 			i = str(b, i)
 		case c == '-' || '0' <= c && c <= '9':
 			i = number(b, i)
+			if i > 0 && len(open) > 0 && open[len(open)-1] == '[' {
+				i = numberRun(b, i)
+			}
 		case c == 't':
 			i = literal(b, i, "true")
 		case c == 'f':
@@ -103,6 +111,15 @@ func member(b []byte, i int) int {
 // str returns the index past the string at b[i] (a quote), or -1.
 func str(b []byte, i int) int {
 	for i++; i < len(b); i++ {
+		for i+8 <= len(b) { // plain bytes, eight at a time
+			n := plainBytes(binary.LittleEndian.Uint64(b[i:]))
+			if i += n; n < 8 {
+				break
+			}
+		}
+		if i == len(b) {
+			break
+		}
 		switch c := b[i]; {
 		case c == '"':
 			return i + 1
@@ -166,11 +183,95 @@ func number(b []byte, i int) int {
 	return i
 }
 
+// numberRun reads the numbers that follow the array element ending at
+// b[i], each after a comma and no white space (token ids, byte values):
+// what the main loop would read, one trip round it each. It returns the
+// index past the last, or -1 for an invalid one.
+func numberRun(b []byte, i int) int {
+	for i+1 < len(b) && b[i] == ',' {
+		switch c := b[i+1]; {
+		case '1' <= c && c <= '9':
+			j := digits(b, i+2)
+			if j < len(b) && (b[j] == '.' || b[j] == 'e' || b[j] == 'E') {
+				if j = number(b, i+1); j < 0 { // a fraction or exponent: the whole reader
+					return -1
+				}
+			}
+			i = j
+		case c == '0' || c == '-':
+			if i = number(b, i+1); i < 0 {
+				return -1
+			}
+		default:
+			return i
+		}
+	}
+	return i
+}
+
+// digits returns the index past the digits at b[i], eight bytes at a
+// time while eight are left.
 func digits(b []byte, i int) int {
+	for i+8 <= len(b) {
+		if n := leadingDigits(binary.LittleEndian.Uint64(b[i:])); n < 8 {
+			return i + n
+		}
+		i += 8
+	}
 	for i < len(b) && '0' <= b[i] && b[i] <= '9' {
 		i++
 	}
 	return i
+}
+
+const (
+	ones  = 0x0101010101010101
+	highs = 0x8080808080808080
+)
+
+// plainBytes counts the bytes x starts with, its first byte the lowest,
+// that a string holds as they are: not a quote, a backslash or a control
+// character. (v-1)&^v has its high bit set for a zero byte, and
+// (v-0x20)&^v for one below 0x20; a borrow reaches only the bytes after
+// the byte it comes from, so the first byte flagged is the first of
+// those.
+func plainBytes(x uint64) int {
+	q := x ^ '"'*ones
+	bs := x ^ '\\'*ones
+	special := ((q - ones) &^ q) | ((bs - ones) &^ bs) | ((x - 0x20*ones) &^ x)
+	return bits.TrailingZeros64(special&highs) / 8
+}
+
+// StringEnd returns the index past the string whose opening quote is
+// b[i], in text known to be valid JSON (len(b) if it is not closed).
+func StringEnd(b []byte, i int) int {
+	for i++; i < len(b); i++ {
+		for i+8 <= len(b) {
+			n := plainBytes(binary.LittleEndian.Uint64(b[i:]))
+			if i += n; n < 8 {
+				break
+			}
+		}
+		if i >= len(b) {
+			break
+		}
+		switch b[i] {
+		case '"':
+			return i + 1
+		case '\\':
+			i++
+		}
+	}
+	return len(b)
+}
+
+// leadingDigits counts the ASCII digits x starts with, its first byte
+// the lowest. A byte below '0' borrows from, and one above '9' carries
+// into, only the bytes after it, so the first byte flagged is the first
+// that is not a digit.
+func leadingDigits(x uint64) int {
+	notDigit := ((x - '0'*ones) | (x + (0x7f-'9')*ones) | x) & highs
+	return bits.TrailingZeros64(notDigit) / 8
 }
 
 // literal returns the index past word at b[i], or -1.

@@ -1,6 +1,8 @@
 package jsonvalid
 
 import (
+	"bytes"
+	"encoding/binary"
 	"encoding/json"
 	"strings"
 	"testing"
@@ -12,6 +14,7 @@ var cases = []string{
 	`true`, `false`, `null`, `nul`, `truex`, `True`,
 	`{}`, `[]`, ` { } `, `[ ]`, `{"a":1}`, `{"a" : [1, 2, {"b": null}]}`, `{"a":1,}`, `[1,]`, `[,1]`, `{,}`,
 	`{"a"}`, `{"a":}`, `{1:2}`, `{"a":1 "b":2}`, `[1 2]`, `[1,2]]`, `{"a":1}}`, `{`, `[`, `]`, `}`,
+	`[0,1.`, `[0,1.]`, `[0,1e]`, `[1,2.5,3e2,-0,0,-1.5E+3]`, `[1,01]`, `[1,-]`, `[1,2,]`, `[1,2 ,3]`, `[1,2,3`, `[12345678901234567,1]`,
 	`[{"a":[{}]},[],{"b":[[]]}]`, `{} {}`, `1 2`, "\t\n\r 1 \t\n\r", "\v1", `[1]x`, `{"a":{"b":{"c":[1,"x",true]}}}`,
 }
 
@@ -46,6 +49,11 @@ func FuzzValidMatchesEncodingJSON(f *testing.F) {
 		if got, want := Valid(b), json.Valid(b); got != want {
 			t.Fatalf("Valid(%q) = %v, encoding/json says %v", b, got, want)
 		}
+		if s := bytes.TrimSpace(b); json.Valid(s) && s[0] == '"' {
+			if end := StringEnd(s, 0); end != len(s) {
+				t.Fatalf("StringEnd(%q, 0) = %d, want %d", s, end, len(s))
+			}
+		}
 	})
 }
 
@@ -63,5 +71,73 @@ func BenchmarkValid(b *testing.B) {
 				}
 			}
 		})
+	}
+}
+
+// TestLeadingDigits: every byte value, at every position of eight, after
+// digits and before anything.
+func TestLeadingDigits(t *testing.T) {
+	for pos := range 8 {
+		for c := range 256 {
+			var w [8]byte
+			for k := range w {
+				w[k] = '0' + byte(k)
+			}
+			w[pos] = byte(c)
+			for k := pos + 1; k < 8; k++ {
+				w[k] = byte(c*7 + k*31) // anything after
+			}
+			want := pos
+			if '0' <= c && c <= '9' {
+				want = 8
+				for k := pos + 1; k < 8; k++ {
+					if w[k] < '0' || w[k] > '9' {
+						want = k
+						break
+					}
+				}
+			}
+			if got := leadingDigits(binary.LittleEndian.Uint64(w[:])); got != want {
+				t.Fatalf("leadingDigits(%q) = %d, want %d", w[:], got, want)
+			}
+		}
+	}
+}
+
+// TestPlainBytes: every byte value, at every position of eight, after
+// plain bytes and before anything.
+func TestPlainBytes(t *testing.T) {
+	for pos := range 8 {
+		for c := range 256 {
+			w := []byte("abcdefgh")
+			w[pos] = byte(c)
+			for k := pos + 1; k < 8; k++ {
+				w[k] = byte(c*7 + k*31)
+			}
+			plain := func(v byte) bool { return v != '"' && v != '\\' && v >= 0x20 }
+			want := 0
+			for want < 8 && plain(w[want]) {
+				want++
+			}
+			if got := plainBytes(binary.LittleEndian.Uint64(w)); got != want {
+				t.Fatalf("plainBytes(%q) = %d, want %d", w, got, want)
+			}
+		}
+	}
+}
+
+// TestStringEnd: the index past a valid string, escapes and all, at any
+// length around the eight bytes read at once.
+func TestStringEnd(t *testing.T) {
+	for _, body := range []string{``, `a`, `abcdefg`, `abcdefgh`, `abcdefghijklmnopq`, `\"`, `abcdefg\"`, `abcdefgh\\`, `\u00e9abcdefghij\n`, "é日本語 and more text", `\\\\\\\"x`} {
+		s := `"` + body + `"`
+		if !json.Valid([]byte(s)) {
+			t.Fatalf("case %s is not valid JSON", s)
+		}
+		for _, after := range []string{"", ",1]", `"x"`} {
+			if got := StringEnd([]byte(s+after), 0); got != len(s) {
+				t.Errorf("StringEnd(%s%s) = %d, want %d", s, after, got, len(s))
+			}
+		}
 	}
 }
