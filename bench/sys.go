@@ -7,17 +7,7 @@ import (
 	"os"
 	"strconv"
 	"strings"
-	"syscall"
-	"time"
 )
-
-// cpuTime is this process's user+system CPU time (getrusage RUSAGE_SELF:
-// children, such as a fake server started by the bench, are not counted).
-func cpuTime() time.Duration {
-	var ru syscall.Rusage
-	syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
-}
 
 // resetPeakRSS resets the kernel's peak resident set size of this process
 // (Linux: "5" into /proc/self/clear_refs), so peakRSS measures from now.

@@ -1,0 +1,16 @@
+//go:build unix
+
+package bench
+
+import (
+	"syscall"
+	"time"
+)
+
+// cpuTime is this process's user+system CPU time (getrusage RUSAGE_SELF:
+// children, such as a fake server started by the bench, are not counted).
+func cpuTime() time.Duration {
+	var ru syscall.Rusage
+	syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
