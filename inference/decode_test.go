@@ -195,8 +195,14 @@ func vllmLikeAnswerWith(promptIDs int) []byte {
 // 700 and of 3,000 tokens (vLLM returns the prompt's ids when asked for
 // token ids, as the trainer needs them).
 func BenchmarkDecodeCompletion(b *testing.B) {
-	for _, n := range []int{700, 3000} {
-		answer := vllmLikeAnswerWith(n)
+	// The bench's fake answer: one tool call, three sampled tokens with
+	// logprobs, eight prompt token ids (650 bytes).
+	small := []byte(`{"id":"chatcmpl-1","object":"chat.completion","created":1,"model":"m","choices":[{"index":0,"message":{"role":"assistant","content":null,"tool_calls":[{"id":"chatcmpl-tool-1","type":"function","function":{"name":"think","arguments":"{}"}}]},"logprobs":{"content":[{"token":"token_id:151657","logprob":-0.1,"bytes":[60],"top_logprobs":[]},{"token":"token_id:5","logprob":-0.2,"bytes":[116],"top_logprobs":[]},{"token":"token_id:151658","logprob":-0.01,"bytes":[62],"top_logprobs":[]}]},"finish_reason":"tool_calls","stop_reason":null,"token_ids":[151657,5,151658]}],"usage":{"prompt_tokens":700,"completion_tokens":3,"total_tokens":703},"prompt_token_ids":[1,2,3,4,5,6,7,8]}`)
+	for _, n := range []int{0, 700, 3000} {
+		answer := small
+		if n > 0 {
+			answer = vllmLikeAnswerWith(n)
+		}
 		if _, err := decodeCompletion(answer); err != nil {
 			b.Fatal(err)
 		}

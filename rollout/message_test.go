@@ -3,8 +3,10 @@ package rollout
 import (
 	"bytes"
 	"encoding/json"
+	"github.com/grpo-dev/grpo/internal/wordtest"
 	"strings"
 	"testing"
+	"unicode/utf8"
 
 	openai "github.com/sashabaranov/go-openai"
 )
@@ -83,4 +85,12 @@ func TestValidArgumentsAsUnmarshal(t *testing.T) {
 			t.Errorf("validArguments(%q) = %v, want %v", a, got, want)
 		}
 	}
+}
+
+// TestPlainBytes: every byte value, at every position of eight, after
+// plain bytes and before anything, against appendString's own rule.
+func TestPlainBytes(t *testing.T) {
+	wordtest.EveryByte(t, "plainRun", "abcdefgh", func(c byte) bool {
+		return c >= 0x20 && c < utf8.RuneSelf && c != '"' && c != '\\' && c != '<' && c != '>' && c != '&'
+	}, func(w []byte) int { return plainRun(string(w), 0) })
 }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/binary"
 	"encoding/json"
+	"github.com/grpo-dev/grpo/internal/wordtest"
 	"strings"
 	"testing"
 )
@@ -74,56 +75,16 @@ func BenchmarkValid(b *testing.B) {
 	}
 }
 
-// TestLeadingDigits: every byte value, at every position of eight, after
-// digits and before anything.
+// TestLeadingDigits and TestPlainBytes: every byte value, at every
+// position of eight, after bytes of the class and before anything.
 func TestLeadingDigits(t *testing.T) {
-	for pos := range 8 {
-		for c := range 256 {
-			var w [8]byte
-			for k := range w {
-				w[k] = '0' + byte(k)
-			}
-			w[pos] = byte(c)
-			for k := pos + 1; k < 8; k++ {
-				w[k] = byte(c*7 + k*31) // anything after
-			}
-			want := pos
-			if '0' <= c && c <= '9' {
-				want = 8
-				for k := pos + 1; k < 8; k++ {
-					if w[k] < '0' || w[k] > '9' {
-						want = k
-						break
-					}
-				}
-			}
-			if got := leadingDigits(binary.LittleEndian.Uint64(w[:])); got != want {
-				t.Fatalf("leadingDigits(%q) = %d, want %d", w[:], got, want)
-			}
-		}
-	}
+	wordtest.EveryByte(t, "leadingDigits", "01234567", func(c byte) bool { return '0' <= c && c <= '9' },
+		func(w []byte) int { return leadingDigits(binary.LittleEndian.Uint64(w)) })
 }
 
-// TestPlainBytes: every byte value, at every position of eight, after
-// plain bytes and before anything.
 func TestPlainBytes(t *testing.T) {
-	for pos := range 8 {
-		for c := range 256 {
-			w := []byte("abcdefgh")
-			w[pos] = byte(c)
-			for k := pos + 1; k < 8; k++ {
-				w[k] = byte(c*7 + k*31)
-			}
-			plain := func(v byte) bool { return v != '"' && v != '\\' && v >= 0x20 }
-			want := 0
-			for want < 8 && plain(w[want]) {
-				want++
-			}
-			if got := plainBytes(binary.LittleEndian.Uint64(w)); got != want {
-				t.Fatalf("plainBytes(%q) = %d, want %d", w, got, want)
-			}
-		}
-	}
+	wordtest.EveryByte(t, "plainBytes", "abcdefgh", func(c byte) bool { return c != '"' && c != '\\' && c >= 0x20 },
+		func(w []byte) int { return plainBytes(binary.LittleEndian.Uint64(w)) })
 }
 
 // TestStringEnd: the index past a valid string, escapes and all, at any
