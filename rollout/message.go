@@ -80,10 +80,10 @@ func encodeMessage(m *openai.ChatCompletionMessage) json.RawMessage {
 
 const hexDigits = "0123456789abcdef"
 
-// plainRun returns the index of the first byte at or after s[i] that
-// appendString does not copy as it is (anything but printable ASCII other
-// than " \\ < > &), or len(s), looking at eight bytes at a time while
-// eight are left.
+// plainRun skips, eight bytes at a time, the bytes from s[i] on that
+// appendString copies as they are (printable ASCII but " \ < > &): it
+// returns the index of the first other byte, or the index where fewer
+// than eight bytes were left, for the byte loops to go on from.
 func plainRun(s string, i int) int {
 	for ; i+8 <= len(s); i += 8 {
 		x := uint64(s[i]) | uint64(s[i+1])<<8 | uint64(s[i+2])<<16 | uint64(s[i+3])<<24 |
