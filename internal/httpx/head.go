@@ -11,8 +11,9 @@ import (
 
 // readCommonHead reads the head of the answer every inference server
 // sends — HTTP/1.1, a final status with a body (2xx to 5xx but 204 and
-// 304), exactly one Content-Length, no Transfer-Encoding, Connection,
-// Trailer or Pragma, header lines of printable ASCII ending in CRLF —
+// 304), exactly one Content-Length, no Transfer-Encoding, Trailer or
+// Pragma, no Connection but "keep-alive" (Node's and llama.cpp's servers
+// send it), header lines of printable ASCII ending in CRLF —
 // when it is already wholly in br's buffer, and returns the answer
 // http.ReadResponse would return for it, at a fraction of the cost: one
 // string for the head, keys and values cut from it, one slice for the
@@ -76,7 +77,11 @@ func readCommonHead(br *bufio.Reader, req *http.Request) *http.Response {
 			if length = contentLength(value); length < 0 {
 				return nil
 			}
-		case "Transfer-Encoding", "Connection", "Trailer", "Pragma":
+		case "Connection":
+			if !strings.EqualFold(value, "keep-alive") {
+				return nil // close, or a list of options: net/http reads those
+			}
+		case "Transfer-Encoding", "Trailer", "Pragma":
 			return nil
 		}
 		if vv := resp.Header[key]; vv != nil {

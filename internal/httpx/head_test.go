@@ -20,6 +20,9 @@ var commonHeads = []string{
 	"HTTP/1.1 503 Service Unavailable\r\nRetry-After: 2\r\nContent-Length: 0\r\n\r\n",
 	"HTTP/1.1 429 \r\nX-A: 1\r\nx-a:   2 \t\r\nX-Empty:\r\nContent-Length: 3\r\n\r\nabcdef",
 	"HTTP/1.1 200\r\nContent-Length:007\r\n\r\nshort",
+	// Node's http module; llama.cpp's server (cpp-httplib)
+	"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nDate: Tue, 01 Dec 2026 09:03:57 GMT\r\nConnection: keep-alive\r\nKeep-Alive: timeout=5\r\nContent-Length: 2\r\n\r\n{}",
+	"HTTP/1.1 200 OK\r\nConnection: Keep-Alive\r\nKeep-Alive: timeout=5, max=5\r\nconnection:keep-alive \r\nContent-Length: 2\r\n\r\n{}",
 }
 
 func TestCommonHeadTaken(t *testing.T) {
@@ -58,6 +61,9 @@ func TestCommonHeadLeavesOthers(t *testing.T) {
 		"HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok",
 		"HTTP/1.0 200 OK\r\nContent-Length: 2\r\n\r\nok",
 		"HTTP/1.1 200 OK\r\nConnection: close\r\nContent-Length: 2\r\n\r\nok",
+		"HTTP/1.1 200 OK\r\nConnection: keep-alive\r\nConnection: close\r\nContent-Length: 2\r\n\r\nok",
+		"HTTP/1.1 200 OK\r\nConnection: keep-alive, close\r\nContent-Length: 2\r\n\r\nok",
+		"HTTP/1.1 200 OK\r\nConnection: upgrade\r\nContent-Length: 2\r\n\r\nok",
 		"HTTP/1.1 204 No Content\r\nContent-Length: 0\r\n\r\n",
 		"HTTP/1.1 200 OK\r\n\r\nto the end",
 		"HTTP/1.1 200 OK\r\nContent-Length: 2\r\nContent-Length: 2\r\n\r\nok",
