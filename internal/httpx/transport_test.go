@@ -481,20 +481,26 @@ func TestClientFollowsRedirectsAroundTransport(t *testing.T) {
 func TestAttemptDeadlines(t *testing.T) {
 	stall := make(chan struct{})
 	addr, _ := rawServer(t, func(c net.Conn, br *bufio.Reader) {
-		req, err := http.ReadRequest(br)
-		if err != nil {
+		for {
+			req, err := http.ReadRequest(br)
+			if err != nil {
+				return
+			}
+			io.Copy(io.Discard, req.Body)
+			switch req.URL.Path {
+			case "/head": // nothing
+			case "/body":
+				io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\nhalf ")
+			case "/redirect":
+				// The connection stays open (closing it would race with
+				// the client reusing it for the redirect): the next
+				// request is served on it.
+				io.WriteString(c, "HTTP/1.1 307 Temporary Redirect\r\nLocation: /head\r\nContent-Length: 0\r\n\r\n")
+				continue
+			}
+			<-stall
 			return
 		}
-		io.Copy(io.Discard, req.Body)
-		switch req.URL.Path {
-		case "/head": // nothing
-		case "/body":
-			io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\nhalf ")
-		case "/redirect":
-			io.WriteString(c, "HTTP/1.1 307 Temporary Redirect\r\nLocation: /head\r\nContent-Length: 0\r\n\r\n")
-			return
-		}
-		<-stall
 	})
 	t.Cleanup(func() { close(stall) }) // before the server's cleanup waits for its handlers
 	timeout := 300 * time.Millisecond
