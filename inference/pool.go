@@ -20,8 +20,9 @@ func (f *Fleet) ReadsEncodedMessages() bool { return true }
 // flight that is under its concurrency limit, waiting while every one is
 // at its limit. A request that fails at its endpoint (after the chat
 // client's retries: unreachable, timeout, 429/5xx, garbage), or whose
-// endpoint is drained while it is in flight, drains that endpoint and is
-// sent again to another. When that endpoint is the only live one, the
+// endpoint is drained while it is in flight (cancelling it, when the fleet
+// has another endpoint), drains that endpoint and is sent again to
+// another. When that endpoint is the only live one, the
 // request is sent to it again after a backoff (honouring Retry-After)
 // until the retry budget (FleetOptions.Retry.Budget) since its first
 // failure runs out, and only then drains it. When no endpoint is live, it
@@ -37,11 +38,7 @@ func (f *Fleet) Complete(ctx context.Context, req *rollout.Request) (*rollout.Co
 		if err != nil {
 			return nil, fmt.Errorf("chat completion (model %q): %w", req.Model, err)
 		}
-		rctx, cancel := context.WithCancel(ctx)
-		stop := context.AfterFunc(epCtx, cancel)
-		comp, err := ep.chat.Complete(rctx, req)
-		drained := !stop()
-		cancel()
+		comp, drained, err := f.send(ctx, ep, epCtx, req)
 		f.release(ep)
 		switch {
 		case err == nil:
@@ -72,6 +69,25 @@ func (f *Fleet) Complete(ctx context.Context, req *rollout.Request) (*rollout.Co
 			return nil, err
 		}
 	}
+}
+
+// send sends req to ep. When the fleet has other endpoints, the request
+// is cancelled if ep is drained meanwhile (drained reports it), so that
+// Complete sends it to another at once. The only endpoint's requests are
+// left to end by themselves: there is nowhere else to send them, one that
+// succeeds is not wasted, one that fails waits for ep's readmission like
+// any other — and no cancellation context is made per call.
+func (f *Fleet) send(ctx context.Context, ep *endpoint, epCtx context.Context, req *rollout.Request) (comp *rollout.Completion, drained bool, err error) {
+	if len(f.eps) == 1 {
+		comp, err = ep.chat.Complete(ctx, req)
+		return comp, false, err
+	}
+	rctx, cancel := context.WithCancel(ctx)
+	stop := context.AfterFunc(epCtx, cancel)
+	comp, err = ep.chat.Complete(rctx, req)
+	drained = !stop()
+	cancel()
+	return comp, drained, err
 }
 
 // resendHere decides whether a request that failed at ep (first at

@@ -178,6 +178,32 @@ func TestPool_InflightOnDrainedEndpointGoesElsewhere(t *testing.T) {
 	}
 }
 
+// TestPool_OnlyEndpointKeepsInflight: when the only endpoint is drained,
+// its requests in flight are not cancelled (there is no other endpoint to
+// send them to): one that is then answered returns the answer instead of
+// waiting out the outage.
+func TestPool_OnlyEndpointKeepsInflight(t *testing.T) {
+	a, sa := newFakeVLLM(t)
+	a.chatBlock = make(chan struct{})
+	p := testFleet(t, FleetOptions{OutageWindow: time.Millisecond}, sa.URL)
+	done := make(chan error, 1)
+	go func() {
+		_, err := p.Complete(context.Background(), chatReq())
+		done <- err
+	}()
+	for deadline := time.Now().Add(5 * time.Second); len(a.log()) == 0 && time.Now().Before(deadline); {
+		time.Sleep(time.Millisecond)
+	}
+	p.drain(p.eps[0], -1, errors.New("another request failed"))
+	if p.Live()[0] {
+		t.Fatal("the endpoint was not drained")
+	}
+	close(a.chatBlock)
+	if err := <-done; err != nil {
+		t.Fatalf("request in flight at the only endpoint when it was drained: %v, want its answer", err)
+	}
+}
+
 func TestPool_OutageWindow(t *testing.T) {
 	a, sa := newFakeVLLM(t)
 	a.chat = http.StatusServiceUnavailable
