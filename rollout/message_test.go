@@ -3,10 +3,8 @@ package rollout
 import (
 	"bytes"
 	"encoding/json"
-	"github.com/grpo-dev/grpo/internal/wordtest"
 	"strings"
 	"testing"
-	"unicode/utf8"
 
 	openai "github.com/sashabaranov/go-openai"
 )
@@ -87,10 +85,36 @@ func TestValidArgumentsAsUnmarshal(t *testing.T) {
 	}
 }
 
-// TestPlainBytes: every byte value, at every position of eight, after
-// plain bytes and before anything, against appendString's own rule.
-func TestPlainBytes(t *testing.T) {
-	wordtest.EveryByte(t, "plainRun", "abcdefgh", func(c byte) bool {
-		return c >= 0x20 && c < utf8.RuneSelf && c != '"' && c != '\\' && c != '<' && c != '>' && c != '&'
-	}, func(w []byte) int { return plainRun(string(w), 0) })
+// TestAppendStringEveryByte: every byte value, alone, between plain bytes
+// and in a run, is encoded and sized as encoding/json encodes it.
+func TestAppendStringEveryByte(t *testing.T) {
+	for c := 0; c < 256; c++ {
+		b := string([]byte{byte(c)})
+		for _, s := range []string{b, "ab" + b + "cd", strings.Repeat(b, 9)} {
+			want, _ := json.Marshal(s)
+			if got := appendString(nil, s); !bytes.Equal(got, want) {
+				t.Errorf("appendString(%q) = %s, want %s", s, got, want)
+			}
+			if n := escapedLen(s); n != len(want)-2 {
+				t.Errorf("escapedLen(%q) = %d, want %d", s, n, len(want)-2)
+			}
+		}
+	}
+}
+
+// BenchmarkEncodeMessage: an observation (prose, then its state line as
+// JSON, quotes escaped) and a system prompt (prose).
+func BenchmarkEncodeMessage(b *testing.B) {
+	obs := Observation(State{Round: 2, Rounds: 5, ID: 1, N: 5, Last: &LastEvent{Action: "eat", OK: true}})
+	sys := "You are philosopher 0 at a round table of 5 philosophers (ids 0 to 4). Fork 0 is on your left and fork 1 on your right; each fork is shared with a neighbour. The dinner lasts 5 rounds. Each round all philosophers decide at the same time on the same view of the table; put-downs happen first, then eating, then pick-ups (if two neighbours reach for the same free fork, one of them gets it at random). Every round you must call exactly one tool: pick_up_left, pick_up_right, put_down_left, put_down_right, eat or think."
+	for _, c := range []struct{ name, s string }{{"observation", obs}, {"prose", sys}} {
+		m := openai.ChatCompletionMessage{Role: openai.ChatMessageRoleUser, Content: c.s}
+		b.Run(c.name, func(b *testing.B) {
+			b.SetBytes(int64(len(c.s)))
+			b.ReportAllocs()
+			for b.Loop() {
+				encodeMessage(&m)
+			}
+		})
+	}
 }
