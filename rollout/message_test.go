@@ -38,15 +38,19 @@ func TestEncodeMessageMatchesJSONMarshal(t *testing.T) {
 func FuzzAppendString(f *testing.F) {
 	f.Add("plain")
 	f.Add("<tool_call>\u2028\xff\"\\\n")
-	f.Fuzz(func(t *testing.T, s string) {
-		want, _ := json.Marshal(s)
-		if got := appendString(nil, s); !bytes.Equal(got, want) {
-			t.Fatalf("appendString(%q) = %s, want %s", s, got, want)
-		}
-		if n := escapedLen(s); n != len(want)-2 {
-			t.Fatalf("escapedLen(%q) = %d, want %d", s, n, len(want)-2)
-		}
-	})
+	f.Fuzz(checkAppendString)
+}
+
+// checkAppendString: s is encoded and sized as encoding/json encodes it.
+func checkAppendString(t *testing.T, s string) {
+	t.Helper()
+	want, _ := json.Marshal(s)
+	if got := appendString(nil, s); !bytes.Equal(got, want) {
+		t.Fatalf("appendString(%q) = %s, want %s", s, got, want)
+	}
+	if n := escapedLen(s); n != len(want)-2 {
+		t.Fatalf("escapedLen(%q) = %d, want %d", s, n, len(want)-2)
+	}
 }
 
 // TestEncodeMessageSizesExactly: an observation (whose state line is JSON,
@@ -91,13 +95,7 @@ func TestAppendStringEveryByte(t *testing.T) {
 	for c := 0; c < 256; c++ {
 		b := string([]byte{byte(c)})
 		for _, s := range []string{b, "ab" + b + "cd", strings.Repeat(b, 9)} {
-			want, _ := json.Marshal(s)
-			if got := appendString(nil, s); !bytes.Equal(got, want) {
-				t.Errorf("appendString(%q) = %s, want %s", s, got, want)
-			}
-			if n := escapedLen(s); n != len(want)-2 {
-				t.Errorf("escapedLen(%q) = %d, want %d", s, n, len(want)-2)
-			}
+			checkAppendString(t, s)
 		}
 	}
 }
