@@ -59,7 +59,7 @@ func MeasureRollout(ctx context.Context, o RolloutOptions) (Throughput, error) {
 	}
 	episodes := o.Agents / o.N
 	agents := episodes * o.N
-	hc := httpx.NewHTTPClient(agents)
+	hc := httpx.NewHTTPClient(agents, nil)
 	defer hc.CloseIdleConnections()
 	client := inference.NewChatClient(o.BaseURL, inference.ChatOptions{HTTPClient: hc})
 	runner := &rollout.Runner{Client: client, Limit: rollout.NewLimiter(agents)}

@@ -78,7 +78,7 @@ func startART(ctx context.Context, cfg *config.Config, opts Options, resume bool
 		return nil, nil, err
 	}
 	opts.Logger.Info("ART trainer ready", "run", m.Name, "art", cfg.Trainer.URL, "releases", proto.Releases, "inference", base)
-	hc := httpx.NewHTTPClient(inf.Concurrency)
+	hc := httpx.NewHTTPClient(inf.Concurrency, opts.Logger)
 	retry := RetryPolicy(inf)
 	admin := inference.NewAdminClient(base, inference.AdminOptions{APIKey: key, HTTPClient: hc, Retry: &retry})
 	cctx, cancel := context.WithTimeout(ctx, healthTimeout)

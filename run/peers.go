@@ -49,7 +49,7 @@ func startPeers(ctx context.Context, cfg config.Config, opts Options) (*peers, e
 	inf := cfg.Inference
 	// One connection pool for the run, sized to its concurrency, and one
 	// retry policy for every client of it.
-	hc := httpx.NewHTTPClient(inf.Concurrency)
+	hc := httpx.NewHTTPClient(inf.Concurrency, opts.Logger)
 	retry := RetryPolicy(inf)
 	p := &peers{}
 	var eps []Endpoint

@@ -6,6 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/url"
 	"os"
 	"runtime/debug"
@@ -259,4 +260,10 @@ func parseInts(flagName, s string) ([]int, error) {
 		return nil, usagef("--%s is empty (want e.g. 5,10,15)", flagName)
 	}
 	return out, nil
+}
+
+// warnLogger is the logger of the commands a person watches (run,
+// experiment, eval): warnings and errors, as text, to w.
+func warnLogger(w io.Writer) *slog.Logger {
+	return slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: slog.LevelWarn}))
 }

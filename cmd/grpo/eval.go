@@ -481,7 +481,7 @@ type rewardJSON struct {
 func (m *Main) runEval(ctx context.Context, o evalOptions) error {
 	// One connection pool sized to the requests in flight: a smaller one
 	// closes and reopens connections on every call beyond it.
-	hc := httpx.NewHTTPClient(o.concurrency)
+	hc := httpx.NewHTTPClient(o.concurrency, warnLogger(m.Stderr))
 	defer hc.CloseIdleConnections()
 	// Each model's endpoint is a fleet, as a run's endpoints are: a
 	// request that keeps failing is sent again within the retry budget,
@@ -824,7 +824,7 @@ func testCheckpoints(ctx context.Context, getenv func(string) string, stderr io.
 	// Per-step adapter names, whatever the run used: each checkpoint is
 	// loaded under its own name next to the others. The fleet rides out
 	// faults and outages as the run's did.
-	fleet := run.NewFleet(eps, o.inference(cfg.Inference), httpx.NewHTTPClient(o.concurrency), inference.FleetOptions{})
+	fleet := run.NewFleet(eps, o.inference(cfg.Inference), httpx.NewHTTPClient(o.concurrency, warnLogger(stderr)), inference.FleetOptions{})
 	defer fleet.Close()
 	fleet.Start(ctx)
 	var completer rollout.Completer = fleet

@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"log/slog"
 	"os"
 	"path/filepath"
 	"slices"
@@ -77,7 +76,7 @@ func (c *ExperimentCommand) Run(ctx context.Context) error {
 	view := newRunView(c.Stderr, false)
 	opts := run.Options{
 		Store: store, DataDir: f.DB + ".data", Getenv: c.Getenv,
-		Logger:      slog.New(slog.NewTextHandler(c.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})),
+		Logger:      warnLogger(c.Stderr),
 		Events:      view.event,
 		Interrupted: checkpoint.StateCancelled,
 	}

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"log/slog"
 	"net/url"
 	"os"
 	"slices"
@@ -141,7 +140,7 @@ func (c *runCommand) play(ctx context.Context, m *Main) error {
 	view := newRunView(m.Stderr, c.quiet)
 	r, err := c.open(ctx, run.Options{
 		Getenv:      m.Getenv,
-		Logger:      slog.New(slog.NewTextHandler(m.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})),
+		Logger:      warnLogger(m.Stderr),
 		Events:      view.event,
 		Interrupted: checkpoint.StateCancelled,
 	})

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
 	"net/url"
 	"strings"
@@ -26,18 +27,19 @@ const DefaultPoolSize = 256
 // pool keeps concurrency idle connections per host (at least 2), so that a
 // run with that many requests in flight reuses its connections instead of
 // opening new ones. Clients of one run share one: build it once from
-// inference.concurrency and pass it to every client.
-func NewHTTPClient(concurrency int) *http.Client {
+// inference.concurrency and pass it to every client. logger, when not
+// nil, is warned of slow connections (Transport.Logger).
+func NewHTTPClient(concurrency int, logger *slog.Logger) *http.Client {
 	tr := http.DefaultTransport.(*http.Transport).Clone()
 	tr.MaxIdleConnsPerHost = max(concurrency, 2)
 	tr.MaxIdleConns = max(tr.MaxIdleConns, tr.MaxIdleConnsPerHost)
 	tr.DisableKeepAlives = false
-	return &http.Client{Transport: &Transport{MaxIdlePerHost: tr.MaxIdleConnsPerHost, Fallback: tr, Proxy: tr.Proxy}}
+	return &http.Client{Transport: &Transport{MaxIdlePerHost: tr.MaxIdleConnsPerHost, Fallback: tr, Proxy: tr.Proxy, Logger: logger}}
 }
 
 // DefaultHTTPClient is the client used when Options leave HTTPClient nil:
 // one per process, pooling DefaultPoolSize connections per host.
-var DefaultHTTPClient = sync.OnceValue(func() *http.Client { return NewHTTPClient(DefaultPoolSize) })
+var DefaultHTTPClient = sync.OnceValue(func() *http.Client { return NewHTTPClient(DefaultPoolSize, nil) })
 
 // Options configure a Client. Retry is used as given (its zero value
 // sends each request once); the other zero values take the defaults.

@@ -3,10 +3,13 @@
 package httpx
 
 import (
+	"bytes"
 	"context"
 	"errors"
+	"log/slog"
 	"net"
 	"strconv"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -16,6 +19,14 @@ import (
 // accept queue is full, so the kernel drops new handshakes: a dial to it
 // hangs as one to a host that has gone away does.
 func fullListener(t *testing.T) string {
+	t.Helper()
+	addr, _ := fullListenerFD(t)
+	return addr
+}
+
+// fullListenerFD is fullListener and its socket, whose queue the caller
+// may empty with accept.
+func fullListenerFD(t *testing.T) (string, int) {
 	t.Helper()
 	fd, err := syscall.Socket(syscall.AF_INET, syscall.SOCK_STREAM, 0)
 	if err != nil {
@@ -40,12 +51,56 @@ func fullListener(t *testing.T) string {
 	for i := 0; i < 8; i++ {
 		c, err := net.DialTimeout("tcp", addr, time.Second)
 		if err != nil {
-			return addr
+			return addr, fd
 		}
 		t.Cleanup(func() { c.Close() })
 	}
 	t.Skip("the kernel completed every handshake: cannot make a dial hang here")
-	return ""
+	return "", 0
+}
+
+// TestSlowDialWarned: a connection whose handshake the server's kernel
+// dropped (its accept queue full), completed when the kernel sends it
+// again, is warned of once, naming the address; a fast one is not.
+func TestSlowDialWarned(t *testing.T) {
+	addr, fd := fullListenerFD(t)
+	var log bytes.Buffer // written by the dial, on this goroutine
+	tr := &Transport{Logger: slog.New(slog.NewTextHandler(&log, nil)), slowDialAfter: 500 * time.Millisecond}
+	// Room in the queue shortly after the dial starts: the handshake sent
+	// again a second later completes.
+	time.AfterFunc(200*time.Millisecond, func() {
+		syscall.SetNonblock(fd, true)
+		for {
+			nfd, _, err := syscall.Accept(fd)
+			if err != nil {
+				return
+			}
+			syscall.Close(nfd)
+		}
+	})
+	start := time.Now()
+	c, err := tr.dial(context.Background(), time.Now().Add(20*time.Second), addr)
+	if err != nil {
+		t.Fatalf("dial once the queue had room: %v", err)
+	}
+	c.Close()
+	if took := time.Since(start); took < 500*time.Millisecond {
+		t.Skipf("the dial took %v: the kernel did not drop the handshake", took)
+	}
+	got := log.String()
+	if strings.Count(got, "slow TCP connect") != 1 || !strings.Contains(got, "addr="+addr) || !strings.Contains(got, "backlog") {
+		t.Fatalf("log %q: want one slow-connect warning naming %s and the backlog", got, addr)
+	}
+	// Once a minute per address; nothing for a fast dial.
+	tr.noteDial(addr, time.Second)
+	tr.noteDial("127.0.0.1:1", time.Millisecond)
+	if n := strings.Count(log.String(), "slow TCP connect"); n != 1 {
+		t.Fatalf("%d warnings after a second slow dial within the minute and a fast one, want 1", n)
+	}
+	tr.noteDial("127.0.0.1:2", time.Second)
+	if n := strings.Count(log.String(), "slow TCP connect"); n != 2 {
+		t.Fatalf("%d warnings after a slow dial to another address, want 2", n)
+	}
 }
 
 // TestDialHeldToTheAttempt: a dial that hangs fails the attempt at its

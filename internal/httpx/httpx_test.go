@@ -424,7 +424,7 @@ func TestPolicy_Validate(t *testing.T) {
 
 func TestNewHTTPClient_PoolFollowsConcurrency(t *testing.T) {
 	for _, tt := range []struct{ concurrency, perHost int }{{64, 64}, {1, 2}, {500, 500}} {
-		own := NewHTTPClient(tt.concurrency).Transport.(*Transport)
+		own := NewHTTPClient(tt.concurrency, nil).Transport.(*Transport)
 		tr := own.Fallback.(*http.Transport)
 		if own.MaxIdlePerHost != tt.perHost || tr.MaxIdleConnsPerHost != tt.perHost || tr.MaxIdleConns < tt.perHost || tr.DisableKeepAlives {
 			t.Errorf("NewHTTPClient(%d): idle per host %d (fallback %d), idle %d, keep-alive off %v; want %d per host with keep-alive",
@@ -451,7 +451,7 @@ func TestConnectionsReused(t *testing.T) {
 	}
 	srv.Start()
 	defer srv.Close()
-	c := New(Options{HTTPClient: NewHTTPClient(4)})
+	c := New(Options{HTTPClient: NewHTTPClient(4, nil)})
 	for range 20 {
 		if _, _, err := c.Do(context.Background(), &Request{Method: "POST", URL: srv.URL, Body: []byte(`{}`)}); err != nil {
 			t.Fatal(err)

@@ -2,10 +2,12 @@ package httpx
 
 import (
 	"bufio"
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"net/http"
 	"net/url"
@@ -40,9 +42,16 @@ type Transport struct {
 	// through a proxy goes to Fallback.
 	Proxy func(*http.Request) (*url.URL, error)
 
-	dialer net.Dialer
-	mu     sync.Mutex
-	idle   map[string][]*pconn
+	// Logger, when set, is warned of a connection that took longer than a
+	// second to open (most often a server whose listen backlog overflowed),
+	// at most once a minute per address.
+	Logger *slog.Logger
+
+	dialer        net.Dialer
+	slowDialAfter time.Duration // slowDial when zero (tests shorten it)
+	mu            sync.Mutex
+	idle          map[string][]*pconn
+	warned        map[string]time.Time // when each address was last warned of
 }
 
 // idleTimeout is how long an idle connection is kept: servers close idle
@@ -293,11 +302,49 @@ func (t *Transport) get(ctx context.Context, deadline time.Time, key string) (*p
 	return &pconn{Conn: nc, br: bufio.NewReaderSize(nc, readBufferSize), key: key}, nil
 }
 
-// dial connects to key by deadline (when not zero) as well as ctx: a
+// dial connects to key by deadline (when not zero) as well as ctx (see
+// connect), warning Logger of a connection that took long.
+func (t *Transport) dial(ctx context.Context, deadline time.Time, key string) (net.Conn, error) {
+	start := time.Now()
+	nc, err := t.connect(ctx, deadline, key)
+	if err == nil && t.Logger != nil {
+		t.noteDial(key, time.Since(start))
+	}
+	return nc, err
+}
+
+// slowDial is the time a dial may take before Logger hears of it: on
+// loopback or a LAN a handshake takes well under a millisecond, and one
+// the server's kernel dropped is sent again only after a second.
+const slowDial = time.Second
+
+// noteDial warns Logger of a dial to addr that took longer than
+// slowDial, at most once a minute per address.
+func (t *Transport) noteDial(addr string, took time.Duration) {
+	if took < cmp.Or(t.slowDialAfter, slowDial) {
+		return
+	}
+	now := time.Now()
+	t.mu.Lock()
+	if last, ok := t.warned[addr]; ok && now.Sub(last) < time.Minute {
+		t.mu.Unlock()
+		return
+	}
+	if t.warned == nil {
+		t.warned = map[string]time.Time{}
+	}
+	t.warned[addr] = now
+	t.mu.Unlock()
+	t.Logger.Warn("slow TCP connect: the server completed the handshake late",
+		"addr", addr, "took", took.Round(time.Millisecond),
+		"hint", "a server whose listen backlog is smaller than the connections opened at once drops the handshakes beyond it, and they are sent again after 1 s, 3 s, 7 s...: raise its backlog (uvicorn --backlog, net.core.somaxconn) or lower the concurrency")
+}
+
+// connect connects to key by deadline (when not zero) as well as ctx: a
 // server that does not answer the handshake fails the attempt in its
 // time, with errExpired. An IP address is dialled by dialSocket, a name
 // by net.Dialer.
-func (t *Transport) dial(ctx context.Context, deadline time.Time, key string) (net.Conn, error) {
+func (t *Transport) connect(ctx context.Context, deadline time.Time, key string) (net.Conn, error) {
 	nc, ok, err := dialSocket(ctx, deadline, key)
 	if !ok {
 		if deadline.IsZero() {

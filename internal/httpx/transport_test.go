@@ -186,7 +186,7 @@ func TestTransportReplacesClosedIdleConnections(t *testing.T) {
 		c.Close()
 		closed <- struct{}{}
 	})
-	hc := NewHTTPClient(4)
+	hc := NewHTTPClient(4, nil)
 	for i := range 6 {
 		if i > 0 && i%2 == 0 {
 			<-closed
@@ -224,7 +224,7 @@ func TestTransportAnswerForms(t *testing.T) {
 					}
 				}
 			})
-			hc := NewHTTPClient(4)
+			hc := NewHTTPClient(4, nil)
 			for i := range 3 {
 				if got, err := post(t, hc, addr); err != nil || got != "hello" {
 					t.Fatalf("request %d: %q, %v; want hello", i+1, got, err)
@@ -267,7 +267,7 @@ func TestTransportContextEnds(t *testing.T) {
 		readRequest(br)
 		io.Copy(io.Discard, br) // until the client goes
 	})
-	hc := NewHTTPClient(4)
+	hc := NewHTTPClient(4, nil)
 	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
 	defer cancel()
 	req, _ := http.NewRequestWithContext(ctx, "POST", addr+"/x", bytes.NewReader([]byte(`{}`)))
@@ -292,7 +292,7 @@ func TestTransportContextEnds(t *testing.T) {
 // the header early is refused before anything is sent.
 func TestTransportRefusesBadHeaders(t *testing.T) {
 	addr, conns := rawServer(t, func(c net.Conn, br *bufio.Reader) {})
-	hc := NewHTTPClient(4)
+	hc := NewHTTPClient(4, nil)
 	for _, h := range []http.Header{
 		{"X-A": {"v\r\nX-Injected: 1"}},
 		{"X-A": {"v\n"}},
@@ -420,7 +420,7 @@ func TestPartsSentWhole(t *testing.T) {
 	defer srv.Close()
 	parts := [][]byte{[]byte(`{"a":`), {}, []byte(strings.Repeat("1", 9000)), []byte(`}`)}
 	want := "application/json " + `{"a":` + strings.Repeat("1", 9000) + `}`
-	for _, hc := range []*http.Client{NewHTTPClient(2), {Transport: &http.Transport{}}} {
+	for _, hc := range []*http.Client{NewHTTPClient(2, nil), {Transport: &http.Transport{}}} {
 		c := New(Options{HTTPClient: hc, Retry: fast(1)})
 		if _, _, err := c.Do(context.Background(), &Request{Method: "POST", URL: srv.URL, Parts: parts, Body: []byte("ignored")}); err != nil {
 			t.Fatal(err)
@@ -453,7 +453,7 @@ func TestClientFollowsRedirectsAroundTransport(t *testing.T) {
 		w.Write([]byte("ok"))
 	}))
 	defer srv.Close()
-	c := New(Options{HTTPClient: NewHTTPClient(2)})
+	c := New(Options{HTTPClient: NewHTTPClient(2, nil)})
 	resp, _, err := c.Do(context.Background(), &Request{Method: "POST", URL: srv.URL + "/a", Parts: [][]byte{[]byte(`{"x":`), []byte(`1}`)}})
 	if err != nil {
 		t.Fatal(err)
