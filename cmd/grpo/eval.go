@@ -481,7 +481,8 @@ type rewardJSON struct {
 func (m *Main) runEval(ctx context.Context, o evalOptions) error {
 	// One connection pool sized to the requests in flight: a smaller one
 	// closes and reopens connections on every call beyond it.
-	hc := httpx.NewHTTPClient(o.concurrency, warnLogger(m.Stderr))
+	logger := warnLogger(m.Stderr)
+	hc := httpx.NewHTTPClient(o.concurrency, logger)
 	defer hc.CloseIdleConnections()
 	// Each model's endpoint is a fleet, as a run's endpoints are: a
 	// request that keeps failing is sent again within the retry budget,
@@ -489,7 +490,7 @@ func (m *Main) runEval(ctx context.Context, o evalOptions) error {
 	// window.
 	fleets := make([]*inference.Fleet, len(o.targets))
 	for i, t := range o.targets {
-		f := run.NewFleet([]run.Endpoint{t.endpoint()}, o.inference(config.Inference{}), hc, inference.FleetOptions{})
+		f := run.NewFleet([]run.Endpoint{t.endpoint()}, o.inference(config.Inference{}), hc, inference.FleetOptions{Logger: logger.With("model", t.Name)})
 		defer f.Close()
 		pctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 		err := f.Probe(pctx)
@@ -824,7 +825,8 @@ func testCheckpoints(ctx context.Context, getenv func(string) string, stderr io.
 	// Per-step adapter names, whatever the run used: each checkpoint is
 	// loaded under its own name next to the others. The fleet rides out
 	// faults and outages as the run's did.
-	fleet := run.NewFleet(eps, o.inference(cfg.Inference), httpx.NewHTTPClient(o.concurrency, warnLogger(stderr)), inference.FleetOptions{})
+	logger := warnLogger(stderr)
+	fleet := run.NewFleet(eps, o.inference(cfg.Inference), httpx.NewHTTPClient(o.concurrency, logger), inference.FleetOptions{Logger: logger})
 	defer fleet.Close()
 	fleet.Start(ctx)
 	var completer rollout.Completer = fleet

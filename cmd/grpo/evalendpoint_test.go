@@ -319,3 +319,23 @@ func TestEvalRunEndpointFlag(t *testing.T) {
 		}
 	}
 }
+
+// TestEvalWarnsOfDrain: an endpoint that fails every completion is
+// drained, and eval says so on standard error, naming the model (the
+// fleet's warnings were dropped before).
+func TestEvalWarnsOfDrain(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/v1/models" {
+			w.Header().Set("Content-Type", "application/json")
+			fmt.Fprint(w, `{"object":"list","data":[{"id":"m","object":"model"}]}`)
+			return
+		}
+		http.Error(w, `{"error":{"message":"overloaded"}}`, http.StatusServiceUnavailable)
+	}))
+	defer srv.Close()
+	_, _, errs := cli(t, "eval", "--base-url", srv.URL+"/v1", "--model", "m", "--episodes", "1", "--n", "2", "--rounds", "1",
+		"--retries", "0", "--retry-budget", "0s", "--outage-window", "0s")
+	if !strings.Contains(errs, `msg="inference endpoint drained"`) || !strings.Contains(errs, "model=m") || !strings.Contains(errs, srv.URL) {
+		t.Fatalf("stderr of eval against an endpoint answering 503:\n%s", errs)
+	}
+}
