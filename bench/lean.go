@@ -23,6 +23,9 @@ import (
 // every OpenAI client sends), keeps connections alive, and answers
 // anything else with 400 or 404 and, for a malformed request, closes the
 // connection. ready receives the address once it accepts connections.
+// One route of its own, GET /bench/cpu, answers the process's CPU time
+// so far in nanoseconds (user + system), so that the bench can say what
+// the server cost per call (serverCPU).
 func ServeLLM(ctx context.Context, service time.Duration, ready func(addr string)) error {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -66,6 +69,9 @@ var leanAnswers = map[string][]byte{
 	"404":                          full(404, "text/plain", "404 page not found\n"),
 	"400":                          full(400, "text/plain", "400 Bad Request\n"),
 }
+
+// cpuRoute answers the server process's CPU time (ServeLLM).
+const cpuRoute = "GET /bench/cpu"
 
 // leanCompletions are the answers to chat completions, in turn.
 var leanCompletions = func() [][]byte {
@@ -115,6 +121,8 @@ func (s *leanServer) serve(c net.Conn) {
 				t.Stop()
 				return
 			}
+		} else if route == cpuRoute {
+			answer = full(200, "text/plain", strconv.FormatInt(cpuTime().Nanoseconds(), 10))
 		} else if answer == nil {
 			answer = leanAnswers["404"]
 		}

@@ -148,3 +148,24 @@ func httptestServer(t *testing.T, h http.Handler) string {
 	t.Cleanup(stop)
 	return url
 }
+
+// TestServeLLMReportsCPU: the lean server answers its process's CPU time
+// on GET /bench/cpu (with or without /v1 in the base URL), which grows
+// with its work; a server without the route is not asked twice: its CPU
+// is unknown.
+func TestServeLLMReportsCPU(t *testing.T) {
+	base := "http://" + startLean(t, time.Millisecond)
+	first, ok := serverCPU(base + "/v1")
+	if !ok || first <= 0 {
+		t.Fatalf("serverCPU = %v, %v; want the process's CPU time", first, ok)
+	}
+	spin := time.Now()
+	for time.Since(spin) < 20*time.Millisecond { // this process is the server's
+	}
+	if later, ok := serverCPU(base); !ok || later < first+10*time.Millisecond {
+		t.Fatalf("serverCPU after 20 ms of work = %v, %v; want at least %v", later, ok, first+10*time.Millisecond)
+	}
+	if d, ok := serverCPU(httptestServer(t, LLMHandler(time.Millisecond)) + "/v1"); ok {
+		t.Fatalf("serverCPU of a server without the route = %v, want unknown", d)
+	}
+}

@@ -3,6 +3,8 @@ package bench
 import (
 	"context"
 	"fmt"
+	"io"
+	"net/http"
 	"net/url"
 	"runtime"
 	"strconv"
@@ -21,6 +23,7 @@ type Throughput struct {
 	Calls, Errored              int
 	Wall, Ideal                 time.Duration
 	CPUPerCall                  time.Duration // whole process, user+system
+	ServerCPUPerCall            time.Duration // the fake server's, when it runs as `grpo bench serve-fake`; 0 unknown
 	AllocsPerCall, BytesPerCall float64
 	PeakRSS                     int64 // bytes; 0 when unknown
 	TimeWait                    int   // TIME_WAIT connections to the server after the run; -1 unknown
@@ -96,17 +99,23 @@ func MeasureRollout(ctx context.Context, o RolloutOptions) (Throughput, error) {
 // allocations, peak RSS, and the connections to the server's port that
 // entered TIME_WAIT.
 type meter struct {
-	port, tw0 int
-	m0, m1    runtime.MemStats
-	cpu0, cpu time.Duration
-	t0        time.Time
-	wall      time.Duration
+	port, tw0  int
+	m0, m1     runtime.MemStats
+	cpu0, cpu  time.Duration
+	t0         time.Time
+	wall       time.Duration
+	base       string
+	srv0, srv  time.Duration // the server's CPU time at the start, and over the run
+	srvUnknown bool
 }
 
 // startMeter starts measuring a run against the server at baseURL.
 func startMeter(baseURL string) *meter {
-	m := &meter{port: urlPort(baseURL)}
+	m := &meter{port: urlPort(baseURL), base: baseURL}
 	m.tw0 = timeWait(m.port) // earlier runs' closed connections linger 60 s
+	var ok bool
+	m.srv0, ok = serverCPU(baseURL) // before the process is measured
+	m.srvUnknown = !ok
 	runtime.GC()
 	resetPeakRSS()
 	runtime.ReadMemStats(&m.m0)
@@ -118,6 +127,36 @@ func startMeter(baseURL string) *meter {
 func (m *meter) stop() {
 	m.wall, m.cpu = time.Since(m.t0), cpuTime()-m.cpu0
 	runtime.ReadMemStats(&m.m1)
+	if srv, ok := serverCPU(m.base); ok && !m.srvUnknown {
+		m.srv = srv - m.srv0
+	} else {
+		m.srvUnknown = true
+	}
+}
+
+// serverCPU asks the server at baseURL (with or without /v1) for its
+// process's CPU time: `grpo bench serve-fake` answers GET /bench/cpu; any
+// other server does not, and ok is false.
+func serverCPU(baseURL string) (time.Duration, bool) {
+	u, err := url.Parse(baseURL)
+	if err != nil || u.Host == "" {
+		return 0, false
+	}
+	c := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{DisableKeepAlives: true}}
+	resp, err := c.Get(u.Scheme + "://" + u.Host + "/bench/cpu")
+	if err != nil {
+		return 0, false
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(io.LimitReader(resp.Body, 64))
+	if err != nil || resp.StatusCode != http.StatusOK {
+		return 0, false
+	}
+	ns, err := strconv.ParseInt(string(b), 10, 64)
+	if err != nil || ns < 0 {
+		return 0, false
+	}
+	return time.Duration(ns), true
 }
 
 // fill sets t's measured figures, per call of t.Calls.
@@ -127,6 +166,9 @@ func (m *meter) fill(t *Throughput) {
 		t.CPUPerCall = m.cpu / time.Duration(t.Calls)
 		t.AllocsPerCall = float64(m.m1.Mallocs-m.m0.Mallocs) / float64(t.Calls)
 		t.BytesPerCall = float64(m.m1.TotalAlloc-m.m0.TotalAlloc) / float64(t.Calls)
+		if !m.srvUnknown {
+			t.ServerCPUPerCall = m.srv / time.Duration(t.Calls)
+		}
 	}
 	if tw := timeWait(m.port); m.port > 0 && tw >= 0 {
 		t.TimeWait = max(0, tw-m.tw0)

@@ -62,6 +62,9 @@ func rolloutResults(row string, t Throughput) []Result {
 		{row, c, "allocs per call", t.AllocsPerCall, ""},
 		{row, c, "bytes per call", t.BytesPerCall, "B"},
 	}
+	if t.ServerCPUPerCall > 0 {
+		out = append(out, Result{row, c, "server cpu per call", float64(t.ServerCPUPerCall.Nanoseconds()) / 1e3, "us"})
+	}
 	if t.PeakRSS > 0 {
 		out = append(out, Result{row, c, "peak rss", float64(t.PeakRSS) / (1 << 20), "MB"})
 	}

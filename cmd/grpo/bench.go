@@ -37,7 +37,9 @@ step time with a synchronous and an asynchronous pipeline against a trainer
 of fixed duration, (store) committing a step and reading a long curve,
 (memory) memory per in-flight episode. The fake inference server runs in a
 child process (--fake process, the default), so the CPU figures are the
-client's alone. --quick shrinks every size (for a smoke test).
+client's alone; the rollout and floor rows also give the fake's own CPU per
+call (the two share this machine's cores, which bounds ideal/actual).
+--quick shrinks every size (for a smoke test).
 
   grpo bench serve-fake [--service 200ms] serves the fake on loopback alone.`
 

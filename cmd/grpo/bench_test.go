@@ -96,6 +96,9 @@ func TestBenchFakeInChildProcess(t *testing.T) {
 	if !regexp.MustCompile(`floor +10 agents \(5 calls each\) +cpu per call +[0-9.]+ +us`).Match(out) {
 		t.Errorf("output lacks the floor's CPU per call:\n%s", out)
 	}
+	if !regexp.MustCompile(`rollout +10 agents \(2 x n=5 x 5 rounds\) +server cpu per call +[1-9][0-9.]* +us`).Match(out) {
+		t.Errorf("output lacks the fake server's CPU per call:\n%s", out)
+	}
 	if ps, _ := exec.Command("pgrep", "-f", bin+" bench serve-fake").Output(); len(ps) > 0 {
 		t.Errorf("the fake server outlived the bench: pids %s", ps)
 	}
