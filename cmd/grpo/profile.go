@@ -5,6 +5,7 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"runtime"
 	"runtime/pprof"
 )
 
@@ -55,6 +56,10 @@ func (p *profiles) start() (stop func() error, err error) {
 			}
 		}
 		if mem != nil {
+			// The profile holds what the last finished collection saw: one
+			// now brings in everything allocated since (with GOGC at 200,
+			// the last may be a good part of the run ago).
+			runtime.GC()
 			err := pprof.Lookup("allocs").WriteTo(mem, 0)
 			if cerr := mem.Close(); err == nil {
 				err = cerr

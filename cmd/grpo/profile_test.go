@@ -4,7 +4,9 @@ import (
 	"compress/gzip"
 	"io"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"runtime"
 	"runtime/debug"
 	"strings"
 	"testing"
@@ -14,6 +16,14 @@ import (
 // profiles (gzipped protobuf, what go tool pprof reads), and a profile
 // that cannot be written is refused before anything runs.
 func TestEvalProfiles(t *testing.T) {
+	// Every allocation sampled, so that the evaluation's are in the
+	// profile for certain once it covers the whole run.
+	// And no collection during the run: the profile must not depend on
+	// one having happened after the last allocation.
+	defer func(rate int) { runtime.MemProfileRate = rate }(runtime.MemProfileRate)
+	runtime.MemProfileRate = 1
+	runtime.GC()
+	defer debug.SetGCPercent(debug.SetGCPercent(-1))
 	dir := t.TempDir()
 	cpu, mem := filepath.Join(dir, "cpu.prof"), filepath.Join(dir, "mem.prof")
 	code, out, errs := cli(t, "eval", "--n", "5", "--episodes", "2", "--json", "--cpuprofile", cpu, "--memprofile", mem)
@@ -36,6 +46,19 @@ func TestEvalProfiles(t *testing.T) {
 		f.Close()
 		if err != nil || len(b) == 0 {
 			t.Fatalf("%s: %d bytes, %v", p, len(b), err)
+		}
+	}
+	// The allocation profile covers the run to its end, not only to the
+	// last collection before it (none, here): the episodes' requests are
+	// in it with their counts. (Its stacks are there either way, counted
+	// zero: pprof reads the counts.)
+	if !testing.Short() {
+		top, err := exec.Command("go", "tool", "pprof", "-sample_index=alloc_objects", "-top", mem).CombinedOutput()
+		if err != nil {
+			t.Fatalf("go tool pprof: %v\n%s", err, top)
+		}
+		if !strings.Contains(string(top), "rollout.newRequest") {
+			t.Errorf("allocation profile without the episodes' requests:\n%s", top)
 		}
 	}
 	code, _, errs = cli(t, "eval", "--n", "5", "--episodes", "2", "--cpuprofile", filepath.Join(dir, "no", "such", "dir", "cpu.prof"))
