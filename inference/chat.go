@@ -58,6 +58,7 @@ type ChatOptions struct {
 // that are not a completion) are retried by its policy.
 type ChatClient struct {
 	url     string
+	chatURL string // url + "/chat/completions"
 	http    *httpx.Client
 	timeout time.Duration
 	opts    ChatOptions
@@ -79,7 +80,8 @@ func NewChatClient(baseURL string, opts ChatOptions) *ChatClient {
 	}
 	baseURL = strings.TrimRight(baseURL, "/")
 	return &ChatClient{
-		url: baseURL,
+		url:     baseURL,
+		chatURL: baseURL + "/chat/completions",
 		http: httpx.New(httpx.Options{
 			HTTPClient: opts.HTTPClient, Retry: retry, Timeout: opts.RequestTimeout,
 			MaxBody: opts.MaxBody, BearerToken: opts.APIKey,
@@ -112,7 +114,7 @@ func (c *ChatClient) Complete(ctx context.Context, req *rollout.Request) (*rollo
 	}
 	var comp *rollout.Completion
 	_, attempts, err := c.http.Do(ctx, &httpx.Request{
-		Method: http.MethodPost, URL: c.url + "/chat/completions", Parts: parts,
+		Method: http.MethodPost, URL: c.chatURL, Parts: parts,
 		RetryGarbage: true,
 		Accept: func(r *httpx.Response) error {
 			var err error
@@ -362,7 +364,7 @@ func scanCompletion(body []byte) *rollout.Completion {
 		case `"finish_reason"`:
 			return keepOnce(body, at, &finish)
 		default:
-			if foldsTo(key, `"index"`, `"message"`, `"finish_reason"`) {
+			if foldsTo(key, choiceKeys) {
 				return -1
 			}
 			return skipValue(body, at)
@@ -389,7 +391,7 @@ func scanCompletion(body []byte) *rollout.Completion {
 		case `"prompt_token_ids"`:
 			return keepOnce(body, at, &promptIDs)
 		default:
-			if foldsTo(key, `"choices"`, `"usage"`, `"prompt_token_ids"`) {
+			if foldsTo(key, answerKeys) {
 				return -1
 			}
 			return skipValue(body, at)
@@ -538,8 +540,7 @@ func scanMessage(v []byte, m *wireMessage) bool {
 		case `"function_call"`:
 			i = 7
 		default:
-			return !foldsTo(key, `"role"`, `"content"`, `"refusal"`, `"name"`, `"reasoning_content"`,
-				`"function_call"`, `"tool_calls"`, `"tool_call_id"`)
+			return !foldsTo(key, messageKeys)
 		}
 		if seen[i] {
 			return false
@@ -582,7 +583,7 @@ func scanToolCalls(v []byte, calls *[]openai.ToolCall) bool {
 			case `"function"`:
 				j = 2
 			default:
-				return !foldsTo(key, `"id"`, `"type"`, `"function"`, `"index"`)
+				return !foldsTo(key, toolCallKeys)
 			}
 			if seen[j] {
 				return false
@@ -630,7 +631,7 @@ func scanFunction(v []byte, f *openai.FunctionCall) bool {
 			seenArgs = true
 			return scanString(val, &f.Arguments)
 		default:
-			return !foldsTo(key, `"name"`, `"arguments"`)
+			return !foldsTo(key, functionKeys)
 		}
 	})
 }
@@ -638,15 +639,23 @@ func scanFunction(v []byte, f *openai.FunctionCall) bool {
 // eachKey calls f with each key (quoted, as written) and value of the
 // object at b[i], which must be valid JSON, until f returns false; it
 // returns false then, or when the value at b[i] is not an object or a key
-// holds an escape.
+// holds an escape. (It walks the object itself rather than through
+// members: a closure's frame less at each level of an answer, on the
+// stack of every caller — docs/PERFORMANCE.md, stacks.)
 func eachKey(b []byte, i int, f func(key, val []byte) bool) bool {
-	return members(b, i, func(key []byte, at int) int {
+	i, done := objectStart(b, i)
+	for !done {
+		key, at := memberAt(b, i)
+		if at < 0 {
+			return false
+		}
 		end := skipValue(b, at)
 		if !f(key, b[at:end:end]) {
-			return -1
+			return false
 		}
-		return end
-	}) >= 0
+		i, done = memberEnd(b, end)
+	}
+	return i >= 0
 }
 
 // members calls f with each key (quoted, as written) of the object at
@@ -656,41 +665,70 @@ func eachKey(b []byte, i int, f func(key, val []byte) bool) bool {
 // when f stopped, the value at b[i] is not an object or a key holds an
 // escape.
 func members(b []byte, i int, f func(key []byte, at int) int) int {
+	i, done := objectStart(b, i)
+	for !done {
+		key, at := memberAt(b, i)
+		if at < 0 {
+			return -1
+		}
+		if i = f(key, at); i < 0 {
+			return -1
+		}
+		i, done = memberEnd(b, i)
+	}
+	return i
+}
+
+// objectStart reads the opening of the object at b[i]: the index of its
+// first key, or done with the index past an empty object, or done with -1
+// when b[i] does not open an object.
+func objectStart(b []byte, i int) (next int, done bool) {
 	if i >= len(b) || b[i] != '{' {
-		return -1
+		return -1, true
 	}
 	i = skipSpace(b, i+1)
 	if i < len(b) && b[i] == '}' {
-		return i + 1
+		return i + 1, true
 	}
-	for i < len(b) && b[i] == '"' {
-		kEnd := skipValue(b, i)
-		key := b[i:kEnd]
-		if bytes.IndexByte(key, '\\') >= 0 {
-			return -1
-		}
-		i = skipSpace(b, kEnd)
-		if i >= len(b) || b[i] != ':' {
-			return -1
-		}
-		if i = f(key, skipSpace(b, i+1)); i < 0 {
-			return -1
-		}
-		i = skipSpace(b, i)
-		if i < len(b) && b[i] == '}' {
-			return i + 1
-		}
-		if i >= len(b) || b[i] != ',' {
-			return -1
-		}
-		i = skipSpace(b, i+1)
+	return i, false
+}
+
+// memberAt reads the key at b[i] (quoted, as written) and returns it with
+// the index of its value; at is -1 when b[i] does not start a key, or the
+// key holds an escape.
+func memberAt(b []byte, i int) (key []byte, at int) {
+	if i >= len(b) || b[i] != '"' {
+		return nil, -1
 	}
-	return -1
+	kEnd := skipValue(b, i)
+	key = b[i:kEnd]
+	if bytes.IndexByte(key, '\\') >= 0 {
+		return nil, -1
+	}
+	i = skipSpace(b, kEnd)
+	if i >= len(b) || b[i] != ':' {
+		return nil, -1
+	}
+	return key, skipSpace(b, i+1)
+}
+
+// memberEnd reads what follows a member's value, which ends at b[end]:
+// the index of the next key, or done with the index past the object's
+// end, or done with -1 when neither follows.
+func memberEnd(b []byte, end int) (next int, done bool) {
+	i := skipSpace(b, end)
+	switch {
+	case i < len(b) && b[i] == '}':
+		return i + 1, true
+	case i < len(b) && b[i] == ',':
+		return skipSpace(b, i+1), false
+	}
+	return -1, true
 }
 
 // foldsTo reports whether key matches one of names without case, as
 // encoding/json matches field names.
-func foldsTo(key []byte, names ...string) bool {
+func foldsTo(key []byte, names []string) bool {
 	for _, n := range names {
 		if bytes.EqualFold(key, []byte(n)) {
 			return true
@@ -698,6 +736,17 @@ func foldsTo(key []byte, names ...string) bool {
 	}
 	return false
 }
+
+// The keys the scan reads, quoted, at each level of an answer (package
+// variables rather than literal arguments: a call's list of names takes
+// room in the frame of every caller — docs/PERFORMANCE.md, stacks).
+var (
+	answerKeys   = []string{`"choices"`, `"usage"`, `"prompt_token_ids"`}
+	choiceKeys   = []string{`"index"`, `"message"`, `"finish_reason"`}
+	messageKeys  = []string{`"role"`, `"content"`, `"refusal"`, `"name"`, `"reasoning_content"`, `"function_call"`, `"tool_calls"`, `"tool_call_id"`}
+	toolCallKeys = []string{`"id"`, `"type"`, `"function"`, `"index"`}
+	functionKeys = []string{`"name"`, `"arguments"`}
+)
 
 // decodeCompletionReflect decodes an answer with encoding/json into the
 // fields read.
@@ -907,7 +956,11 @@ type wireMessage struct {
 	ToolCallID       string               `json:"tool_call_id"`
 }
 
-// fill sets ch from the decoded fields.
+// fill sets ch from the decoded fields. Not inlined: the choice it builds
+// would take room in scanCompletion's frame while the message is scanned,
+// on the stack of every caller (docs/PERFORMANCE.md, stacks).
+//
+//go:noinline
 func (w *wireChoice) fill(ch *openai.ChatCompletionChoice) {
 	m := w.Message
 	*ch = openai.ChatCompletionChoice{Index: w.Index, FinishReason: w.FinishReason, Message: openai.ChatCompletionMessage{

@@ -30,45 +30,71 @@ func (f *Fleet) ReadsEncodedMessages() bool { return true }
 // ErrNoEndpoint. Errors that are the request's (a 400) are returned at
 // once.
 func (f *Fleet) Complete(ctx context.Context, req *rollout.Request) (*rollout.Completion, error) {
-	var since time.Time    // when this request first found no endpoint or drained one
-	var failedAt time.Time // when this request first failed
-	var b *httpx.Backoff   // paces resends to the only live endpoint
+	var r failures
 	for {
-		ep, epoch, epCtx, err := f.acquire(ctx, &since)
+		ep, epoch, epCtx, err := f.acquire(ctx, &r.since)
 		if err != nil {
-			return nil, fmt.Errorf("chat completion (model %q): %w", req.Model, err)
+			return nil, acquireError(req, err)
 		}
 		comp, drained, err := f.send(ctx, ep, epCtx, req)
 		f.release(ep)
-		switch {
-		case err == nil:
+		if err == nil {
 			f.succeeded(ep)
 			return comp, nil
-		case ctx.Err() != nil:
-			return nil, err
-		case drained || endpointFailure(err):
-			if failedAt.IsZero() {
-				failedAt = f.now()
-			}
-			if !drained {
-				if b == nil {
-					b = f.opts.Retry.Backoff()
-				}
-				if d, ok := f.resendHere(ep, failedAt, b, err); ok {
-					if werr := httpx.Sleep(ctx, d); werr != nil {
-						return nil, fmt.Errorf("%w; last error: %v", werr, err)
-					}
-					continue
-				}
-			}
-			f.drain(ep, epoch, err)
-			if since.IsZero() {
-				since = f.now()
-			}
-		default:
+		}
+		if err = f.failed(ctx, &r, ep, epoch, drained, err); err != nil {
 			return nil, err
 		}
 	}
+}
+
+// failures is what Complete remembers of a request's failures.
+type failures struct {
+	since    time.Time      // when this request first found no endpoint or drained one
+	failedAt time.Time      // when this request first failed
+	b        *httpx.Backoff // paces resends to the only live endpoint
+}
+
+// failed handles a send to ep that failed with err: it returns nil when
+// the request is to be sent again (after waiting to resend it to ep, or
+// having drained ep), or the error Complete returns. It and acquireError
+// are Complete's but for the stack: kept out of Complete (not inlined),
+// their locals take no room in the frame of a caller that waits on the
+// server, thousands at once (docs/PERFORMANCE.md, stacks).
+//
+//go:noinline
+func (f *Fleet) failed(ctx context.Context, r *failures, ep *endpoint, epoch int, drained bool, err error) error {
+	switch {
+	case ctx.Err() != nil:
+		return err
+	case drained || endpointFailure(err):
+		if r.failedAt.IsZero() {
+			r.failedAt = f.now()
+		}
+		if !drained {
+			if r.b == nil {
+				r.b = f.opts.Retry.Backoff()
+			}
+			if d, ok := f.resendHere(ep, r.failedAt, r.b, err); ok {
+				if werr := httpx.Sleep(ctx, d); werr != nil {
+					return fmt.Errorf("%w; last error: %v", werr, err)
+				}
+				return nil
+			}
+		}
+		f.drain(ep, epoch, err)
+		if r.since.IsZero() {
+			r.since = f.now()
+		}
+		return nil
+	default:
+		return err
+	}
+}
+
+//go:noinline
+func acquireError(req *rollout.Request, err error) error {
+	return fmt.Errorf("chat completion (model %q): %w", req.Model, err)
 }
 
 // send sends req to ep. When the fleet has other endpoints, the request

@@ -131,39 +131,64 @@ type Response struct {
 // ErrTooLarge. When the policy gives up, the error is the last attempt's;
 // when ctx ends during a wait, it wraps ctx.Err() and names the last.
 func (c *Client) Do(ctx context.Context, req *Request) (*Response, int, error) {
-	p := c.policy
 	var deadline time.Time
-	if p.Budget > 0 {
-		deadline = c.now().Add(p.Budget)
+	if c.policy.Budget > 0 {
+		deadline = c.now().Add(c.policy.Budget)
 	}
-	b := p.Backoff()
+	var b *Backoff // made at the first retry
 	for attempt := 1; ; attempt++ {
-		timeout := c.timeout
-		if !deadline.IsZero() {
-			if rem := deadline.Sub(c.now()); timeout == 0 || rem < timeout {
-				timeout = max(rem, time.Millisecond)
-			}
+		resp, rejected, err := c.send(ctx, req, c.attemptTimeout(deadline))
+		if err == nil {
+			rejected, err = req.accept(resp)
 		}
-		resp, rejected, err := c.send(ctx, req, timeout)
 		if err == nil {
 			return resp, attempt, nil
 		}
-		if ctx.Err() != nil || attempt > p.Retries || !(IsTransient(err) || rejected && req.RetryGarbage) {
+		if err = c.retry(ctx, req, attempt, rejected, err, &b, deadline); err != nil {
 			return nil, attempt, err
-		}
-		var retryAfter time.Duration
-		var se *StatusError
-		if errors.As(err, &se) {
-			retryAfter = se.RetryAfter
-		}
-		d := b.Next(retryAfter)
-		if !deadline.IsZero() && c.now().Add(d).After(deadline) {
-			return nil, attempt, err
-		}
-		if werr := c.sleep(ctx, d); werr != nil {
-			return nil, attempt, fmt.Errorf("%w; last error: %v", werr, err)
 		}
 	}
+}
+
+// attemptTimeout is the next attempt's timeout: the client's, cut to what
+// is left of the retry budget (which ends at deadline, when not zero).
+func (c *Client) attemptTimeout(deadline time.Time) time.Duration {
+	timeout := c.timeout
+	if !deadline.IsZero() {
+		if rem := deadline.Sub(c.now()); timeout == 0 || rem < timeout {
+			timeout = max(rem, time.Millisecond)
+		}
+	}
+	return timeout
+}
+
+// retry decides whether Do makes another attempt after the attempt-th
+// failed with err, and waits for it: nil then, or the error Do returns.
+// *b paces the attempts, made here at the first retry. Kept out of Do
+// (not inlined), its locals take no room in the frame of a caller that
+// waits on the server, thousands at once (docs/PERFORMANCE.md, stacks).
+//
+//go:noinline
+func (c *Client) retry(ctx context.Context, req *Request, attempt int, rejected bool, err error, b **Backoff, deadline time.Time) error {
+	if ctx.Err() != nil || attempt > c.policy.Retries || !(IsTransient(err) || rejected && req.RetryGarbage) {
+		return err
+	}
+	if *b == nil {
+		*b = c.policy.Backoff()
+	}
+	var retryAfter time.Duration
+	var se *StatusError
+	if errors.As(err, &se) {
+		retryAfter = se.RetryAfter
+	}
+	d := (*b).Next(retryAfter)
+	if !deadline.IsZero() && c.now().Add(d).After(deadline) {
+		return err
+	}
+	if werr := c.sleep(ctx, d); werr != nil {
+		return fmt.Errorf("%w; last error: %v", werr, err)
+	}
+	return nil
 }
 
 // Send makes one attempt, with the client's timeout, body cap and error
@@ -171,11 +196,31 @@ func (c *Client) Do(ctx context.Context, req *Request) (*Response, int, error) {
 // a poll loop (with IsTransient and a Backoff).
 func (c *Client) Send(ctx context.Context, req *Request) (*Response, error) {
 	resp, _, err := c.send(ctx, req, c.timeout)
-	return resp, err
+	if err == nil {
+		_, err = req.accept(resp)
+	}
+	if err != nil {
+		return nil, err
+	}
+	return resp, nil
 }
 
-// send makes one attempt; rejected reports a 2xx answer that Accept
-// rejected or that was over the cap.
+// accept judges a 2xx answer by r.Accept. It is called by Do and Send
+// rather than by send: the caller's frames above are then fewer while
+// Accept decodes the answer, thousands at once (docs/PERFORMANCE.md,
+// stacks).
+func (r *Request) accept(resp *Response) (rejected bool, err error) {
+	if r.Accept == nil {
+		return false, nil
+	}
+	if err := r.Accept(resp); err != nil {
+		return true, err
+	}
+	return false, nil
+}
+
+// send makes one attempt; rejected reports a 2xx answer over the body
+// cap (Do and Send then ask Accept).
 func (c *Client) send(ctx context.Context, r *Request, timeout time.Duration) (resp *Response, rejected bool, err error) {
 	// The attempt's deadline: Transport holds the connection to it itself
 	// (no context, timer and cancellation hook per attempt); any other
@@ -267,11 +312,6 @@ func (c *Client) answer(ctx, actx context.Context, timeout time.Duration, r *Req
 	}
 	if over {
 		return nil, true, &GarbageError{Body: fmt.Sprintf("(%s %s answered more than %d bytes)", r.Method, r.URL, c.maxBody), Err: ErrTooLarge}
-	}
-	if r.Accept != nil {
-		if err := r.Accept(resp); err != nil {
-			return nil, true, err
-		}
 	}
 	return resp, false, nil
 }

@@ -79,7 +79,7 @@ func TestSlowDialWarned(t *testing.T) {
 		}
 	})
 	start := time.Now()
-	c, err := tr.dial(context.Background(), time.Now().Add(20*time.Second), addr)
+	c, err := tr.dialConn(context.Background(), time.Now().Add(20*time.Second), addr)
 	if err != nil {
 		t.Fatalf("dial once the queue had room: %v", err)
 	}

@@ -121,9 +121,12 @@ func (t *Transport) roundTrip(req *http.Request, deadline time.Time) (*http.Resp
 	} else if head, err = appendBody(head, req); err != nil {
 		return nil, err
 	}
-	c, err := t.get(req.Context(), deadline, canonicalAddr(req))
-	if err != nil {
-		return nil, err
+	key := canonicalAddr(req)
+	c := t.idleConn(key)
+	if c == nil {
+		if c, err = t.dialConn(req.Context(), deadline, key); err != nil {
+			return nil, err
+		}
 	}
 	resp, err := t.exchange(req.Context(), deadline, c, req, head, body)
 	if err != nil {
@@ -276,41 +279,44 @@ func canonicalAddr(req *http.Request) string {
 	return net.JoinHostPort(req.URL.Hostname(), "80")
 }
 
-// get returns an idle connection to key that the server has not closed,
-// or dials one.
-func (t *Transport) get(ctx context.Context, deadline time.Time, key string) (*pconn, error) {
+// idleConn returns an idle connection to key that the server has not
+// closed, or nil.
+func (t *Transport) idleConn(key string) *pconn {
 	for {
 		t.mu.Lock()
 		cs := t.idle[key]
 		if len(cs) == 0 {
 			t.mu.Unlock()
-			break
+			return nil
 		}
 		c := cs[len(cs)-1]
 		cs[len(cs)-1] = nil
 		t.idle[key] = cs[:len(cs)-1]
 		t.mu.Unlock()
 		if time.Since(c.idleFrom) < idleTimeout && c.open() {
-			return c, nil
+			return c
 		}
 		c.Close()
 	}
-	nc, err := t.dial(ctx, deadline, key)
+}
+
+// dialConn dials a connection to key by deadline (when not zero) as well
+// as ctx (see connect), warning Logger of a connection that took long.
+// Not inlined, and called apart from idleConn: a run's first round dials
+// a connection per caller, thousands at once, and the dial's depth is
+// then the caller's stack's (docs/PERFORMANCE.md, stacks).
+//
+//go:noinline
+func (t *Transport) dialConn(ctx context.Context, deadline time.Time, key string) (*pconn, error) {
+	start := time.Now()
+	nc, err := t.connect(ctx, deadline, key)
 	if err != nil {
 		return nil, err
 	}
-	return &pconn{Conn: nc, br: bufio.NewReaderSize(nc, readBufferSize), key: key}, nil
-}
-
-// dial connects to key by deadline (when not zero) as well as ctx (see
-// connect), warning Logger of a connection that took long.
-func (t *Transport) dial(ctx context.Context, deadline time.Time, key string) (net.Conn, error) {
-	start := time.Now()
-	nc, err := t.connect(ctx, deadline, key)
-	if err == nil && t.Logger != nil {
+	if t.Logger != nil {
 		t.noteDial(key, time.Since(start))
 	}
-	return nc, err
+	return &pconn{Conn: nc, br: bufio.NewReaderSize(nc, readBufferSize), key: key}, nil
 }
 
 // slowDial is the time a dial may take before Logger hears of it: on
@@ -347,22 +353,40 @@ func (t *Transport) noteDial(addr string, took time.Duration) {
 func (t *Transport) connect(ctx context.Context, deadline time.Time, key string) (net.Conn, error) {
 	nc, ok, err := dialSocket(ctx, deadline, key)
 	if !ok {
-		if deadline.IsZero() {
-			return t.dialer.DialContext(ctx, "tcp", key)
-		}
-		dctx, cancel := context.WithDeadline(ctx, deadline)
-		defer cancel()
-		nc, err = t.dialer.DialContext(dctx, "tcp", key)
+		nc, err = t.dialName(ctx, deadline, key)
 	}
-	if err != nil && (errors.Is(err, os.ErrDeadlineExceeded) || errors.Is(err, context.DeadlineExceeded)) {
+	if err != nil {
+		return nil, dialError(ctx, deadline, err)
+	}
+	return nc, nil
+}
+
+// dialName dials key with net.Dialer.
+//
+//go:noinline
+func (t *Transport) dialName(ctx context.Context, deadline time.Time, key string) (net.Conn, error) {
+	if deadline.IsZero() {
+		return t.dialer.DialContext(ctx, "tcp", key)
+	}
+	dctx, cancel := context.WithDeadline(ctx, deadline)
+	defer cancel()
+	return t.dialer.DialContext(dctx, "tcp", key)
+}
+
+// dialError is the error of a dial that failed with err: errExpired when
+// deadline passed first, the context's error when its deadline did.
+//
+//go:noinline
+func dialError(ctx context.Context, deadline time.Time, err error) error {
+	if errors.Is(err, os.ErrDeadlineExceeded) || errors.Is(err, context.DeadlineExceeded) {
 		if cdl, ok := ctx.Deadline(); ok && !cdl.After(deadline) {
 			<-ctx.Done() // the caller's deadline
-			return nil, fmt.Errorf("%w (%w)", err, ctx.Err())
+			return fmt.Errorf("%w (%w)", err, ctx.Err())
 		} else if ctx.Err() == nil {
-			return nil, fmt.Errorf("%w (%w)", err, errExpired)
+			return fmt.Errorf("%w (%w)", err, errExpired)
 		}
 	}
-	return nc, err
+	return err
 }
 
 // put keeps c for the next request, or closes it when the pool is full.
