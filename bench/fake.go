@@ -3,12 +3,12 @@ package bench
 import (
 	"encoding/json"
 	"fmt"
+	"hash/fnv"
 	"io"
 	"net/http"
 	"net/url"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 )
 
@@ -16,8 +16,8 @@ import (
 // with vLLM-style logprobs and token ids, the size of a real answer.
 const completion = `{"id":"chatcmpl-1","object":"chat.completion","created":1,"model":"m","choices":[{"index":0,"message":{"role":"assistant","content":null,"tool_calls":[{"id":"chatcmpl-tool-1","type":"function","function":{"name":"think","arguments":"{}"}}]},"logprobs":{"content":[{"token":"token_id:151657","logprob":-0.1,"bytes":[60],"top_logprobs":[]},{"token":"token_id:5","logprob":-0.2,"bytes":[116],"top_logprobs":[]},{"token":"token_id:151658","logprob":-0.01,"bytes":[62],"top_logprobs":[]}]},"finish_reason":"tool_calls","stop_reason":null,"token_ids":[151657,5,151658]}],"usage":{"prompt_tokens":700,"completion_tokens":3,"total_tokens":703},"prompt_token_ids":[1,2,3,4,5,6,7,8]}`
 
-// answers are the completion with each of five tools, served in turn so
-// that episodes differ and GRPO groups carry signal.
+// answers are the completion with each of five tools, so that episodes
+// differ and GRPO groups carry signal.
 var answers = func() [][]byte {
 	var out [][]byte
 	for _, tool := range []string{`think"`, `eat"`, `pick_up_left"`, `pick_up_right"`, `put_down_left"`} {
@@ -33,16 +33,21 @@ const (
 )
 
 // LLMHandler is a fake OpenAI-compatible server that answers every chat
-// completion with the same tool call after a fixed service time, spending
-// almost no CPU: it drains the request without parsing it. It also
-// answers the adapter admin calls, /health and /metrics, so a run can
-// load adapters into it.
+// completion with a tool call after a fixed service time, spending little
+// CPU: it hashes the request without parsing it, and the hash picks the
+// tool. A request is its episode's seeds and conversation, so a training
+// run's answers — and whether its groups carry signal — do not depend on
+// the order in which concurrent requests arrive (in turn, the five
+// calls of one round often got the five tools, every episode alike, and
+// about one quick `step` row in twenty trained a step on nothing). It
+// also answers the adapter admin calls, /health and /metrics, so a run
+// can load adapters into it.
 func LLMHandler(service time.Duration) http.Handler {
-	var calls atomic.Uint64
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST /v1/chat/completions", func(w http.ResponseWriter, r *http.Request) {
-		body := answers[calls.Add(1)%uint64(len(answers))]
-		io.Copy(io.Discard, r.Body)
+		sum := fnv.New64a()
+		io.Copy(sum, r.Body)
+		body := answers[sum.Sum64()%uint64(len(answers))]
 		t := time.NewTimer(service)
 		select {
 		case <-t.C:

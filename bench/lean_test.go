@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -70,22 +71,14 @@ func TestServeLLMAnswers(t *testing.T) {
 	seen := map[string]bool{}
 	for range len(answers) {
 		code, body, took := get(base+"/v1/chat/completions", "POST", `{"model":"m","messages":[]}`)
-		var c struct {
-			Choices []struct {
-				Message struct {
-					ToolCalls []struct {
-						Function struct{ Name string } `json:"function"`
-					} `json:"tool_calls"`
-				} `json:"message"`
-			} `json:"choices"`
-		}
-		if code != 200 || json.Unmarshal([]byte(body), &c) != nil || len(c.Choices) != 1 || len(c.Choices[0].Message.ToolCalls) != 1 {
+		name, ok := toolOf([]byte(body))
+		if code != 200 || !ok {
 			t.Fatalf("completion: %d %q", code, body)
 		}
 		if took < 50*time.Millisecond {
 			t.Errorf("completion answered after %v, before the service time", took)
 		}
-		seen[c.Choices[0].Message.ToolCalls[0].Function.Name] = true
+		seen[name] = true
 	}
 	if len(seen) != len(answers) {
 		t.Errorf("%d calls answered with %d tools, want each of the %d in turn", len(answers), len(seen), len(answers))
@@ -168,4 +161,57 @@ func TestServeLLMReportsCPU(t *testing.T) {
 	if d, ok := serverCPU(httptestServer(t, LLMHandler(time.Millisecond)) + "/v1"); ok {
 		t.Fatalf("serverCPU of a server without the route = %v, want unknown", d)
 	}
+}
+
+// TestLLMHandlerAnswersByRequest: the in-process fake's tool is a function
+// of the request, not of the order requests arrive in, so a training
+// run's rewards are the same however its concurrent calls interleave;
+// different requests still get different tools.
+func TestLLMHandlerAnswersByRequest(t *testing.T) {
+	base := httptestServer(t, LLMHandler(0))
+	tool := func(body string) string {
+		t.Helper()
+		resp, err := http.Post(base+"/v1/chat/completions", "application/json", strings.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, err := io.ReadAll(resp.Body)
+		name, ok := toolOf(b)
+		if err != nil || !ok {
+			t.Fatalf("completion: %v %q", err, b)
+		}
+		return name
+	}
+	seen := map[string]bool{}
+	for seed := range 20 {
+		body := fmt.Sprintf(`{"model":"m","seed":%d,"messages":[]}`, seed)
+		first := tool(body)
+		for range 3 {
+			if again := tool(body); again != first {
+				t.Fatalf("request %s answered %s, then %s", body, first, again)
+			}
+		}
+		seen[first] = true
+	}
+	if len(seen) < 3 {
+		t.Fatalf("20 different requests got %d tools (%v), want most of the %d", len(seen), seen, len(answers))
+	}
+}
+
+// toolOf is the name of the one tool call of a completion's one choice.
+func toolOf(body []byte) (string, bool) {
+	var c struct {
+		Choices []struct {
+			Message struct {
+				ToolCalls []struct {
+					Function struct{ Name string } `json:"function"`
+				} `json:"tool_calls"`
+			} `json:"message"`
+		} `json:"choices"`
+	}
+	if json.Unmarshal(body, &c) != nil || len(c.Choices) != 1 || len(c.Choices[0].Message.ToolCalls) != 1 {
+		return "", false
+	}
+	return c.Choices[0].Message.ToolCalls[0].Function.Name, true
 }
