@@ -337,21 +337,37 @@ func (c *Client) transport() *Transport {
 func (c *Client) roundTrip(tr *Transport, hreq *http.Request, deadline time.Time) (*http.Response, error) {
 	resp, err := tr.roundTrip(hreq, deadline)
 	if err != nil {
-		m := hreq.Method
-		return nil, &url.Error{Op: m[:1] + strings.ToLower(m[1:]), URL: hreq.URL.Redacted(), Err: err}
+		return nil, roundTripError(hreq, err)
 	}
 	switch resp.StatusCode {
 	case http.StatusMovedPermanently, http.StatusFound, http.StatusSeeOther, http.StatusTemporaryRedirect, http.StatusPermanentRedirect:
-		io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
-		resp.Body.Close()
-		if hreq.GetBody != nil {
-			if hreq.Body, err = hreq.GetBody(); err != nil {
-				return nil, err
-			}
-		}
-		return withDeadline(hreq, deadline, c.hc.Do)
+		return c.redirect(hreq, resp, deadline)
 	}
 	return resp, nil
+}
+
+// roundTripError is err as http.Client wraps it.
+//
+//go:noinline
+func roundTripError(hreq *http.Request, err error) error {
+	m := hreq.Method
+	return &url.Error{Op: m[:1] + strings.ToLower(m[1:]), URL: hreq.URL.Redacted(), Err: err}
+}
+
+// redirect asks hreq, answered by the redirect resp, again through
+// http.Client, which follows it.
+//
+//go:noinline
+func (c *Client) redirect(hreq *http.Request, resp *http.Response, deadline time.Time) (*http.Response, error) {
+	io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
+	resp.Body.Close()
+	if hreq.GetBody != nil {
+		var err error
+		if hreq.Body, err = hreq.GetBody(); err != nil {
+			return nil, err
+		}
+	}
+	return withDeadline(hreq, deadline, c.hc.Do)
 }
 
 // cancelBody is the body of an answer read under its own deadline: an

@@ -110,15 +110,8 @@ func (t *Transport) roundTrip(req *http.Request, deadline time.Time) (*http.Resp
 	if !t.handles(req) {
 		return withDeadline(req, deadline, t.Fallback.RoundTrip)
 	}
-	head, err := writeHead(req)
+	head, body, err := wire(req)
 	if err != nil {
-		closeBody(req)
-		return nil, err
-	}
-	var body [][]byte
-	if pb, ok := req.Body.(*partsBody); ok && pb.n == req.ContentLength && pb.unread() {
-		body = pb.parts // written from where they are
-	} else if head, err = appendBody(head, req); err != nil {
 		return nil, err
 	}
 	key := canonicalAddr(req)
@@ -134,6 +127,26 @@ func (t *Transport) roundTrip(req *http.Request, deadline time.Time) (*http.Resp
 		return nil, err
 	}
 	return resp, nil
+}
+
+// wire is the request as it is written: its head, and its body in the
+// pieces it is written from (or appended to head). Not inlined: its
+// locals take no room in the frame of a caller that then waits on the
+// server, thousands at once (docs/PERFORMANCE.md, stacks).
+//
+//go:noinline
+func wire(req *http.Request) (head []byte, body [][]byte, err error) {
+	if head, err = writeHead(req); err != nil {
+		closeBody(req)
+		return nil, nil, err
+	}
+	if pb, ok := req.Body.(*partsBody); ok && pb.n == req.ContentLength && pb.unread() {
+		return head, pb.parts, nil // written from where they are
+	}
+	if head, err = appendBody(head, req); err != nil {
+		return nil, nil, err
+	}
+	return head, nil, nil
 }
 
 // handles reports whether the request is one this transport sends itself.
@@ -302,12 +315,31 @@ func (t *Transport) idleConn(key string) *pconn {
 
 // dialConn dials a connection to key by deadline (when not zero) as well
 // as ctx (see connect), warning Logger of a connection that took long.
-// Not inlined, and called apart from idleConn: a run's first round dials
-// a connection per caller, thousands at once, and the dial's depth is
-// then the caller's stack's (docs/PERFORMANCE.md, stacks).
 //
-//go:noinline
+// The dial runs on a goroutine of its own, the caller waiting: a run's
+// first round dials a connection per caller, thousands at once, and a
+// dial is the deepest thing a call does (the socket calls, the poller's
+// registration) — on the caller's stack it would double that stack for
+// the rest of the run, and copy it, in every caller (docs/PERFORMANCE.md,
+// stacks). A goroutine and a channel per new connection cost far less.
 func (t *Transport) dialConn(ctx context.Context, deadline time.Time, key string) (*pconn, error) {
+	done := make(chan dialed, 1)
+	go func() {
+		c, err := t.dialNow(ctx, deadline, key)
+		done <- dialed{c, err}
+	}()
+	d := <-done
+	return d.c, d.err
+}
+
+// dialed is a dial's outcome.
+type dialed struct {
+	c   *pconn
+	err error
+}
+
+// dialNow is dialConn's dial.
+func (t *Transport) dialNow(ctx context.Context, deadline time.Time, key string) (*pconn, error) {
 	start := time.Now()
 	nc, err := t.connect(ctx, deadline, key)
 	if err != nil {
@@ -475,28 +507,37 @@ func (t *Transport) exchange(ctx context.Context, deadline time.Time, c *pconn, 
 		stop()
 		return nil, err
 	}
-	// Informational answers (1xx but 101) precede the real one; net/http
-	// allows five.
-	resp = readCommonHead(c.br, req)
-	for informational := 0; resp == nil; informational++ {
-		resp, err = http.ReadResponse(c.br, req)
-		if err != nil {
+	if resp = readCommonHead(c.br, req); resp == nil {
+		if resp, err = readHead(c.br, req); err != nil {
 			stop()
 			return nil, err
 		}
-		if resp.StatusCode < 100 || resp.StatusCode > 199 || resp.StatusCode == http.StatusSwitchingProtocols {
-			break
-		}
-		if informational == 5 {
-			stop()
-			return nil, errors.New("too many 1xx informational responses")
-		}
-		resp = nil
 	}
 	keep := !resp.Close && resp.StatusCode != http.StatusSwitchingProtocols &&
 		(resp.ContentLength >= 0 || len(resp.TransferEncoding) > 0)
 	resp.Body = &body{rc: resp.Body, t: t, c: c, ctx: ctx, ctxFirst: ctxFirst, stop: stop, keep: keep}
 	return resp, nil
+}
+
+// readHead reads an answer's head that readCommonHead does not, by
+// net/http's http.ReadResponse: informational answers (1xx but 101)
+// precede the real one, and net/http allows five. Not inlined, nor is
+// ReadResponse's depth on the stack of the common answer's caller.
+//
+//go:noinline
+func readHead(br *bufio.Reader, req *http.Request) (*http.Response, error) {
+	for informational := 0; ; informational++ {
+		resp, err := http.ReadResponse(br, req)
+		if err != nil {
+			return nil, err
+		}
+		if resp.StatusCode < 100 || resp.StatusCode > 199 || resp.StatusCode == http.StatusSwitchingProtocols {
+			return resp, nil
+		}
+		if informational == 5 {
+			return nil, errors.New("too many 1xx informational responses")
+		}
+	}
 }
 
 // deadlineErr is the error of an exchange as its caller sees it: the
