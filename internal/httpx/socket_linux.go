@@ -25,27 +25,16 @@ import (
 // os.ErrDeadlineExceeded when deadline passes, or the context's error
 // when it ends first.
 func dialSocket(ctx context.Context, deadline time.Time, key string) (c net.Conn, ok bool, err error) {
-	fd, raddr, inProgress, ok, err := openSocket(ctx, key)
-	if !ok || err != nil {
-		return nil, ok, err
-	}
-	return joinPoller(ctx, deadline, fd, raddr, inProgress)
-}
-
-// openSocket is dialSocket's socket, with its options set and its connect
-// started (inProgress) or done. It and joinPoller are dialSocket's but for
-// the stack: apart (not inlined), their frames are not on the stack
-// together, the caller's (docs/PERFORMANCE.md, stacks).
-//
-//go:noinline
-func openSocket(ctx context.Context, key string) (fd int, raddr *net.TCPAddr, inProgress, ok bool, err error) {
 	ap, perr := netip.ParseAddrPort(key)
 	if perr != nil || ap.Addr().Zone() != "" || !ap.Addr().IsValid() {
-		return -1, nil, false, false, nil
+		return nil, false, nil
 	}
-	raddr = net.TCPAddrFromAddrPort(ap)
+	raddr := net.TCPAddrFromAddrPort(ap)
+	fail := func(err error) (net.Conn, bool, error) {
+		return nil, true, &net.OpError{Op: "dial", Net: "tcp", Addr: raddr, Err: err}
+	}
 	if err := ctx.Err(); err != nil {
-		return -1, nil, false, true, dialFailure(raddr, err)
+		return fail(err)
 	}
 	var sa syscall.Sockaddr
 	family := syscall.AF_INET
@@ -55,46 +44,34 @@ func openSocket(ctx context.Context, key string) (fd int, raddr *net.TCPAddr, in
 		family = syscall.AF_INET6
 		sa = &syscall.SockaddrInet6{Port: int(ap.Port()), Addr: a.As16()}
 	}
-	fd, err = syscall.Socket(family, syscall.SOCK_STREAM|syscall.SOCK_NONBLOCK|syscall.SOCK_CLOEXEC, syscall.IPPROTO_TCP)
+	fd, err := syscall.Socket(family, syscall.SOCK_STREAM|syscall.SOCK_NONBLOCK|syscall.SOCK_CLOEXEC, syscall.IPPROTO_TCP)
 	if err != nil {
-		return -1, nil, false, true, dialFailure(raddr, os.NewSyscallError("socket", err))
+		return fail(os.NewSyscallError("socket", err))
 	}
 	if err := setSocketOptions(fd); err != nil {
 		syscall.Close(fd)
-		return -1, nil, false, true, dialFailure(raddr, err)
+		return fail(err)
 	}
+	inProgress := false
 	switch err := syscall.Connect(fd, sa); err {
 	case nil, syscall.EISCONN:
 	case syscall.EINPROGRESS, syscall.EALREADY, syscall.EINTR:
 		inProgress = true
 	default:
 		syscall.Close(fd)
-		return -1, nil, false, true, dialFailure(raddr, os.NewSyscallError("connect", err))
+		return fail(os.NewSyscallError("connect", err))
 	}
-	return fd, raddr, inProgress, true, nil
-}
-
-// joinPoller makes fd, a socket connecting to raddr, a connection: a
-// non-blocking descriptor given to os.NewFile joins the runtime's poller,
-// so reads, writes and deadlines behave as a net.Conn's. It waits for a
-// handshake in progress.
-//
-//go:noinline
-func joinPoller(ctx context.Context, deadline time.Time, fd int, raddr *net.TCPAddr, inProgress bool) (net.Conn, bool, error) {
+	// A non-blocking descriptor given to os.NewFile joins the runtime's
+	// poller: reads, writes and deadlines behave as a net.Conn's.
 	f := os.NewFile(uintptr(fd), "tcp")
 	sc := &sockConn{f: f, raddr: raddr}
 	if inProgress && !connected(fd) {
 		if err := sc.awaitConnect(ctx, deadline); err != nil {
 			f.Close()
-			return nil, true, dialFailure(raddr, err)
+			return fail(err)
 		}
 	}
 	return sc, true, nil
-}
-
-// dialFailure is a dial's error as net.Dialer returns it.
-func dialFailure(raddr *net.TCPAddr, err error) error {
-	return &net.OpError{Op: "dial", Net: "tcp", Addr: raddr, Err: err}
 }
 
 // connected reports whether the socket's handshake has ended: it has a

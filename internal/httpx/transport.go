@@ -385,40 +385,22 @@ func (t *Transport) noteDial(addr string, took time.Duration) {
 func (t *Transport) connect(ctx context.Context, deadline time.Time, key string) (net.Conn, error) {
 	nc, ok, err := dialSocket(ctx, deadline, key)
 	if !ok {
-		nc, err = t.dialName(ctx, deadline, key)
+		if deadline.IsZero() {
+			return t.dialer.DialContext(ctx, "tcp", key)
+		}
+		dctx, cancel := context.WithDeadline(ctx, deadline)
+		defer cancel()
+		nc, err = t.dialer.DialContext(dctx, "tcp", key)
 	}
-	if err != nil {
-		return nil, dialError(ctx, deadline, err)
-	}
-	return nc, nil
-}
-
-// dialName dials key with net.Dialer.
-//
-//go:noinline
-func (t *Transport) dialName(ctx context.Context, deadline time.Time, key string) (net.Conn, error) {
-	if deadline.IsZero() {
-		return t.dialer.DialContext(ctx, "tcp", key)
-	}
-	dctx, cancel := context.WithDeadline(ctx, deadline)
-	defer cancel()
-	return t.dialer.DialContext(dctx, "tcp", key)
-}
-
-// dialError is the error of a dial that failed with err: errExpired when
-// deadline passed first, the context's error when its deadline did.
-//
-//go:noinline
-func dialError(ctx context.Context, deadline time.Time, err error) error {
-	if errors.Is(err, os.ErrDeadlineExceeded) || errors.Is(err, context.DeadlineExceeded) {
+	if err != nil && (errors.Is(err, os.ErrDeadlineExceeded) || errors.Is(err, context.DeadlineExceeded)) {
 		if cdl, ok := ctx.Deadline(); ok && !cdl.After(deadline) {
 			<-ctx.Done() // the caller's deadline
-			return fmt.Errorf("%w (%w)", err, ctx.Err())
+			return nil, fmt.Errorf("%w (%w)", err, ctx.Err())
 		} else if ctx.Err() == nil {
-			return fmt.Errorf("%w (%w)", err, errExpired)
+			return nil, fmt.Errorf("%w (%w)", err, errExpired)
 		}
 	}
-	return err
+	return nc, err
 }
 
 // put keeps c for the next request, or closes it when the pool is full.
