@@ -7,6 +7,16 @@ import (
 	"syscall"
 )
 
+// openCheck is a connection's means of open, made at its first reuse and
+// kept: the raw connection and the function it runs (a fresh closure per
+// check would cost an allocation for every reused connection).
+type openCheck struct {
+	raw   syscall.RawConn
+	probe func(fd uintptr) bool
+	open  bool
+	one   [1]byte
+}
+
 // open reports whether an idle connection is still usable: one
 // non-blocking read finds nothing to read (EAGAIN). A server that closed
 // the connection while it was idle (end of file) or sent something
@@ -16,20 +26,26 @@ func (c *pconn) open() bool {
 	if c.br.Buffered() > 0 {
 		return false
 	}
-	sc, ok := c.Conn.(syscall.Conn)
-	if !ok {
-		return true
+	k := &c.check
+	if k.probe == nil {
+		sc, ok := c.Conn.(syscall.Conn)
+		if !ok {
+			return true
+		}
+		rc, err := sc.SyscallConn()
+		if err != nil {
+			return false
+		}
+		k.raw = rc
+		k.probe = func(fd uintptr) bool {
+			_, err := syscall.Read(int(fd), k.one[:])
+			k.open = errors.Is(err, syscall.EAGAIN)
+			return true // do not wait
+		}
 	}
-	rc, err := sc.SyscallConn()
-	if err != nil {
+	k.open = false
+	if k.raw.Read(k.probe) != nil {
 		return false
 	}
-	open := false
-	var b [1]byte
-	rc.Read(func(fd uintptr) bool {
-		_, err := syscall.Read(int(fd), b[:])
-		open = errors.Is(err, syscall.EAGAIN)
-		return true // do not wait
-	})
-	return open
+	return k.open
 }

@@ -71,6 +71,7 @@ type pconn struct {
 	br       *bufio.Reader
 	key      string
 	idleFrom time.Time
+	check    openCheck // see open
 }
 
 // RoundTrip sends req and returns its answer, whose body must be read to

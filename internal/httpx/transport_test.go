@@ -532,3 +532,21 @@ func TestAttemptDeadlines(t *testing.T) {
 		}
 	}
 }
+
+// TestOpenCheckAllocatesOnce: checking an idle connection before reuse
+// allocates nothing after its first check (every reused connection is
+// checked, so a closure per check was an allocation per call).
+func TestOpenCheckAllocatesOnce(t *testing.T) {
+	addr, _ := rawServer(t, func(c net.Conn, br *bufio.Reader) { br.ReadByte() })
+	c, err := (&Transport{}).dialNow(context.Background(), time.Time{}, strings.TrimPrefix(addr, "http://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if !c.open() {
+		t.Fatal("a connection the server keeps open is not open")
+	}
+	if n := testing.AllocsPerRun(100, func() { c.open() }); n != 0 {
+		t.Fatalf("%v allocations per check, want 0", n)
+	}
+}
