@@ -43,13 +43,18 @@ func readCommonHead(br *bufio.Reader, req *http.Request) *http.Response {
 	}
 	lines := bytes.Count(raw, []byte("\n")) - 1
 	head := string(raw) // keys and values are cut from this one string
-	resp := &http.Response{
+	a := &commonAnswer{}
+	resp := &a.resp
+	*resp = http.Response{
 		Status: head[9 : nl-1], StatusCode: code,
 		Proto: "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1,
 		Header:  make(http.Header, lines),
 		Request: req,
 	}
-	values := make([]string, lines)
+	values := a.values[:]
+	if lines > len(values) {
+		values = make([]string, lines)
+	}
 	length := int64(-1)
 	for i := nl + 1; i < len(head); {
 		j := i + strings.IndexByte(head[i:], '\n')
@@ -100,9 +105,19 @@ func readCommonHead(br *bufio.Reader, req *http.Request) *http.Response {
 	if length == 0 {
 		resp.Body = http.NoBody
 	} else {
-		resp.Body = &lengthBody{br: br, left: length}
+		a.body = lengthBody{br: br, left: length}
+		resp.Body = &a.body
 	}
 	return resp
+}
+
+// commonAnswer is what readCommonHead builds, in one allocation instead
+// of three: the response, its body and its header values (as many as
+// uvicorn sends; more are allocated apart).
+type commonAnswer struct {
+	resp   http.Response
+	body   lengthBody
+	values [4]string
 }
 
 // statusLine: "HTTP/1.1 ", three digits, then the end of the line or a
