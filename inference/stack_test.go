@@ -16,6 +16,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 	"unsafe"
 
 	"github.com/grpo-dev/grpo/internal/httpx"
@@ -41,7 +42,30 @@ const benchAnswer = `{"id":"chatcmpl-1","object":"chat.completion","created":1,"
 // A goroutine's stack moves when it grows, and with the collector off
 // nothing else moves it, so the address of a local taken before and
 // after the call says whether the call grew it.
+//
+// Answers come in one piece with a length; with the head apart from the
+// body, as uvicorn (vLLM, SGLang) writes them; and chunked, the last chunk
+// apart, as Go net/http servers send a body they flushed.
 func TestCallFitsA4KBStack(t *testing.T) {
+	for _, form := range []answerForm{whole, headApart, chunked} {
+		t.Run(form.String(), func(t *testing.T) { callFitsA4KBStack(t, form) })
+	}
+}
+
+// answerForm is how the test's server sends an answer.
+type answerForm int
+
+const (
+	whole     answerForm = iota // head and body in one write, with a length
+	headApart                   // the head, then the body, with a length
+	chunked                     // head and a chunk, then the last chunk
+)
+
+func (f answerForm) String() string {
+	return [...]string{"whole", "head apart", "chunked"}[f]
+}
+
+func callFitsA4KBStack(t *testing.T, form answerForm) {
 	const callers, rounds = 40, 2
 	var mu sync.Mutex
 	arrived, round, hold := 0, make(chan struct{}), false
@@ -62,6 +86,16 @@ func TestCallFitsA4KBStack(t *testing.T) {
 			<-wait
 		}
 		w.Header().Set("Content-Type", "application/json")
+		switch form {
+		case headApart:
+			w.Header().Set("Content-Length", fmt.Sprint(len(benchAnswer)))
+			w.WriteHeader(http.StatusOK)
+			w.(http.Flusher).Flush()
+			time.Sleep(time.Millisecond) // apart on the wire too
+		case chunked:
+			defer time.Sleep(time.Millisecond)
+			defer w.(http.Flusher).Flush()
+		}
 		io.WriteString(w, benchAnswer)
 	}))
 	defer srv.Close()

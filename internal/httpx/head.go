@@ -4,22 +4,25 @@ import (
 	"bufio"
 	"bytes"
 	"io"
+	"errors"
 	"net/http"
+	"net/http/httputil"
 	"net/textproto"
 	"strings"
 )
 
 // readCommonHead reads the head of the answer every inference server
 // sends — HTTP/1.1, a final status with a body (2xx to 5xx but 204 and
-// 304), exactly one Content-Length, no Transfer-Encoding, Trailer or
-// Pragma, no Connection but "keep-alive" (Node's and llama.cpp's servers
-// send it), header lines of printable ASCII ending in CRLF —
-// when it is already wholly in br's buffer, and returns the answer
-// http.ReadResponse would return for it, at a fraction of the cost: one
-// string for the head, keys and values cut from it, one slice for the
-// values. For anything else it returns nil and consumes nothing, and the
-// caller reads the answer with http.ReadResponse
-// (FuzzCommonHeadMatchesReadResponse).
+// 304), either exactly one Content-Length or exactly one
+// "Transfer-Encoding: chunked" (as Go net/http servers send a body they
+// did not measure), no Trailer or Pragma, no Connection but "keep-alive"
+// (Node's and llama.cpp's servers send it), header lines of printable
+// ASCII ending in CRLF — when it is already wholly in br's buffer, and
+// returns the answer http.ReadResponse would return for it, at a fraction
+// of the cost and stack depth: one string for the head, keys and values
+// cut from it, one object for the answer, its body and its values. For
+// anything else it returns nil and consumes nothing, and the caller reads
+// the answer with http.ReadResponse (FuzzCommonHeadMatchesReadResponse).
 func readCommonHead(br *bufio.Reader, req *http.Request) *http.Response {
 	buf, _ := br.Peek(br.Buffered()) // no I/O: what is already read
 	end := bytes.Index(buf, []byte("\r\n\r\n"))
@@ -55,7 +58,7 @@ func readCommonHead(br *bufio.Reader, req *http.Request) *http.Response {
 	if lines > len(values) {
 		values = make([]string, lines)
 	}
-	length := int64(-1)
+	length, chunked := int64(-1), false
 	for i := nl + 1; i < len(head); {
 		j := i + strings.IndexByte(head[i:], '\n')
 		if j == i || head[j-1] != '\r' {
@@ -86,7 +89,13 @@ func readCommonHead(br *bufio.Reader, req *http.Request) *http.Response {
 			if !strings.EqualFold(value, "keep-alive") {
 				return nil // close, or a list of options: net/http reads those
 			}
-		case "Transfer-Encoding", "Trailer", "Pragma":
+		case "Transfer-Encoding":
+			if chunked || !strings.EqualFold(value, "chunked") {
+				return nil // net/http refuses those
+			}
+			chunked = true
+			continue // net/http drops it from the header
+		case "Trailer", "Pragma":
 			return nil
 		}
 		if vv := resp.Header[key]; vv != nil {
@@ -97,26 +106,35 @@ func readCommonHead(br *bufio.Reader, req *http.Request) *http.Response {
 			resp.Header[key] = vv
 		}
 	}
-	if length < 0 {
-		return nil
+	if length < 0 == !chunked {
+		return nil // no length, or a length and chunks
 	}
 	br.Discard(end + 4)
 	resp.ContentLength = length
-	if length == 0 {
+	switch {
+	case chunked:
+		a.te[0] = "chunked"
+		resp.TransferEncoding = a.te[:]
+		a.chunks = chunkedBody{src: httputil.NewChunkedReader(br), br: br, resp: resp}
+		resp.Body = &a.chunks
+	case length == 0:
 		resp.Body = http.NoBody
-	} else {
+	default:
 		a.body = lengthBody{br: br, left: length}
 		resp.Body = &a.body
 	}
 	return resp
 }
 
+
 // commonAnswer is what readCommonHead builds, in one allocation instead
-// of three: the response, its body and its header values (as many as
-// uvicorn sends; more are allocated apart).
+// of three: the response, its body (of either kind) and its header values
+// (as many as uvicorn sends; more are allocated apart).
 type commonAnswer struct {
 	resp   http.Response
 	body   lengthBody
+	chunks chunkedBody
+	te     [1]string
 	values [4]string
 }
 
@@ -203,3 +221,87 @@ func (b *lengthBody) Read(p []byte) (int, error) {
 }
 
 func (b *lengthBody) Close() error { return nil }
+
+// chunkedBody is a chunked body read from the connection's buffer by
+// net/http's own chunk reader, then its trailer read as net/http reads
+// it: usually the bare CRLF that ends an answer without trailer fields;
+// otherwise header lines, which become the answer's Trailer.
+type chunkedBody struct {
+	src  io.Reader
+	br   *bufio.Reader
+	resp *http.Response
+	err  error // io.EOF once the chunks and trailer are read, or the error that ended them
+}
+
+func (b *chunkedBody) Read(p []byte) (int, error) {
+	if b.err != nil {
+		return 0, b.err
+	}
+	if b.br.Buffered() == 0 {
+		// More is to come (a last chunk at least): wait for it here, not
+		// at the bottom of the chunk reader's calls (a chunk's line), as
+		// exchange waits for the head; an error is the chunk reader's to
+		// meet.
+		b.br.Peek(1)
+	}
+	n, err := b.src.Read(p)
+	if err == io.EOF {
+		if err = readTrailer(b.br, b.resp); err == nil {
+			err = io.EOF
+		}
+	}
+	if err != nil {
+		b.err = err
+	}
+	return n, err
+}
+
+func (b *chunkedBody) Close() error { return nil }
+
+var errTrailerEOF = errors.New("http: unexpected EOF reading trailer")
+
+// readTrailer reads what follows a chunked body's last chunk, as
+// net/http does: the bare CRLF of no trailer fields, or header lines
+// ending in a blank line within the buffer's size, which become
+// resp.Trailer (nil until then: readCommonHead declines a Trailer field).
+//
+//go:noinline
+func readTrailer(br *bufio.Reader, resp *http.Response) error {
+	buf, err := br.Peek(2)
+	if bytes.Equal(buf, []byte("\r\n")) {
+		br.Discard(2)
+		return nil
+	}
+	if len(buf) < 2 {
+		return errTrailerEOF
+	}
+	if err != nil {
+		return err
+	}
+	if !blankLineAhead(br) {
+		return errors.New("http: suspiciously long trailer after chunked body")
+	}
+	fields, err := textproto.NewReader(br).ReadMIMEHeader()
+	if err != nil {
+		if err == io.EOF {
+			return errTrailerEOF
+		}
+		return err
+	}
+	resp.Trailer = http.Header(fields)
+	return nil
+}
+
+// blankLineAhead reports whether a CRLF CRLF comes before br's buffer is
+// full, peeking further one byte at a time as net/http does.
+func blankLineAhead(br *bufio.Reader) bool {
+	for n := 4; ; n++ {
+		buf, err := br.Peek(n)
+		if bytes.HasSuffix(buf, []byte("\r\n\r\n")) {
+			return true
+		}
+		if err != nil {
+			return false
+		}
+	}
+}

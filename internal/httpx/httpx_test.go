@@ -14,6 +14,7 @@ import (
 	"sync/atomic"
 	"syscall"
 	"testing"
+	"testing/iotest"
 	"time"
 )
 
@@ -459,5 +460,32 @@ func TestConnectionsReused(t *testing.T) {
 	}
 	if got := conns.Load(); got != 1 {
 		t.Fatalf("%d connections for 20 sequential requests, want 1", got)
+	}
+}
+
+// TestReadUpToMatchesReadAll: readUpTo reads what
+// io.ReadAll(io.LimitReader(r, limit)) reads, with the same error, for
+// bodies shorter, as long as and longer than the limit, read whole, a
+// byte at a time or ending in an error.
+func TestReadUpToMatchesReadAll(t *testing.T) {
+	boom := errors.New("boom")
+	readers := map[string]func(string) io.Reader{
+		"whole":    func(s string) io.Reader { return strings.NewReader(s) },
+		"one byte": func(s string) io.Reader { return iotest.OneByteReader(strings.NewReader(s)) },
+		"half":     func(s string) io.Reader { return iotest.HalfReader(strings.NewReader(s)) },
+		"data+eof": func(s string) io.Reader { return iotest.DataErrReader(strings.NewReader(s)) },
+		"error":    func(s string) io.Reader { return io.MultiReader(strings.NewReader(s), iotest.ErrReader(boom)) },
+	}
+	for name, r := range readers {
+		for _, size := range []int{0, 1, 511, 512, 513, 1500, 4000} {
+			for _, limit := range []int64{0, 1, 10, 512, 513, 1501, 1 << 20} {
+				body := strings.Repeat("x", size)
+				got, gerr := readUpTo(r(body), limit)
+				want, werr := io.ReadAll(io.LimitReader(r(body), limit))
+				if string(got) != string(want) || gerr != werr {
+					t.Errorf("%s, %d bytes, limit %d: %d bytes (%v), want %d (%v)", name, size, limit, len(got), gerr, len(want), werr)
+				}
+			}
+		}
 	}
 }

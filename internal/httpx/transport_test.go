@@ -211,6 +211,7 @@ func TestTransportAnswerForms(t *testing.T) {
 	}{
 		{"content-length", "HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nhello", 1},
 		{"chunked", "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nhel\r\n2\r\nlo\r\n0\r\n\r\n", 1},
+		{"chunked with trailer", "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nhel\r\n2\r\nlo\r\n0\r\nX-Sum: 1\r\n\r\n", 1},
 		{"100 continue first", "HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nhello", 1},
 		{"connection close", "HTTP/1.1 200 OK\r\nConnection: close\r\nContent-Length: 5\r\n\r\nhello", 3},
 		{"to end of connection", "HTTP/1.0 200 OK\r\n\r\nhello", 3},
@@ -358,6 +359,8 @@ func FuzzTransportReadsAsNetHTTP(f *testing.F) {
 		"HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nhello",
 		"HTTP/1.1 500 Internal Server Error\r\nContent-Type: application/json\r\nContent-Length: 27\r\n\r\n{\"error\":{\"message\":\"x\"}}\n",
 		"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nhel\r\n2\r\nlo\r\n0\r\n\r\n",
+		"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nhel\r\n0\r\nX-Sum: 1\r\n\r\n",
+		"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nhel\r\n",
 		"HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok",
 		"HTTP/1.0 200 OK\r\n\r\nto the end",
 		"HTTP/1.1 200 OK\r\nContent-Length: 9\r\n\r\nshort",
@@ -548,5 +551,52 @@ func TestOpenCheckAllocatesOnce(t *testing.T) {
 	}
 	if n := testing.AllocsPerRun(100, func() { c.open() }); n != 0 {
 		t.Fatalf("%v allocations per check, want 0", n)
+	}
+}
+
+// TestDoReadsEachFormOnAKeptConnection: Client.Do returns an answer as
+// soon as its body is whole — empty, with a length, chunked, chunked with
+// trailer fields, its last chunk sent apart — while the server keeps the
+// connection open for the next request, and the connection is reused. A
+// read past a body's end would wait for bytes that never come, until the
+// context's deadline, which closes the connection.
+func TestDoReadsEachFormOnAKeptConnection(t *testing.T) {
+	for name, answer := range map[string]string{
+		"empty":   "HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n",
+		"no body": "HTTP/1.1 204 No Content\r\n\r\n",
+		"length":  "HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nhello",
+		"chunked": "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nhel\r\n2\r\nlo\r\n0\r\n\r\n",
+		"trailer": "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n0\r\nX-Sum: 1\r\n\r\n",
+		"apart":   "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n|0\r\n\r\n",
+	} {
+		t.Run(name, func(t *testing.T) {
+			addr, conns := rawServer(t, func(c net.Conn, br *bufio.Reader) {
+				for readRequest(br) {
+					for i, part := range strings.Split(answer, "|") {
+						if i > 0 {
+							time.Sleep(5 * time.Millisecond)
+						}
+						io.WriteString(c, part)
+					}
+				}
+			})
+			c := New(Options{HTTPClient: NewHTTPClient(4, nil)})
+			for i := range 3 {
+				// A read that waits past the body's end waits for this
+				// deadline, which then closes the connection.
+				ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+				resp, _, err := c.Do(ctx, &Request{Method: "POST", URL: addr + "/x", Body: []byte(`{}`)})
+				cancel()
+				if err != nil {
+					t.Fatalf("request %d: %v", i+1, err)
+				}
+				if want := answer[strings.Index(answer, "\r\n\r\n")+4:]; want != "" && string(resp.Body) != "hello" || want == "" && len(resp.Body) > 0 {
+					t.Fatalf("request %d: %q, want %q", i+1, resp.Body, want)
+				}
+			}
+			if got := conns.Load(); got != 1 {
+				t.Fatalf("%d connections for 3 requests, want 1", got)
+			}
+		})
 	}
 }
