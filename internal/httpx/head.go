@@ -3,8 +3,8 @@ package httpx
 import (
 	"bufio"
 	"bytes"
-	"io"
 	"errors"
+	"io"
 	"net/http"
 	"net/http/httputil"
 	"net/textproto"
@@ -125,7 +125,6 @@ func readCommonHead(br *bufio.Reader, req *http.Request) *http.Response {
 	}
 	return resp
 }
-
 
 // commonAnswer is what readCommonHead builds, in one allocation instead
 // of three: the response, its body (of either kind) and its header values
