@@ -10,6 +10,7 @@ import (
 	"net/url"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -61,6 +62,10 @@ type Client struct {
 	// authValue and jsonValue are header values every request shares:
 	// nothing that sends a request changes its header.
 	authValue []string
+	// headers are the header maps of requests without headers of their
+	// own: without a body and with one. Read only.
+	headers [2]http.Header
+	targets targets
 
 	sleep func(context.Context, time.Duration) error
 	now   func() time.Time
@@ -86,6 +91,7 @@ func New(opts Options) *Client {
 		c.auth = "Bearer " + opts.BearerToken
 		c.authValue = []string{c.auth}
 	}
+	c.headers = [2]http.Header{c.header(false), c.header(true)}
 	return c
 }
 
@@ -260,10 +266,14 @@ var jsonValue = []string{"application/json"}
 //
 //go:noinline
 func (c *Client) newRequest(actx context.Context, r *Request) (*http.Request, error) {
-	hreq, err := http.NewRequestWithContext(actx, r.Method, r.URL, nil)
+	if actx == nil {
+		return nil, errors.New("net/http: nil Context")
+	}
+	t, err := c.targets.get(r.Method, r.URL)
 	if err != nil {
 		return nil, err
 	}
+	hreq := t.request(actx, r.Method)
 	parts := r.Parts
 	if parts == nil && r.Body != nil {
 		parts = [][]byte{r.Body}
@@ -275,16 +285,83 @@ func (c *Client) newRequest(actx context.Context, r *Request) (*http.Request, er
 		if b.n == 0 {
 			hreq.Body = http.NoBody
 		}
-		hreq.Header["Content-Type"] = jsonValue
 	}
-	hreq.Header["Accept"] = jsonValue
-	if c.auth != "" {
-		hreq.Header["Authorization"] = c.authValue
+	if len(r.Header) == 0 {
+		// Nothing that sends a request changes its header: requests
+		// without headers of their own share the client's.
+		hreq.Header = c.headers[0]
+		if parts != nil {
+			hreq.Header = c.headers[1]
+		}
+		return hreq, nil
 	}
+	hreq.Header = c.header(parts != nil)
 	for k, v := range r.Header {
 		hreq.Header[k] = v
 	}
 	return hreq, nil
+}
+
+// header is a new map of the headers every request of c carries, and
+// Content-Type when it has a body.
+func (c *Client) header(body bool) http.Header {
+	h := make(http.Header, 3)
+	if body {
+		h["Content-Type"] = jsonValue
+	}
+	h["Accept"] = jsonValue
+	if c.auth != "" {
+		h["Authorization"] = c.authValue
+	}
+	return h
+}
+
+// targets are the URLs a client's requests went to, each parsed once (as
+// http.NewRequestWithContext parses it), with its method checked: a
+// client sends to a few URLs, many times each. Up to maxTargets are
+// kept; others are parsed every time.
+type targets struct {
+	m sync.Map // method + " " + URL -> *target
+	n atomic.Int32
+}
+
+type target struct {
+	url  url.URL
+	host string
+}
+
+const maxTargets = 64
+
+// request is what http.NewRequestWithContext returns for t's method and
+// URL, but for the parse and the header map: a request of its own, with
+// a URL of its own. Not inlined: the request is built in this frame, not
+// in its caller's.
+//
+//go:noinline
+func (t *target) request(ctx context.Context, method string) *http.Request {
+	u := t.url
+	return (&http.Request{
+		Method: method, URL: &u, Host: t.host,
+		Proto: "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1,
+	}).WithContext(ctx)
+}
+
+func (ts *targets) get(method, raw string) (*target, error) {
+	key := method + " " + raw
+	if t, ok := ts.m.Load(key); ok {
+		return t.(*target), nil
+	}
+	req, err := http.NewRequest(method, raw, nil)
+	if err != nil {
+		return nil, err
+	}
+	t := &target{url: *req.URL, host: req.Host}
+	if ts.n.Load() < maxTargets {
+		if _, loaded := ts.m.LoadOrStore(key, t); !loaded {
+			ts.n.Add(1)
+		}
+	}
+	return t, nil
 }
 
 // answer reads and checks the answer to r.

@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"reflect"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -486,6 +487,68 @@ func TestReadUpToMatchesReadAll(t *testing.T) {
 					t.Errorf("%s, %d bytes, limit %d: %d bytes (%v), want %d (%v)", name, size, limit, len(got), gerr, len(want), werr)
 				}
 			}
+		}
+	}
+}
+
+// TestNewRequestAsNetHTTP: a Client's HTTP request — its URL parsed once
+// per method and URL, its header map shared when the request has no
+// headers of its own — is what http.NewRequestWithContext and the
+// client's headers make of it, the first time and the next, for more
+// URLs than the client keeps; a bad method or URL is net/http's error.
+func TestNewRequestAsNetHTTP(t *testing.T) {
+	type key struct{}
+	ctx := context.WithValue(context.Background(), key{}, 1)
+	urls := []string{
+		"http://127.0.0.1:8000/v1/chat/completions",
+		"http://localhost:/v1/models?x=1&y=%20",
+		"http://[::1]:9/a%2Fb/c",
+		"https://user:pw@example.invalid/v1#frag",
+	}
+	for i := range maxTargets + 4 {
+		urls = append(urls, fmt.Sprintf("http://127.0.0.1:8000/v1/models/m%d", i))
+	}
+	for _, token := range []string{"", "secret"} {
+		c := New(Options{BearerToken: token})
+		for _, u := range urls {
+			for _, r := range []*Request{
+				{Method: "GET", URL: u},
+				{Method: "POST", URL: u, Body: []byte(`{}`)},
+				{Method: "POST", URL: u, Parts: [][]byte{}},
+				{Method: "POST", URL: u, Parts: [][]byte{[]byte(`{`), []byte(`}`)}, Header: http.Header{"X-A": {"1"}, "Accept": {"text/plain"}}},
+			} {
+				for range 2 { // parsed, then kept (or not: past maxTargets)
+					got, err := c.newRequest(ctx, r)
+					if err != nil {
+						t.Fatal(err)
+					}
+					want, _ := http.NewRequestWithContext(ctx, r.Method, r.URL, nil)
+					if r.Body != nil || r.Parts != nil {
+						want.Header["Content-Type"] = []string{"application/json"}
+					}
+					want.Header["Accept"] = []string{"application/json"}
+					if token != "" {
+						want.Header["Authorization"] = []string{"Bearer " + token}
+					}
+					for k, v := range r.Header {
+						want.Header[k] = v
+					}
+					g := fmt.Sprintf("%s %s %s %s %d.%d %v", got.Method, got.URL, got.Host, got.Proto, got.ProtoMajor, got.ProtoMinor, got.Header)
+					w := fmt.Sprintf("%s %s %s %s %d.%d %v", want.Method, want.URL, want.Host, want.Proto, want.ProtoMajor, want.ProtoMinor, want.Header)
+					if g != w || !reflect.DeepEqual(got.URL, want.URL) || got.Context() != ctx {
+						t.Fatalf("%s %s:\n got %s\nwant %s", r.Method, u, g, w)
+					}
+					got.URL.Path = "/changed" // the next request's URL is its own
+				}
+			}
+		}
+	}
+	c := New(Options{})
+	for _, r := range []*Request{{Method: "BAD METHOD", URL: urls[0]}, {Method: "GET", URL: "http://[::1"}} {
+		_, err := c.newRequest(ctx, r)
+		_, want := http.NewRequestWithContext(ctx, r.Method, r.URL, nil)
+		if err == nil || want == nil || err.Error() != want.Error() {
+			t.Fatalf("%s %s: error %v, want %v", r.Method, r.URL, err, want)
 		}
 	}
 }
