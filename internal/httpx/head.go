@@ -106,8 +106,8 @@ func readCommonHead(br *bufio.Reader, req *http.Request) *http.Response {
 			resp.Header[key] = vv
 		}
 	}
-	if length < 0 == !chunked {
-		return nil // no length, or a length and chunks
+	if chunked && length >= 0 || !chunked && length < 0 {
+		return nil // a length and chunks, or neither
 	}
 	br.Discard(end + 4)
 	resp.ContentLength = length
@@ -263,6 +263,10 @@ var errTrailerEOF = errors.New("http: unexpected EOF reading trailer")
 // net/http does: the bare CRLF of no trailer fields, or header lines
 // ending in a blank line within the buffer's size, which become
 // resp.Trailer (nil until then: readCommonHead declines a Trailer field).
+// The transport's connections read through 512-byte buffers, so trailer
+// fields over about 500 bytes are refused ("suspiciously long trailer"),
+// where net/http's transport, with 4 KB buffers, takes up to 4 KB; the
+// answers of inference servers have none.
 //
 //go:noinline
 func readTrailer(br *bufio.Reader, resp *http.Response) error {
