@@ -257,7 +257,10 @@ func (b *chunkedBody) Read(p []byte) (int, error) {
 
 func (b *chunkedBody) Close() error { return nil }
 
-var errTrailerEOF = errors.New("http: unexpected EOF reading trailer")
+var (
+	errTrailerEOF  = errors.New("http: unexpected EOF reading trailer")
+	errLongTrailer = errors.New("http: suspiciously long trailer after chunked body")
+)
 
 // readTrailer reads what follows a chunked body's last chunk, as
 // net/http does: the bare CRLF of no trailer fields, or header lines
@@ -282,7 +285,7 @@ func readTrailer(br *bufio.Reader, resp *http.Response) error {
 		return err
 	}
 	if !blankLineAhead(br) {
-		return errors.New("http: suspiciously long trailer after chunked body")
+		return errLongTrailer
 	}
 	fields, err := textproto.NewReader(br).ReadMIMEHeader()
 	if err != nil {

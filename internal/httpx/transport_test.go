@@ -382,6 +382,7 @@ func FuzzTransportReadsAsNetHTTP(f *testing.F) {
 			body    string
 			bodyErr bool
 		}
+		var bodyErrs []error
 		get := func(rt http.RoundTripper) outcome {
 			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 			defer cancel()
@@ -392,6 +393,7 @@ func FuzzTransportReadsAsNetHTTP(f *testing.F) {
 			}
 			defer resp.Body.Close()
 			b, err := io.ReadAll(resp.Body)
+			bodyErrs = append(bodyErrs, err)
 			return outcome{status: resp.StatusCode, body: string(b), bodyErr: err != nil}
 		}
 		theirs := &http.Transport{DisableCompression: true, DisableKeepAlives: true}
@@ -399,9 +401,44 @@ func FuzzTransportReadsAsNetHTTP(f *testing.F) {
 		ours := &Transport{Fallback: failTransport{t}}
 		defer ours.CloseIdleConnections()
 		if a, b := get(ours), get(theirs); a != b {
+			// net/http's own body, which reads the chunked answers the
+			// transport's parser declines, makes the same error anew.
+			if a.bodyErr && !b.bodyErr && bodyErrs[0].Error() == errLongTrailer.Error() {
+				t.Skip("trailer fields longer than Transport's 512-byte buffer (net/http's is 4 KB): refused (TestTransportRefusesLongTrailers)")
+			}
 			t.Fatalf("answer %q: Transport %+v, net/http %+v", answer, a, b)
 		}
 	})
+}
+
+// TestTransportRefusesLongTrailers: trailer fields after a chunked body
+// that do not fit in the connection's 512-byte buffer are refused, as
+// net/http refuses those over its 4 KB buffer; shorter ones are read.
+func TestTransportRefusesLongTrailers(t *testing.T) {
+	for _, tt := range []struct {
+		n    int
+		want error
+	}{{300, nil}, {600, errLongTrailer}} {
+		answer := "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n0\r\nX-Sum: " + strings.Repeat("a", tt.n) + "\r\n\r\n"
+		addr, _ := rawServer(t, func(c net.Conn, br *bufio.Reader) {
+			if readRequest(br) {
+				io.WriteString(c, answer)
+			}
+		})
+		req, _ := http.NewRequest("POST", addr+"/x", bytes.NewReader([]byte(`{}`)))
+		resp, err := (&Transport{}).RoundTrip(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, err := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if string(b) != "hello" || !errors.Is(err, tt.want) {
+			t.Fatalf("%d-byte trailer: %q, %v; want hello, %v", tt.n, b, err, tt.want)
+		}
+		if tt.want == nil && len(resp.Trailer.Get("X-Sum")) != tt.n {
+			t.Fatalf("%d-byte trailer read as %d bytes", tt.n, len(resp.Trailer.Get("X-Sum")))
+		}
+	}
 }
 
 // TestPartsSentWhole: a body given in pieces arrives as their
