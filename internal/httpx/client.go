@@ -319,15 +319,18 @@ func (c *Client) header(body bool) http.Header {
 // targets are the URLs a client's requests went to, each parsed once (as
 // http.NewRequestWithContext parses it), with its method checked: a
 // client sends to a few URLs, many times each. Up to maxTargets are
-// kept; others are parsed every time.
+// kept; others are parsed every time. The last one asked for is found
+// without a key (an allocation) or a hash.
 type targets struct {
-	m sync.Map // method + " " + URL -> *target
-	n atomic.Int32
+	last atomic.Pointer[target] // the last one asked for: most clients send to one URL
+	m    sync.Map               // method + " " + URL -> *target
+	n    atomic.Int32
 }
 
 type target struct {
-	url  url.URL
-	host string
+	method, raw string
+	url         url.URL
+	host        string
 }
 
 const maxTargets = 64
@@ -347,19 +350,24 @@ func (t *target) request(ctx context.Context, method string) *http.Request {
 }
 
 func (ts *targets) get(method, raw string) (*target, error) {
+	if t := ts.last.Load(); t != nil && t.method == method && t.raw == raw {
+		return t, nil
+	}
 	key := method + " " + raw
 	if t, ok := ts.m.Load(key); ok {
+		ts.last.Store(t.(*target))
 		return t.(*target), nil
 	}
 	req, err := http.NewRequest(method, raw, nil)
 	if err != nil {
 		return nil, err
 	}
-	t := &target{url: *req.URL, host: req.Host}
+	t := &target{method: method, raw: raw, url: *req.URL, host: req.Host}
 	if ts.n.Load() < maxTargets {
 		if _, loaded := ts.m.LoadOrStore(key, t); !loaded {
 			ts.n.Add(1)
 		}
+		ts.last.Store(t)
 	}
 	return t, nil
 }
