@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"net/url"
@@ -60,6 +61,15 @@ func promQuery(t *testing.T, base, path string, q url.Values) []promSample {
 		return nil // not up yet
 	}
 	defer resp.Body.Close()
+	if resp.StatusCode == http.StatusServiceUnavailable {
+		// Prometheus listens before its storage is ready and answers
+		// "Service Unavailable" in plain text until then.
+		return nil
+	}
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatalf("read Prometheus answer: %v", err)
+	}
 	var out struct {
 		Status string `json:"status"`
 		Error  string `json:"error"`
@@ -67,8 +77,8 @@ func promQuery(t *testing.T, base, path string, q url.Values) []promSample {
 			Result []promSample `json:"result"`
 		} `json:"data"`
 	}
-	if err := json.NewDecoder(resp.Body).Decode(&out); err != nil {
-		t.Fatalf("decode Prometheus answer: %v", err)
+	if err := json.Unmarshal(body, &out); err != nil {
+		t.Fatalf("decode Prometheus answer (%s): %v: %.200q", resp.Status, err, body)
 	}
 	if out.Status != "success" {
 		t.Fatalf("Prometheus query %v: %s", q, out.Error)
