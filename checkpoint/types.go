@@ -119,6 +119,9 @@ type EvalN struct {
 	DeadlockRate float64 `json:"deadlock_rate"`
 	MealsMean    float64 `json:"meals_mean"`
 	InvalidRate  float64 `json:"invalid_rate,omitempty"`
+	// RewardStd is the standard deviation of the rewards at N; nil in
+	// evaluations stored before it was recorded.
+	RewardStd *float64 `json:"reward_std,omitempty"`
 }
 
 // Evaluation is the validation of the checkpoint a step produced.

@@ -212,9 +212,10 @@ func (r Result) Evaluation(step int) checkpoint.Evaluation {
 		Rewards: sum.Rewards,
 	}
 	for _, p := range r.PerN {
+		std := p.Stats.Reward.Std
 		ev.PerN = append(ev.PerN, checkpoint.EvalN{N: p.N, Episodes: p.Stats.Episodes - p.Stats.Errored,
 			RewardMean: p.Stats.Reward.Mean, DeadlockRate: p.Stats.DeadlockRate, MealsMean: p.Stats.MealsMean,
-			InvalidRate: p.Stats.InvalidRate})
+			InvalidRate: p.Stats.InvalidRate, RewardStd: &std})
 	}
 	ev.Records = Records(r.Episodes)
 	ev.Transcripts = Replays(r.Episodes)

@@ -12,6 +12,7 @@ import (
 
 	"github.com/grpo-dev/grpo/checkpoint"
 	"github.com/grpo-dev/grpo/evaluate"
+	"github.com/grpo-dev/grpo/grpo"
 	"github.com/grpo-dev/grpo/inference"
 	"github.com/grpo-dev/grpo/internal/httpx"
 	"github.com/grpo-dev/grpo/rollout"
@@ -94,5 +95,38 @@ func TestRun_AllFailed(t *testing.T) {
 	}
 	if got, want := err.Error()[:len("every validation episode failed")], "every validation episode failed"; got != want {
 		t.Fatalf("Run()=%q, want prefix %q", err, want)
+	}
+}
+
+// TestEvaluationPerN: each table size's figures, its reward standard
+// deviation and invalid rate included, are those of its own episodes,
+// errored ones left out.
+func TestEvaluationPerN(t *testing.T) {
+	ep := func(reward float64, invalid, calls int) rollout.Episode {
+		return rollout.Episode{Reward: reward, Metrics: rollout.Metrics{Invalid: invalid, LLMCalls: calls}}
+	}
+	eps := []rollout.Episode{
+		ep(0.25, 1, 4), ep(0.75, 0, 4), // n=5
+		ep(1, 3, 6), {Errored: true, Metrics: rollout.Metrics{Invalid: 9, LLMCalls: 9}}, // n=10
+	}
+	r := evaluate.Result{Episodes: eps, Stats: grpo.SummarizeEpisodes(eps), PerN: []evaluate.PerN{
+		{N: 5, Stats: grpo.SummarizeEpisodes(eps[:2])}, {N: 10, Stats: grpo.SummarizeEpisodes(eps[2:])},
+	}}
+	ev := r.Evaluation(7)
+	if len(ev.PerN) != 2 {
+		t.Fatalf("PerN=%+v, want 2 sizes", ev.PerN)
+	}
+	// n=5: rewards 0.25 and 0.75, sample std sqrt(2*0.25^2/1) = 0.35355...;
+	// 1 invalid output in 8 calls. n=10: one episode (std 0), 3 in 6.
+	for i, want := range []struct {
+		n, episodes  int
+		std, invalid float64
+	}{{5, 2, 0.3535533905932738, 0.125}, {10, 1, 0, 0.5}} {
+		got := ev.PerN[i]
+		if got.N != want.n || got.Episodes != want.episodes || got.RewardStd == nil ||
+			math.Abs(*got.RewardStd-want.std) > 1e-12 || got.InvalidRate != want.invalid {
+			t.Errorf("PerN[%d]=%+v (std %v), want n %d, %d episodes, std %v, invalid rate %v",
+				i, got, got.RewardStd, want.n, want.episodes, want.std, want.invalid)
+		}
 	}
 }

@@ -131,6 +131,10 @@ type ValidationAtN struct {
 	RewardMean   float64 `json:"reward_mean"`
 	DeadlockRate float64 `json:"deadlock_rate"`
 	MealsMean    float64 `json:"meals_mean"`
+	InvalidRate  float64 `json:"invalid_rate"`
+	// RewardStd is the standard deviation of the rewards at N; omitted
+	// for validations stored before it was recorded.
+	RewardStd *float64 `json:"reward_std,omitempty"`
 }
 
 // BestChanged reports a new selected step (or a new score for it).
@@ -302,7 +306,8 @@ func validationDone(ev checkpoint.Evaluation) *ValidationDone {
 		Rewards: ev.Rewards,
 	}
 	for _, p := range ev.PerN {
-		out.PerN = append(out.PerN, ValidationAtN{N: p.N, Episodes: p.Episodes, RewardMean: p.RewardMean, DeadlockRate: p.DeadlockRate, MealsMean: p.MealsMean})
+		out.PerN = append(out.PerN, ValidationAtN{N: p.N, Episodes: p.Episodes, RewardMean: p.RewardMean,
+			DeadlockRate: p.DeadlockRate, MealsMean: p.MealsMean, InvalidRate: p.InvalidRate, RewardStd: p.RewardStd})
 	}
 	return out
 }

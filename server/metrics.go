@@ -5,11 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
-	"sync"
 	"time"
 
 	"github.com/grpo-dev/grpo/checkpoint"
-	"github.com/grpo-dev/grpo/grpo"
 	"github.com/grpo-dev/grpo/inference"
 	"github.com/grpo-dev/grpo/orchestrator"
 	"github.com/grpo-dev/grpo/rollout"
@@ -68,11 +66,6 @@ type metrics struct {
 	trainerLoss     *prometheus.GaugeVec
 	trainerKL       *prometheus.GaugeVec
 	trainerGradNorm *prometheus.GaugeVec
-
-	// valRewards collects each run's validation rewards by n while a
-	// validation is under way, for the per-n standard deviation.
-	mu         sync.Mutex
-	valRewards map[string]map[int][]float64
 	// fleet is every run's inference fleet: endpoint health, concurrency
 	// limits, drains, readmissions, adapter load attempts.
 	fleet *inference.FleetMetrics
@@ -153,8 +146,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		adapterLoads: f.NewCounterVec(prometheus.CounterOpts{
 			Name: "grpo_adapter_loads_total", Help: "Adapters hot-loaded into the inference endpoints.",
 		}, []string{"run"}),
-		valRewards: map[string]map[int][]float64{},
-		fleet:      inference.NewFleetMetrics(reg),
+		fleet: inference.NewFleetMetrics(reg),
 	}
 }
 
@@ -188,16 +180,13 @@ func (m *metrics) train(run string, n int, t checkpoint.TrainStats) {
 }
 
 // validation sets the validation split's gauges: the totals, and each
-// table size's figures (its reward std when known from its episodes).
-func (m *metrics) validation(run string, all checkpoint.Evaluation, stds map[int]float64) {
+// table size's figures (its reward std when the evaluation records it).
+func (m *metrics) validation(run string, all checkpoint.Evaluation) {
 	m.setSplit(run, splitValidation, splitFigures{n: nAll, mean: ptr(all.RewardMean), std: ptr(all.RewardStd),
 		deadlock: ptr(all.DeadlockRate), meals: ptr(all.MealsMean), invalid: ptr(all.InvalidRate)})
 	for _, pn := range all.PerN {
-		f := splitFigures{n: strconv.Itoa(pn.N), mean: ptr(pn.RewardMean), deadlock: ptr(pn.DeadlockRate), meals: ptr(pn.MealsMean)}
-		if sd, ok := stds[pn.N]; ok {
-			f.std = ptr(sd)
-		}
-		m.setSplit(run, splitValidation, f)
+		m.setSplit(run, splitValidation, splitFigures{n: strconv.Itoa(pn.N), mean: ptr(pn.RewardMean), std: pn.RewardStd,
+			deadlock: ptr(pn.DeadlockRate), meals: ptr(pn.MealsMean), invalid: ptr(pn.InvalidRate)})
 	}
 }
 
@@ -242,7 +231,7 @@ func (m *metrics) restore(ctx context.Context, store *checkpoint.Store) error {
 			}
 		}
 		if len(evals) > 0 {
-			m.validation(r.Name, evals[len(evals)-1], nil)
+			m.validation(r.Name, evals[len(evals)-1])
 		}
 		if sel, err := checkpoint.Select(run.Policy, run.Metric, run.EMA, steps, evals); err == nil {
 			m.bestStep.WithLabelValues(r.Name).Set(float64(sel.Step))
@@ -262,14 +251,6 @@ func (m *metrics) event(e orchestrator.Event) {
 		if d.Deadlock {
 			m.deadlocks.WithLabelValues(e.Run, d.Split).Inc()
 		}
-		if d.Split == splitValidation && !d.Errored {
-			m.mu.Lock()
-			if m.valRewards[e.Run] == nil {
-				m.valRewards[e.Run] = map[int][]float64{}
-			}
-			m.valRewards[e.Run][d.N] = append(m.valRewards[e.Run][d.N], d.Reward)
-			m.mu.Unlock()
-		}
 	case e.JobState != nil:
 		if e.JobState.Terminal() {
 			m.jobs.WithLabelValues(e.Run, e.JobState.State).Inc()
@@ -278,19 +259,12 @@ func (m *metrics) event(e orchestrator.Event) {
 		m.adapterLoads.WithLabelValues(e.Run).Inc()
 	case e.ValidationDone != nil:
 		d := e.ValidationDone
-		m.mu.Lock()
-		byN := m.valRewards[e.Run]
-		delete(m.valRewards, e.Run)
-		m.mu.Unlock()
-		stds := map[int]float64{}
 		ev := checkpoint.Evaluation{RewardMean: d.RewardMean, RewardStd: d.RewardStd, DeadlockRate: d.DeadlockRate, MealsMean: d.MealsMean, InvalidRate: d.InvalidRate}
 		for _, pn := range d.PerN {
-			ev.PerN = append(ev.PerN, checkpoint.EvalN{N: pn.N, Episodes: pn.Episodes, RewardMean: pn.RewardMean, DeadlockRate: pn.DeadlockRate, MealsMean: pn.MealsMean})
-			if rs := byN[pn.N]; len(rs) == pn.Episodes && len(rs) > 0 {
-				stds[pn.N] = grpo.Summarize(rs).Std
-			}
+			ev.PerN = append(ev.PerN, checkpoint.EvalN{N: pn.N, Episodes: pn.Episodes, RewardMean: pn.RewardMean,
+				DeadlockRate: pn.DeadlockRate, MealsMean: pn.MealsMean, InvalidRate: pn.InvalidRate, RewardStd: pn.RewardStd})
 		}
-		m.validation(e.Run, ev, stds)
+		m.validation(e.Run, ev)
 	case e.BestChanged != nil:
 		m.bestStep.WithLabelValues(e.Run).Set(float64(e.BestChanged.Step))
 		m.bestReward.WithLabelValues(e.Run).Set(e.BestChanged.Value)
@@ -312,9 +286,6 @@ func (m *metrics) event(e orchestrator.Event) {
 		m.step.WithLabelValues(e.Run).Set(float64(max(e.RunStarted.From-1, 0)))
 		m.invalidOutputs.WithLabelValues(e.Run)
 		m.inflight.WithLabelValues(e.Run)
-		m.mu.Lock()
-		delete(m.valRewards, e.Run)
-		m.mu.Unlock()
 	}
 }
 

@@ -32,7 +32,7 @@ func TestMetricsFromEvents(t *testing.T) {
 		`{"type":"job_state","run":"r","step":3,"data":{"id":"r/step-0003","state":"succeeded"}}`,
 		`{"type":"adapter_loaded","run":"r","step":3,"data":{"name":"r/step-0003","path":"/x"}}`,
 		`{"type":"validation_done","run":"r","step":3,"data":{"reward_mean":0.5,"reward_std":0.25,"deadlock_rate":0.25,"meals_mean":3,"invalid_rate":0.125,
-		  "per_n":[{"n":5,"episodes":2,"reward_mean":0.5,"deadlock_rate":0.5,"meals_mean":2},{"n":10,"episodes":1,"reward_mean":1,"deadlock_rate":0,"meals_mean":5}]}}`,
+		  "per_n":[{"n":5,"episodes":2,"reward_mean":0.5,"deadlock_rate":0.5,"meals_mean":2,"invalid_rate":0.25,"reward_std":0.375},{"n":10,"episodes":1,"reward_mean":1,"deadlock_rate":0,"meals_mean":5,"invalid_rate":0,"reward_std":0}]}}`,
 		`{"type":"best_changed","run":"r","step":3,"data":{"step":2,"value":0.75}}`,
 		`{"type":"step_committed","run":"r","step":3,"data":{"step":3,"n":5,"train":{"reward_mean":0.125,"reward_std":0.5,"zero_variance_groups":1,"deadlock_rate":0.5,"meals_mean":1.5,"invalid_rate":0.25},
 		  "job":{"submitted":"2026-01-02T15:04:05Z","finished":"2026-01-02T15:04:07Z","metrics":{"loss":0.75,"kl":0.0625,"grad_norm":1.5}}}}`,
@@ -58,9 +58,9 @@ func TestMetricsFromEvents(t *testing.T) {
 		{"grpo_reward_std validation all", value(t, m.rewardStd.WithLabelValues("r", "validation", "all")), 0.25},
 		{"grpo_reward_mean validation n=5", value(t, m.rewardMean.WithLabelValues("r", "validation", "5")), 0.5},
 		{"grpo_reward_mean validation n=10", value(t, m.rewardMean.WithLabelValues("r", "validation", "10")), 1},
-		// n=5 rewards 0.25 and 0.75: sample std sqrt(2*0.25^2/1) = 0.35355...
-		{"grpo_reward_std validation n=5", value(t, m.rewardStd.WithLabelValues("r", "validation", "5")), 0.3535533905932738},
+		{"grpo_reward_std validation n=5", value(t, m.rewardStd.WithLabelValues("r", "validation", "5")), 0.375},
 		{"grpo_reward_std validation n=10", value(t, m.rewardStd.WithLabelValues("r", "validation", "10")), 0},
+		{"grpo_invalid_rate validation n=5", value(t, m.invalidRate.WithLabelValues("r", "validation", "5")), 0.25},
 		{"grpo_deadlock_rate validation all", value(t, m.deadlockRate.WithLabelValues("r", "validation", "all")), 0.25},
 		{"grpo_deadlock_rate validation n=5", value(t, m.deadlockRate.WithLabelValues("r", "validation", "5")), 0.5},
 		{"grpo_meals_mean validation n=10", value(t, m.mealsMean.WithLabelValues("r", "validation", "10")), 5},
@@ -146,8 +146,12 @@ func TestRestoreFromStore(t *testing.T) {
 			st.Train = &checkpoint.TrainStats{RewardMean: float64(i) / 8, DeadlockRate: 0.5}
 			st.Job = &checkpoint.Job{State: "succeeded", Metrics: map[string]float64{"loss": float64(i), "kl": 0.5, "grad_norm": 2}}
 		}
+		// n=10's reward std is not recorded, as in evaluations stored
+		// before it was.
+		std := mean / 2
 		ev := &checkpoint.Evaluation{Step: i, Episodes: 2, RewardMean: mean, RewardStd: 0.125, Rewards: []float64{mean, mean},
-			PerN: []checkpoint.EvalN{{N: 5, Episodes: 1, RewardMean: mean - 0.25}, {N: 10, Episodes: 1, RewardMean: mean + 0.25}}}
+			PerN: []checkpoint.EvalN{{N: 5, Episodes: 1, RewardMean: mean - 0.25, RewardStd: &std, InvalidRate: mean / 4},
+				{N: 10, Episodes: 1, RewardMean: mean + 0.25}}}
 		if err := store.CommitStep(ctx, "done", st, ev); err != nil {
 			t.Fatal(err)
 		}
@@ -155,9 +159,21 @@ func TestRestoreFromStore(t *testing.T) {
 	if err := store.SetRunState(ctx, "done", checkpoint.StateSucceeded, ""); err != nil {
 		t.Fatal(err)
 	}
-	m := newMetrics(prometheus.NewRegistry())
+	reg := prometheus.NewRegistry()
+	m := newMetrics(reg)
 	if err := m.restore(ctx, store); err != nil {
 		t.Fatal(err)
+	}
+	// No n=10 validation std is made up: train and validation at n=5 and
+	// "all", nothing more.
+	families, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range families {
+		if f.GetName() == "grpo_reward_std" && len(f.GetMetric()) != 4 {
+			t.Errorf("grpo_reward_std has %d series after restore, want 4 (none for n=10, whose std is not stored): %v", len(f.GetMetric()), f.GetMetric())
+		}
 	}
 	for _, c := range []struct {
 		name      string
@@ -170,6 +186,8 @@ func TestRestoreFromStore(t *testing.T) {
 		{"grpo_reward_std validation all", value(t, m.rewardStd.WithLabelValues("done", "validation", "all")), 0.125},
 		{"grpo_reward_mean validation n=5", value(t, m.rewardMean.WithLabelValues("done", "validation", "5")), 0.25},
 		{"grpo_reward_mean validation n=10", value(t, m.rewardMean.WithLabelValues("done", "validation", "10")), 0.75},
+		{"grpo_reward_std validation n=5", value(t, m.rewardStd.WithLabelValues("done", "validation", "5")), 0.25},
+		{"grpo_invalid_rate validation n=5", value(t, m.invalidRate.WithLabelValues("done", "validation", "5")), 0.125},
 		{"grpo_reward_mean train n=5", value(t, m.rewardMean.WithLabelValues("done", "train", "5")), 0.25},
 		{"grpo_deadlock_rate train all", value(t, m.deadlockRate.WithLabelValues("done", "train", "all")), 0.5},
 		{"grpo_trainer_loss", value(t, m.trainerLoss.WithLabelValues("done")), 2},

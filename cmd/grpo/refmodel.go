@@ -24,7 +24,8 @@ served as "refmodel"; trained adapters are written under --data-dir.
 Pointed at a finished run's data directory (grpo run keeps it next to the
 store as <db>.data; the daemon as <db>.data/<run>), it serves that run's
 adapters after the run ended: each step's adapter is loaded at start under
-the name the run gave it (e.g. dp5-shaped-1-step-0003), and any adapter
+the name the run gave it (e.g. dp5-shaped-1.5f3a9c0e7b21d448-step-0003:
+the run's name, its random id, the step), and any adapter
 directory can be loaded by path with POST /v1/load_lora_adapter, which is
 what 'grpo promote RUN --endpoint http://HOST:PORT/v1' does.
 
