@@ -262,3 +262,62 @@ func TestRestartResumes(t *testing.T) {
 		}
 	}
 }
+
+// TestResumeWhenLeaseFrees: a run another process holds when the daemon
+// starts is resumed by the daemon once that process lets go of it, and
+// left alone while it holds it.
+func TestResumeWhenLeaseFrees(t *testing.T) {
+	e := newEnv(t)
+	s1 := e.MustStart(t, server.Options{})
+	for _, name := range []string{"held", "ended"} {
+		launch(t, s1.URL(), "", smallRun(name, 3))
+		waitRun(t, s1.URL(), name, time.Minute, "step 1", func(r runJSON) bool { return len(r.Steps) >= 2 })
+	}
+	s1.Close()
+
+	// Another process (played here by this one) holds both runs.
+	ctx := context.Background()
+	lease, err := e.store.AcquireLease(ctx, "held", checkpoint.LeaseOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	released := false
+	defer func() {
+		if !released {
+			lease.Release(ctx)
+		}
+	}()
+	other, err := e.store.AcquireLease(ctx, "ended", checkpoint.LeaseOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer other.Release(ctx)
+	s2 := e.MustStart(t, server.Options{ResumeRetry: 20 * time.Millisecond})
+	time.Sleep(200 * time.Millisecond) // ten retries
+	for _, name := range []string{"held", "ended"} {
+		if r := getRun(t, s2.URL(), name); r.Hosted || r.State != checkpoint.StateRunning {
+			t.Fatalf("run %s while another process holds it: hosted %v, state %s; want not hosted, running", name, r.Hosted, r.State)
+		}
+	}
+	// The other process ends one of them: the daemon leaves it ended.
+	if err := e.store.SetRunState(ctx, "ended", checkpoint.StateCancelled, "cancelled there"); err != nil {
+		t.Fatal(err)
+	}
+	other.Release(ctx)
+	_, steps, _, _ := e.store.Snapshot(ctx, "held")
+	if len(steps) >= 4 {
+		t.Fatalf("run finished before the daemon could resume it: the test proves nothing")
+	}
+	lease.Release(ctx)
+	released = true
+	r := waitRun(t, s2.URL(), "held", time.Minute, "finish", finished)
+	if r.State != checkpoint.StateSucceeded {
+		t.Fatalf("state=%s (%s), want %s", r.State, r.Error, checkpoint.StateSucceeded)
+	}
+	if _, steps, _, _ = e.store.Snapshot(ctx, "held"); len(steps) != 4 {
+		t.Fatalf("%d steps stored, want 4", len(steps))
+	}
+	if r := getRun(t, s2.URL(), "ended"); r.Hosted || r.State != checkpoint.StateCancelled || len(r.Steps) >= 4 {
+		t.Fatalf("run ended by the other process: hosted %v, state %s, %d steps; want not hosted, cancelled, fewer than 4", r.Hosted, r.State, len(r.Steps))
+	}
+}

@@ -184,7 +184,11 @@ func (s *Server) resumeAll(ctx context.Context) error {
 			s.logger.Error("run marked failed instead of resumed", "run", r.Name, "starts", n-1)
 			continue
 		}
-		if err := s.resume(ctx, r.Name); err != nil {
+		if err := s.resume(ctx, r.Name); errors.Is(err, checkpoint.ErrLeased) {
+			s.logger.Warn("run held by another process: resumed here once that process ends or its lease goes stale", "run", r.Name, "err", err)
+			s.retryResume(r.Name)
+			continue
+		} else if err != nil {
 			// One broken run must not keep the daemon from hosting the others.
 			s.logger.Error("resume run", "run", r.Name, "err", err)
 			continue
@@ -192,6 +196,51 @@ func (s *Server) resumeAll(ctx context.Context) error {
 		s.logger.Info("resumed run", "run", r.Name)
 	}
 	return nil
+}
+
+// retryResume tries again, every Options.ResumeRetry, to resume run name,
+// which another process held when this daemon started: until it is
+// resumed here, it is no longer running in the store (the other process
+// finished or cancelled it), or the daemon closes.
+func (s *Server) retryResume(name string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closing {
+		return
+	}
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		t := time.NewTicker(s.opts.ResumeRetry)
+		defer t.Stop()
+		for {
+			select {
+			case <-s.ctx.Done():
+				return
+			case <-t.C:
+			}
+			r, err := s.opts.Store.GetRun(s.ctx, name)
+			if err != nil {
+				s.logger.Error("resume run", "run", name, "err", err)
+				return
+			}
+			if r.State != checkpoint.StateRunning {
+				s.logger.Info("run not resumed: another process ended it", "run", name, "state", r.State)
+				return
+			}
+			switch err := s.resume(s.ctx, name); {
+			case errors.Is(err, checkpoint.ErrLeased):
+				continue
+			case err != nil:
+				if s.ctx.Err() == nil {
+					s.logger.Error("resume run", "run", name, "err", err)
+				}
+				return
+			}
+			s.logger.Info("resumed run", "run", name)
+			return
+		}
+	}()
 }
 
 // cancelRun cancels a hosted run and waits until it has recorded its end.

@@ -96,6 +96,9 @@ type Options struct {
 	// ClientBuffer bounds the events queued for one websocket client; a
 	// client that falls this far behind is dropped (default 256).
 	ClientBuffer int
+	// ResumeRetry is how often a stored running run that another process
+	// held at start is tried again (default 5 s).
+	ResumeRetry time.Duration
 }
 
 // Server hosts runs. Its methods are safe for concurrent use.
@@ -137,6 +140,9 @@ func New(opts Options) *Server {
 	}
 	if opts.ClientBuffer <= 0 {
 		opts.ClientBuffer = 256
+	}
+	if opts.ResumeRetry <= 0 {
+		opts.ResumeRetry = 5 * time.Second
 	}
 	if opts.MaxBodyBytes <= 0 {
 		opts.MaxBodyBytes = DefaultMaxBodyBytes
