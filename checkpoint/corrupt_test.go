@@ -76,6 +76,13 @@ func TestCorruptionIsAnError(t *testing.T) {
 				}
 			}
 		}
+		// Check first: the writes below change the file.
+		checkErr := s.Check(ctx)
+		check("Check", checkErr)
+		if checkErr != nil {
+			outcomes["Check: damage found"]++
+		}
+		reads := len(errs)
 		list, err := s.ListRuns(ctx)
 		check("ListRuns", err)
 		for r := range 3 {
@@ -90,6 +97,12 @@ func TestCorruptionIsAnError(t *testing.T) {
 			check("GetInFlight", err)
 			_, _, err = s.GetLease(ctx, name, LeaseOptions{})
 			check("GetLease", err)
+		}
+		// What a read finds, Check finds.
+		for _, err := range errs[reads:] {
+			if (errors.Is(err, ErrCorrupt) || errors.Is(err, ErrNotDatabase)) && checkErr == nil {
+				t.Errorf("trial %d: a read found %v; Check found nothing", trial, err)
+			}
 		}
 		check("CreateRun", s.CreateRun(ctx, Run{Name: "new"}))
 		check("CommitStep", s.CommitStep(ctx, "run-0", testStep(7), nil))

@@ -186,6 +186,10 @@ func (s *Server) Start(ctx context.Context) error {
 	if s.opts.Token == "" && !Loopback(s.opts.Addr) {
 		return fmt.Errorf("listen on %s: %w", s.opts.Addr, ErrNoToken)
 	}
+	// Runs are written into the store: not into a damaged one.
+	if err := s.opts.Store.Check(ctx); err != nil {
+		return err
+	}
 	ln, err := net.Listen("tcp", s.opts.Addr)
 	if err != nil {
 		return fmt.Errorf("listen on %s: %w", s.opts.Addr, err)

@@ -747,7 +747,12 @@ func (c *EvalCommand) runCheckpoints(ctx context.Context) error {
 	if _, err := os.Stat(k.db); err != nil {
 		return fmt.Errorf("open store %s: %w", k.db, err)
 	}
-	rep, err := loadReport(ctx, checkpoint.New(k.db, checkpoint.Options{}), k.run)
+	store := checkpoint.New(k.db, checkpoint.Options{})
+	// The measurements are written into the store: not into a damaged one.
+	if err := store.Check(ctx); err != nil {
+		return err
+	}
+	rep, err := loadReport(ctx, store, k.run)
 	if err != nil {
 		return err
 	}
@@ -783,7 +788,7 @@ func (c *EvalCommand) runCheckpoints(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	if err := storeTests(ctx, checkpoint.New(k.db, checkpoint.Options{}), k.run, cfg.Test.Seed, done); err != nil {
+	if err := storeTests(ctx, store, k.run, cfg.Test.Seed, done); err != nil {
 		return err
 	}
 	if o.json {

@@ -73,6 +73,9 @@ func (c *ExperimentCommand) Run(ctx context.Context) error {
 		f.Out = c.out
 	}
 	store := checkpoint.New(f.DB, checkpoint.Options{})
+	if err := store.Check(ctx); err != nil {
+		return err
+	}
 	view := newRunView(c.Stderr, false)
 	opts := run.Options{
 		Store: store, DataDir: f.DB + ".data", Getenv: c.Getenv,

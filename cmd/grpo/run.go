@@ -102,7 +102,11 @@ func (c *runCommand) open(ctx context.Context, opts run.Options) (*run.Run, erro
 		if path == "" {
 			path = config.Default().Run.DB
 		}
-		return run.Reopen(ctx, c.resume, withStore(path))
+		opts := withStore(path)
+		if err := opts.Store.Check(ctx); err != nil {
+			return nil, err
+		}
+		return run.Reopen(ctx, c.resume, opts)
 	}
 	var cfg config.Config
 	var err error
@@ -115,7 +119,13 @@ func (c *runCommand) open(ctx context.Context, opts run.Options) (*run.Run, erro
 		return nil, err
 	}
 	c.override(&cfg)
-	return run.Open(ctx, cfg, withStore(cfg.Run.DB))
+	// Nothing is written into a damaged file: another run's damage too
+	// stops a new one.
+	opts = withStore(cfg.Run.DB)
+	if err := opts.Store.Check(ctx); err != nil {
+		return nil, err
+	}
+	return run.Open(ctx, cfg, opts)
 }
 
 // override sets in cfg what the flags given on the command line ask for.
