@@ -190,7 +190,7 @@ func (o *Orchestrator) Start(ctx context.Context, cfg config.Config) error {
 		Steps: cfg.Run.Steps, Policy: sel.Selection, Metric: sel.Metric, EMA: sel.EMA,
 	})
 	if err != nil {
-		return fmt.Errorf("create run %s: %w", cfg.Run.Name, err)
+		return err // names the run
 	}
 	lease, err := o.opts.Store.AcquireLease(ctx, cfg.Run.Name, o.opts.Lease)
 	if err != nil {

@@ -88,8 +88,12 @@ Commands:
 
 func (m *Main) usage(w io.Writer) {
 	fmt.Fprint(w, usageHead)
+	width := 0
 	for _, c := range commands() {
-		fmt.Fprintf(w, "  %-9s %s\n", c.name, c.summary)
+		width = max(width, len(c.name))
+	}
+	for _, c := range commands() {
+		fmt.Fprintf(w, "  %-*s  %s\n", width, c.name, c.summary)
 	}
 	fmt.Fprint(w, "\nRun 'grpo <command> --help' for a command's flags.\n")
 }
@@ -266,4 +270,12 @@ func parseInts(flagName, s string) ([]int, error) {
 // experiment, eval): warnings and errors, as text, to w.
 func warnLogger(w io.Writer) *slog.Logger {
 	return slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: slog.LevelWarn}))
+}
+
+// plural is n and noun, with an s unless n is 1: "1 step", "3 steps".
+func plural(n int, noun string) string {
+	if n == 1 {
+		return "1 " + noun
+	}
+	return fmt.Sprintf("%d %ss", n, noun)
 }

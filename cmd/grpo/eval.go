@@ -424,6 +424,9 @@ func (c *EvalCommand) runModels(ctx context.Context) error {
 	for i := range o.targets {
 		if env := o.targets[i].APIKeyEnv; env != "" {
 			o.targets[i].apiKey = c.Getenv(env)
+			if o.targets[i].apiKey == "" {
+				fmt.Fprintf(c.Stderr, "grpo eval: WARNING: model %s: $%s (its api_key_env) is not set or empty: no API key is sent\n", o.targets[i].Name, env)
+			}
 		}
 	}
 	return c.runEval(ctx, o)
@@ -438,15 +441,22 @@ func readTargets(path string) ([]target, error) {
 	dec := yaml.NewDecoder(strings.NewReader(string(b)))
 	dec.KnownFields(true)
 	if err := dec.Decode(&ts); err != nil {
-		return nil, fmt.Errorf("models file %s: %v (want a YAML list of {name, url, api_key_env, chat_template_kwargs, omit_token_ids, omit_logprobs, max_completion_tokens})", path, err)
+		// yaml names the Go type of an unknown field's struct: not the user's business.
+		msg := strings.ReplaceAll(err.Error(), " in type main.target", "")
+		return nil, fmt.Errorf("models file %s: %s (want a YAML list of {name, url, api_key_env, chat_template_kwargs, omit_token_ids, omit_logprobs, max_completion_tokens})", path, msg)
 	}
 	if len(ts) == 0 {
 		return nil, fmt.Errorf("models file %s lists no models (want a YAML list of {name, url, api_key_env})", path)
 	}
+	seen := map[string]int{}
 	for i, t := range ts {
 		if t.Name == "" || t.URL == "" {
 			return nil, fmt.Errorf("models file %s: entry %d needs both name and url", path, i+1)
 		}
+		if j, ok := seen[t.Name+"\x00"+t.URL]; ok {
+			return nil, fmt.Errorf("models file %s: entries %d and %d are both %s at %s: their results could not be told apart", path, j, i+1, t.Name, t.URL)
+		}
+		seen[t.Name+"\x00"+t.URL] = i + 1
 		if u, err := url.Parse(t.URL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 			return nil, fmt.Errorf("models file %s: entry %d (%s): url %q: want an http:// or https:// URL, e.g. http://127.0.0.1:8000/v1", path, i+1, t.Name, t.URL)
 		}

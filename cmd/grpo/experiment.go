@@ -223,7 +223,7 @@ func (c *ExperimentCommand) measure(ctx context.Context, f *experiment.File, sto
 		for s, res := range done {
 			stored[s] = res.Evaluation(s)
 		}
-		measured = fmt.Sprintf("measured %d checkpoint(s) on the test split", len(need))
+		measured = fmt.Sprintf("measured %s on the test split", plural(len(need), "checkpoint"))
 	}
 	res := experiment.RunResult{Run: name, BestStep: -1, LastStep: rep.steps[len(rep.steps)-1].Step, Tests: map[string]checkpoint.Evaluation{}}
 	if rep.sel != nil {

@@ -38,6 +38,8 @@ func TestBadNumericFlags(t *testing.T) {
 		{[]string{"eval", "--db", "x.db", "--run", "r", "--max-out-bytes", "0"}, "--max-out-bytes 0: need at least 1"},
 		{[]string{"serve", "--max-runs", "0"}, "--max-runs 0: need at least 1"},
 		{[]string{"bench", "--steps", "0"}, "--steps and --curve must be at least 1"},
+		{[]string{"serve", "--addr", "nonsense"}, `--addr "nonsense": want HOST:PORT`},
+		{[]string{"runs", "show", "a", "b"}, `runs show takes one run name: unexpected argument "b"`},
 	} {
 		code, out, errs := cli(t, c.args...)
 		if code != 2 || !strings.Contains(errs, c.want) {

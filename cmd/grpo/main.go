@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/signal"
 	"runtime/debug"
+	"sync/atomic"
 	"syscall"
 )
 
@@ -27,16 +28,32 @@ func configureGC(getenv func(string) string) {
 
 func main() {
 	configureGC(os.Getenv)
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	sigs := make(chan os.Signal, 2)
+	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
+	ctx, cancel := context.WithCancel(context.Background())
+	var first atomic.Value // the signal that stopped the command
 	go func() {
 		// The first signal starts a graceful stop; a second one aborts.
-		<-ctx.Done()
-		stop()
-		sig := make(chan os.Signal, 1)
-		signal.Notify(sig, os.Interrupt, syscall.SIGTERM)
-		<-sig
+		s := <-sigs
+		first.Store(s)
+		cancel()
+		<-sigs
 		fmt.Fprintln(os.Stderr, "grpo: second signal, aborting")
-		os.Exit(130)
+		os.Exit(signalExit(s))
 	}()
-	os.Exit(NewMain().Run(ctx, os.Args[1:]))
+	code := NewMain().Run(ctx, os.Args[1:])
+	if s, ok := first.Load().(os.Signal); ok && code != 0 {
+		// Stopped by a signal, as shells report it: 130 for Ctrl-C.
+		code = signalExit(s)
+	}
+	os.Exit(code)
+}
+
+// signalExit is the exit status of a command stopped by s: 128 plus its
+// number (130 for SIGINT, 143 for SIGTERM).
+func signalExit(s os.Signal) int {
+	if n, ok := s.(syscall.Signal); ok {
+		return 128 + int(n)
+	}
+	return 130
 }

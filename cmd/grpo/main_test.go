@@ -195,6 +195,23 @@ func TestEvalModelsFile(t *testing.T) {
 		got.Results[1].DeadlockRate != 1 || got.Results[1].Reward.Mean != 0 {
 		t.Fatalf("results %+v", got.Results)
 	}
+	// BETA_KEY is not set: said, not silently sent without a key.
+	if !strings.Contains(errs, "WARNING: model beta: $BETA_KEY (its api_key_env) is not set") || strings.Contains(errs, "model alpha") {
+		t.Fatalf("stderr %q: want one warning, for beta's unset key", errs)
+	}
+
+	// A field the file may not have is named without Go's type names; two
+	// entries that could not be told apart are refused.
+	for body, want := range map[string]string{
+		fmt.Sprintf("- {name: alpha, url: %s, foo: 1}\n", a.BaseURL()):                                "line 1: field foo not found (want a YAML list of {name, url,",
+		fmt.Sprintf("- {name: alpha, url: %s}\n- {name: alpha, url: %s}\n", a.BaseURL(), a.BaseURL()): "entries 1 and 2 are both alpha at " + a.BaseURL(),
+	} {
+		os.WriteFile(path, []byte(body), 0o644)
+		code, _, errs := cli(t, "eval", "--models", path, "--episodes", "2")
+		if code == 0 || !strings.Contains(errs, want) || strings.Contains(errs, "main.") {
+			t.Errorf("models file %q: exit %d, stderr %q; want a refusal containing %q", body, code, errs, want)
+		}
+	}
 }
 
 func TestHelpAndVersion(t *testing.T) {

@@ -11,7 +11,7 @@ import (
 	"github.com/grpo-dev/grpo/promote"
 )
 
-const promoteSynopsis = `Usage: grpo promote RUN [--as NAME] [--step best|last|base|N] [--db PATH] [--json]
+const promoteSynopsis = `Usage: grpo promote RUN [--as NAME] [--step best|last|N] [--db PATH] [--json]
                     [--endpoint URL ... [--api-key-env VAR]]
 
 Loads the selected step's adapter (or --step's) into every inference

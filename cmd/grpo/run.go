@@ -128,6 +128,21 @@ func (c *runCommand) open(ctx context.Context, opts run.Options) (*run.Run, erro
 	return run.Open(ctx, cfg, opts)
 }
 
+// withExistsHint adds to err, when it says the run's name is taken, how
+// to continue that run or start another.
+func withExistsHint(err error, name, db string) error {
+	if !errors.Is(err, checkpoint.ErrRunExists) {
+		return err
+	}
+	if db == "" {
+		db = config.Default().Run.DB
+	}
+	if name == "" {
+		return fmt.Errorf("%w: choose another name with --name", err)
+	}
+	return fmt.Errorf("%w: continue it with 'grpo run --resume %s --db %s', or choose another name with --name", err, name, db)
+}
+
 // override sets in cfg what the flags given on the command line ask for.
 func (c *runCommand) override(cfg *config.Config) {
 	if c.name != "" {
@@ -158,7 +173,7 @@ func (c *runCommand) play(ctx context.Context, m *Main) error {
 		return c.leased(c.resume, c.db, err)
 	}
 	if err != nil {
-		return err
+		return withExistsHint(err, c.name, c.db)
 	}
 	defer r.Close()
 	if c.resume != "" && !r.Finished() {
@@ -174,9 +189,9 @@ func (c *runCommand) play(ctx context.Context, m *Main) error {
 		fmt.Fprintf(m.Stderr, "warning: %s\n", w)
 	}
 	if r.Finished() {
-		fmt.Fprintf(m.Stderr, "run %s already finished all its %d steps; store %s\n", cfg.Run.Name, cfg.Run.Steps, cfg.Run.DB)
+		fmt.Fprintf(m.Stderr, "run %s already finished all its %s; store %s\n", cfg.Run.Name, plural(cfg.Run.Steps, "step"), cfg.Run.DB)
 	} else {
-		fmt.Fprintf(m.Stderr, "run %s: %d steps, n=%d, %s reward, store %s\n", cfg.Run.Name, cfg.Run.Steps, cfg.Env.N, cfg.Reward.Function, cfg.Run.DB)
+		fmt.Fprintf(m.Stderr, "run %s: %s, n=%d, %s reward, store %s\n", cfg.Run.Name, plural(cfg.Run.Steps, "step"), cfg.Env.N, cfg.Reward.Function, cfg.Run.DB)
 	}
 	start := time.Now()
 	err = r.Play(ctx)
@@ -187,6 +202,9 @@ func (c *runCommand) play(ctx context.Context, m *Main) error {
 		}
 		if ctx.Err() != nil {
 			return fmt.Errorf("run %s interrupted (%v); continue it with: grpo run --resume %s --db %s", cfg.Run.Name, err, cfg.Run.Name, cfg.Run.DB)
+		}
+		if errors.Is(err, checkpoint.ErrRunExists) { // created meanwhile by another process
+			return withExistsHint(err, cfg.Run.Name, cfg.Run.DB)
 		}
 		return fmt.Errorf("run %s: %w (see 'grpo runs show %s --db %s')", cfg.Run.Name, err, cfg.Run.Name, cfg.Run.DB)
 	}

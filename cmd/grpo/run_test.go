@@ -126,6 +126,23 @@ func TestRunBadConfig(t *testing.T) {
 	}
 }
 
+// TestRunNameTaken: a second run under a stored run's name is refused
+// with how to continue that run, once, and the store keeps the first.
+func TestRunNameTaken(t *testing.T) {
+	db := filepath.Join(t.TempDir(), "x.db")
+	if code, _, errs := cli(t, "run", "--db", db, "--name", "same", "--steps", "1"); code != 0 {
+		t.Fatalf("first run: exit %d: %s", code, errs)
+	}
+	code, _, errs := cli(t, "run", "--db", db, "--name", "same", "--steps", "2")
+	want := "grpo run: run same: run already exists: continue it with 'grpo run --resume same --db " + db + "', or choose another name with --name\n"
+	if code != 1 || errs != want {
+		t.Fatalf("second run: exit %d, stderr %q; want exit 1, %q", code, errs, want)
+	}
+	if _, out, _ := cli(t, "runs", "--db", db, "--json"); strings.Count(out, `"name"`) != 1 || !strings.Contains(out, `"steps": 1`) && !strings.Contains(out, `"steps":1`) {
+		t.Fatalf("runs after the refusal: %s", out)
+	}
+}
+
 var (
 	buildOnce sync.Once
 	binPath   string

@@ -97,6 +97,9 @@ func (c *RunsCommand) ParseFlags(args []string) error {
 		if len(names) == 0 {
 			return usagef("runs show needs a run name")
 		}
+		if fs.NArg() > 0 {
+			return usagef("runs show takes one run name: unexpected argument %q", fs.Arg(0))
+		}
 		c.show = names[0]
 		return nil
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"net"
 	"strings"
 
 	"github.com/grpo-dev/grpo/checkpoint"
@@ -107,6 +108,9 @@ func (m *Main) serve(ctx context.Context, args []string) error {
 		if err := checkURL("grafana-url", *grafana, "http://127.0.0.1:3000/d/grpo"); err != nil {
 			return err
 		}
+	}
+	if _, port, err := net.SplitHostPort(*addr); err != nil || port == "" {
+		return usagef("--addr %q: want HOST:PORT, e.g. 127.0.0.1:8080 (port 0: any free port)", *addr)
 	}
 	token := m.Getenv(*tokenEnv)
 	if token == "" && !server.Loopback(*addr) {

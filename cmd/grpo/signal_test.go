@@ -1,0 +1,47 @@
+package main
+
+import (
+	"errors"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// TestSignalExitStatus: a run stopped by Ctrl-C (SIGINT) or SIGTERM stops
+// gracefully — the run is recorded interrupted, with how to resume it —
+// and exits as shells report a signal: 130 and 143.
+func TestSignalExitStatus(t *testing.T) {
+	bin := buildBinary(t)
+	for _, c := range []struct {
+		sig  syscall.Signal
+		want int
+	}{{syscall.SIGINT, 130}, {syscall.SIGTERM, 143}} {
+		db := filepath.Join(t.TempDir(), "s.db")
+		cmd := exec.Command(bin, "run", "--steps", "500", "--db", db)
+		var stderr syncBuffer
+		cmd.Stderr = &stderr
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		// Wait for the first committed step, then signal.
+		for deadline := time.Now().Add(time.Minute); !strings.Contains(stderr.String(), "committed"); time.Sleep(20 * time.Millisecond) {
+			if time.Now().After(deadline) {
+				cmd.Process.Kill()
+				cmd.Wait()
+				t.Fatalf("no step committed within a minute: %s", stderr.String())
+			}
+		}
+		cmd.Process.Signal(c.sig)
+		err := cmd.Wait()
+		var exit *exec.ExitError
+		if !errors.As(err, &exit) || exit.ExitCode() != c.want {
+			t.Errorf("%v: %v, want exit status %d\n%s", c.sig, err, c.want, stderr.String())
+		}
+		if !strings.Contains(stderr.String(), "grpo run --resume") {
+			t.Errorf("%v: the run's interruption does not say how to resume it:\n%s", c.sig, stderr.String())
+		}
+	}
+}
