@@ -7,6 +7,7 @@ import (
 	"io"
 	"net/url"
 	"os"
+	"path/filepath"
 	"slices"
 	"sync"
 	"time"
@@ -67,7 +68,7 @@ func (c *runCommand) parse(m *Main, args []string) error {
 	fs.StringVar(&c.name, "name", "", "run name (default: run.name, or generated)")
 	fs.IntVar(&c.steps, "steps", 0, "training steps, at least 1 (default: run.steps, 16)")
 	fs.Int64Var(&c.seed, "seed", 0, "seed, any integer (default: run.seed, 1)")
-	fs.StringVar(&c.dataDir, "data-dir", "", "embedded backend's adapters and jobs (default: <db>.data next to the store)")
+	fs.StringVar(&c.dataDir, "data-dir", "", "embedded backend's adapters and jobs (default: <db>.data next to the store; with --resume, the directory the run's adapters are in)")
 	fs.BoolVar(&c.quiet, "quiet", false, "no progress output on stderr")
 	if err := parse(fs, args); err != nil {
 		return err
@@ -106,6 +107,13 @@ func (c *runCommand) open(ctx context.Context, opts run.Options) (*run.Run, erro
 		if err := opts.Store.Check(ctx); err != nil {
 			return nil, err
 		}
+		if c.dataDir == "" {
+			// Where the run kept its adapters: a daemon's run under
+			// <db>.data/<run>, or another --data-dir given before.
+			if dir, ok := storedDataDir(ctx, opts.Store, c.resume); ok {
+				opts.DataDir = dir
+			}
+		}
 		return run.Reopen(ctx, c.resume, opts)
 	}
 	var cfg config.Config
@@ -126,6 +134,35 @@ func (c *runCommand) open(ctx context.Context, opts run.Options) (*run.Run, erro
 		return nil, err
 	}
 	return run.Open(ctx, cfg, opts)
+}
+
+// storedDataDir is the data directory the embedded backend of stored run
+// name wrote its last adapter under (<dir>/adapters/<adapter>), when the
+// run is on the embedded backend and that directory is on this machine.
+func storedDataDir(ctx context.Context, store *checkpoint.Store, name string) (string, bool) {
+	rec, steps, _, err := store.Curve(ctx, name)
+	if err != nil {
+		return "", false
+	}
+	if cfg, err := config.FromJSON(rec.Config); err != nil || !cfg.Embedded() {
+		return "", false
+	}
+	for i := len(steps) - 1; i >= 0; i-- {
+		a := steps[i].Adapter
+		if a == nil || a.Path == "" {
+			continue
+		}
+		adapters := filepath.Dir(a.Path)
+		if filepath.Base(adapters) != "adapters" {
+			return "", false
+		}
+		dir := filepath.Dir(adapters)
+		if fi, err := os.Stat(dir); err != nil || !fi.IsDir() {
+			return "", false
+		}
+		return dir, true
+	}
+	return "", false
 }
 
 // withExistsHint adds to err, when it says the run's name is taken, how

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"math"
@@ -369,5 +370,50 @@ func TestKillDaemonMidRun(t *testing.T) {
 	}
 	if got := results(t, bin, db, "d"); got != want {
 		t.Fatalf("run after a daemon kill differs from an uninterrupted run:\n%s\nwant\n%s", got, want)
+	}
+}
+
+// TestResumeKeepsDataDir: a run resumed without --data-dir goes on writing
+// its adapters where it wrote them before — here a directory given at its
+// start, as a daemon's runs live under <db>.data/<run> — not into the
+// store's default beside them.
+func TestResumeKeepsDataDir(t *testing.T) {
+	dir := t.TempDir()
+	db, data := filepath.Join(dir, "x.db"), filepath.Join(dir, "x.db.data", "r")
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var stderr syncBuffer
+	m := &Main{Stdin: strings.NewReader(""), Stdout: &syncBuffer{}, Stderr: &stderr, Getenv: func(string) string { return "" }}
+	done := make(chan int, 1)
+	go func() {
+		done <- m.Run(ctx, []string{"run", "--db", db, "--name", "r", "--steps", "4", "--data-dir", data})
+	}()
+	for deadline := time.Now().Add(time.Minute); !strings.Contains(stderr.String(), "step  1 committed"); time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("step 1 not committed within a minute: %s", stderr.String())
+		}
+	}
+	cancel()
+	if code := <-done; code == 0 {
+		t.Fatalf("the interrupted run exited 0: %s", stderr.String())
+	}
+	if code, _, errs := cli(t, "run", "--resume", "r", "--db", db); code != 0 {
+		t.Fatalf("resume: exit %d: %s", code, errs)
+	}
+	_, out, _ := cli(t, "runs", "show", "r", "--db", db, "--json")
+	var show showJSON
+	if err := json.Unmarshal([]byte(out), &show); err != nil {
+		t.Fatal(err)
+	}
+	if show.State != "succeeded" || len(show.Steps) != 5 {
+		t.Fatalf("after resume: state %s, %d steps", show.State, len(show.Steps))
+	}
+	for _, s := range show.Steps[1:] {
+		if s.Adapter == nil || filepath.Dir(s.Adapter.Path) != filepath.Join(data, "adapters") {
+			t.Errorf("step %d adapter %+v, want it under %s", s.Step, s.Adapter, filepath.Join(data, "adapters"))
+		}
+	}
+	if _, err := os.Stat(filepath.Join(dir, "x.db.data", "adapters")); err == nil {
+		t.Error("the resume wrote adapters into the store's default data directory")
 	}
 }
