@@ -798,7 +798,7 @@ func (c *EvalCommand) runCheckpoints(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	if err := storeTests(ctx, store, k.run, cfg.Test.Seed, done); err != nil {
+	if err := storeTests(ctx, c.Stderr, store, k.run, cfg.Test.Seed, done); err != nil {
 		return err
 	}
 	if o.json {
@@ -945,8 +945,17 @@ func servedModels(ctx context.Context, eps []run.Endpoint) map[string]bool {
 }
 
 // storeTests keeps every test episode measured, per step, in the run's
-// store (a later measurement of a step replaces the earlier one).
-func storeTests(ctx context.Context, store *checkpoint.Store, name string, seed int64, done map[int]evaluate.Result) error {
+// store. A step's earlier measurement is replaced; when it was taken with
+// other settings (seed, table sizes, episodes), a note on w says so.
+func storeTests(ctx context.Context, w io.Writer, store *checkpoint.Store, name string, seed int64, done map[int]evaluate.Result) error {
+	old, err := store.TestEvaluations(ctx, name, checkpoint.SplitTest)
+	if err != nil {
+		return err
+	}
+	before := map[int]checkpoint.TestEvaluation{}
+	for _, te := range old {
+		before[te.Evaluation.Step] = te
+	}
 	steps := make([]int, 0, len(done))
 	for s := range done {
 		steps = append(steps, s)
@@ -954,9 +963,23 @@ func storeTests(ctx context.Context, store *checkpoint.Store, name string, seed 
 	slices.Sort(steps)
 	for _, s := range steps {
 		te := checkpoint.TestEvaluation{Split: checkpoint.SplitTest, Seed: seed, Evaluation: done[s].Evaluation(s)}
+		if prev, ok := before[s]; ok && testSettings(prev) != testSettings(te) {
+			fmt.Fprintf(w, "note: step %d's stored test measurement (%s) is replaced by this one (%s)\n", s, testSettings(prev), testSettings(te))
+		}
 		if err := store.PutTestEvaluation(ctx, name, te); err != nil {
 			return err
 		}
 	}
 	return nil
+}
+
+// testSettings describes what a test measurement was taken on: its seed
+// and episodes per table size.
+func testSettings(te checkpoint.TestEvaluation) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "seed %d", te.Seed)
+	for _, p := range te.Evaluation.PerN {
+		fmt.Fprintf(&b, ", n=%d: %d episodes", p.N, p.Episodes)
+	}
+	return b.String()
 }

@@ -183,13 +183,20 @@ func TestEvalRunCheckpoints(t *testing.T) {
 	}
 	// The same checkpoints measure the same again; --n and --episodes
 	// override the test section.
-	code, again, _ := cli(t, "eval", "--db", db, "--run", "held", "--step", "base,best,last,1", "--json")
+	code, again, errs := cli(t, "eval", "--db", db, "--run", "held", "--step", "base,best,last,1", "--json")
 	if code != 0 || again != out {
 		t.Fatalf("a second eval --run differs:\n%s\n%s", out, again)
 	}
-	code, out, _ = cli(t, "eval", "--db", db, "--run", "held", "--step", "last", "--n", "7", "--episodes", "2")
+	if strings.Contains(errs, "note:") {
+		t.Fatalf("the same measurement again replaced with a note: %s", errs)
+	}
+	code, out, errs = cli(t, "eval", "--db", db, "--run", "held", "--step", "last", "--n", "7", "--episodes", "2")
 	if code != 0 || !strings.Contains(out, "held@3 (last)  7  2 ") {
 		t.Fatalf("eval --run --n 7 --episodes 2: %d\n%s", code, out)
+	}
+	// Replacing the stored measurement with one of other settings says so.
+	if want := "note: step 3's stored test measurement (seed 2000000, n=5: 4 episodes, n=6: 4 episodes) is replaced by this one (seed 2000000, n=7: 2 episodes)"; !strings.Contains(errs, want) {
+		t.Fatalf("eval --run --n 7 --episodes 2: stderr %q, want %q", errs, want)
 	}
 }
 

@@ -217,7 +217,7 @@ func (c *ExperimentCommand) measure(ctx context.Context, f *experiment.File, sto
 		if err != nil {
 			return experiment.RunResult{}, "", err
 		}
-		if err := storeTests(ctx, store, name, f.Test.Seed, done); err != nil {
+		if err := storeTests(ctx, c.Stderr, store, name, f.Test.Seed, done); err != nil {
 			return experiment.RunResult{}, "", err
 		}
 		for s, res := range done {

@@ -515,7 +515,7 @@ func (r *report) printTest(ctx context.Context, m *Main, cfg config.Config) erro
 	if err != nil {
 		return err
 	}
-	if err := storeTests(ctx, checkpoint.New(cfg.Run.DB, checkpoint.Options{}), r.run.Name, t.Seed, done); err != nil {
+	if err := storeTests(ctx, m.Stderr, checkpoint.New(cfg.Run.DB, checkpoint.Options{}), r.run.Name, t.Seed, done); err != nil {
 		return err
 	}
 	fmt.Fprintf(m.Stdout, "test split: %d tables per n from seed %d, never used for training or selection\n", t.Episodes, t.Seed)
