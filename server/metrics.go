@@ -204,6 +204,9 @@ func (m *metrics) job(run string, metrics map[string]float64) {
 // resumes overwrite theirs as they play.
 func (m *metrics) restore(ctx context.Context, store *checkpoint.Store) error {
 	list, err := store.ListRuns(ctx)
+	if errors.Is(err, checkpoint.ErrNoDatabase) {
+		return nil // a new daemon's store: nothing to restore
+	}
 	if err != nil {
 		return fmt.Errorf("restore metrics: %w", err)
 	}

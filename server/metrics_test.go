@@ -132,6 +132,15 @@ func TestCancelledCallsAreNotErrors(t *testing.T) {
 	}
 }
 
+// TestRestoreFromNoStore: a daemon's first start, before its store file
+// exists, restores nothing and finds nothing wrong.
+func TestRestoreFromNoStore(t *testing.T) {
+	store := checkpoint.New(filepath.Join(t.TempDir(), "none.db"), checkpoint.Options{})
+	if err := newMetrics(prometheus.NewRegistry()).restore(context.Background(), store); err != nil {
+		t.Fatalf("restore from a store not created yet: %v", err)
+	}
+}
+
 // TestRestoreFromStore: a new daemon's metrics show the stored runs'
 // last values before any event.
 func TestRestoreFromStore(t *testing.T) {
