@@ -45,7 +45,7 @@ func TestCheckFindsDamagedRecords(t *testing.T) {
 	if !errors.Is(err, ErrCorrupt) {
 		t.Fatalf("Check of a store with a truncated record: %v, want ErrCorrupt", err)
 	}
-	for _, want := range []string{path, `"runs"/"run-1"/"evaluations"/2`, "not JSON", "restore a copy"} {
+	for _, want := range []string{path, `"runs"/"run-1"/"evaluations"/2`, "in numeric literal", "restore a copy"} {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("Check: %v; want it to name %s", err, want)
 		}

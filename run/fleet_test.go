@@ -1,10 +1,13 @@
 package run_test
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"slices"
@@ -22,6 +25,7 @@ import (
 	"github.com/grpo-dev/grpo/inference"
 	"github.com/grpo-dev/grpo/orchestrator"
 	"github.com/grpo-dev/grpo/refmodel"
+	"github.com/grpo-dev/grpo/run"
 )
 
 // replica is a strict reference backend (vLLM-like, started with vLLM's
@@ -349,4 +353,34 @@ func label(m *dto.Metric, name string) string {
 		}
 	}
 	return ""
+}
+
+// TestOpenChecksModel: a model the embedded backend does not serve is a
+// config error before anything is recorded; one an external endpoint does
+// not list is a warning (servers such as llama.cpp answer any name).
+func TestOpenChecksModel(t *testing.T) {
+	opts := options(t)
+	_, err := run.Open(context.Background(), mustConfig(t, "run: {name: e, steps: 1}\ninference: {model: nosuch}\n"), opts)
+	if want := `inference.model "nosuch": the embedded reference backend serves refmodel`; err == nil || !strings.Contains(err.Error(), want) {
+		t.Fatalf("Open on the embedded backend with model nosuch: %v, want %q", err, want)
+	}
+	if _, err := opts.Store.GetRun(context.Background(), "e"); !errors.Is(err, checkpoint.ErrRunNotFound) && !errors.Is(err, checkpoint.ErrNoDatabase) {
+		t.Fatalf("a refused run was recorded: %v", err)
+	}
+
+	a := startReplica(t, 1)
+	var logs bytes.Buffer
+	opts = options(t)
+	opts.Logger = slog.New(slog.NewTextHandler(&logs, nil))
+	cfg := fleetConfig(t, "x", "per-step", startTrainer(t), a.srv.URL)
+	cfg.Inference.Model = "other"
+	MustOpen(t, cfg, opts)
+	if want := `msg="inference.model is not among the models the endpoints list; a server that checks names (vLLM) will refuse every request" model=other listed=refmodel`; !strings.Contains(logs.String(), want) {
+		t.Fatalf("logs %q, want %q", logs.String(), want)
+	}
+	logs.Reset()
+	MustOpen(t, fleetConfig(t, "y", "per-step", startTrainer(t), a.srv.URL), opts)
+	if strings.Contains(logs.String(), "inference.model") {
+		t.Fatalf("a served model warned: %s", logs.String())
+	}
 }

@@ -4,9 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
+	"maps"
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/grpo-dev/grpo/config"
@@ -87,9 +91,48 @@ func startPeers(ctx context.Context, cfg config.Config, opts Options) (*peers, e
 		p.close()
 		return nil, err
 	}
+	if err := checkModel(ctx, cfg, eps, opts.Logger); err != nil {
+		p.close()
+		return nil, err
+	}
 	// Probes outlive the caller's context only until close.
 	p.fleet.Start(context.WithoutCancel(ctx))
 	return p, nil
+}
+
+// checkModel checks that the endpoints list the run's model (GET
+// /v1/models). The embedded backend answers only the names it lists:
+// another is a config error, found before the run is recorded. Other
+// servers may answer names they do not list (llama.cpp and TGI take any):
+// a warning, since one that checks (vLLM) will refuse every request.
+func checkModel(ctx context.Context, cfg config.Config, eps []Endpoint, logger *slog.Logger) error {
+	served := ServedModels(ctx, eps)
+	model := cfg.Inference.Model
+	if len(served) == 0 || served[model] {
+		return nil
+	}
+	names := slices.Sorted(maps.Keys(served))
+	if cfg.Embedded() {
+		return fmt.Errorf("inference.model %q: the embedded reference backend serves %s; leave inference.model unset for it, or name your own endpoints", model, strings.Join(names, ", "))
+	}
+	logger.Warn("inference.model is not among the models the endpoints list; a server that checks names (vLLM) will refuse every request", "model", model, "listed", strings.Join(names, ", "))
+	return nil
+}
+
+// ServedModels is the names some endpoint serves now (GET /v1/models); an
+// endpoint that cannot list them counts as serving none.
+func ServedModels(ctx context.Context, eps []Endpoint) map[string]bool {
+	served := map[string]bool{}
+	for _, ep := range eps {
+		models, err := inference.NewAdminClient(ep.URL, inference.AdminOptions{APIKey: ep.APIKey, RequestTimeout: 10 * time.Second}).Models(ctx)
+		if err != nil {
+			continue
+		}
+		for _, m := range models {
+			served[m.ID] = true
+		}
+	}
+	return served
 }
 
 // fleetOptions are the run's own fleet settings: in-place loading,

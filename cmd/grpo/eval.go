@@ -82,6 +82,10 @@ type target struct {
 	// MaxCompletionTokens sends --max-tokens as max_completion_tokens.
 	MaxCompletionTokens bool `yaml:"max_completion_tokens"`
 	apiKey              string
+	// keyNamed: the user named APIKeyEnv (a models file's api_key_env,
+	// --api-key-env), so an unset variable is worth a warning; the
+	// default OPENAI_API_KEY is unset for most local servers.
+	keyNamed bool
 }
 
 // endpoint is the target as a fleet's endpoint, with its request options.
@@ -277,7 +281,7 @@ func (c *EvalCommand) ParseFlags(args []string) error {
 			return usagef("--base-url needs at least one --model")
 		}
 		for _, name := range models {
-			o.targets = append(o.targets, target{Name: name, URL: *baseURL, APIKeyEnv: *apiKeyEnv})
+			o.targets = append(o.targets, target{Name: name, URL: *baseURL, APIKeyEnv: *apiKeyEnv, keyNamed: set["api-key-env"]})
 		}
 	case len(models) > 0:
 		return usagef("--model needs --base-url")
@@ -424,7 +428,7 @@ func (c *EvalCommand) runModels(ctx context.Context) error {
 	for i := range o.targets {
 		if env := o.targets[i].APIKeyEnv; env != "" {
 			o.targets[i].apiKey = c.Getenv(env)
-			if o.targets[i].apiKey == "" {
+			if o.targets[i].apiKey == "" && o.targets[i].keyNamed {
 				fmt.Fprintf(c.Stderr, "grpo eval: WARNING: model %s: $%s (its api_key_env) is not set or empty: no API key is sent\n", o.targets[i].Name, env)
 			}
 		}
@@ -457,6 +461,7 @@ func readTargets(path string) ([]target, error) {
 			return nil, fmt.Errorf("models file %s: entries %d and %d are both %s at %s: their results could not be told apart", path, j, i+1, t.Name, t.URL)
 		}
 		seen[t.Name+"\x00"+t.URL] = i + 1
+		ts[i].keyNamed = t.APIKeyEnv != ""
 		if u, err := url.Parse(t.URL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 			return nil, fmt.Errorf("models file %s: entry %d (%s): url %q: want an http:// or https:// URL, e.g. http://127.0.0.1:8000/v1", path, i+1, t.Name, t.URL)
 		}
@@ -873,7 +878,7 @@ func testCheckpoints(ctx context.Context, getenv func(string) string, stderr io.
 	// name (the run's last adapters, one promoted for serving).
 	var served map[string]bool
 	if !cfg.Embedded() {
-		served = servedModels(ctx, eps)
+		served = run.ServedModels(ctx, eps)
 	}
 	loaded := map[string]bool{}
 	defer func() {
@@ -926,22 +931,6 @@ func testCheckpoints(ctx context.Context, getenv func(string) string, stderr io.
 		}
 	}
 	return results, done, nil
-}
-
-// servedModels is the names some endpoint serves now (GET /v1/models); an
-// endpoint that cannot list them counts as serving none.
-func servedModels(ctx context.Context, eps []run.Endpoint) map[string]bool {
-	served := map[string]bool{}
-	for _, ep := range eps {
-		models, err := inference.NewAdminClient(ep.URL, inference.AdminOptions{APIKey: ep.APIKey, RequestTimeout: 10 * time.Second}).Models(ctx)
-		if err != nil {
-			continue
-		}
-		for _, m := range models {
-			served[m.ID] = true
-		}
-	}
-	return served
 }
 
 // storeTests keeps every test episode measured, per step, in the run's
