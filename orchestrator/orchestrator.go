@@ -141,6 +141,11 @@ type Options struct {
 	// another cause than ErrCancelled: checkpoint.StateCancelled (the
 	// default) or checkpoint.StateRunning, to be resumed later.
 	Interrupted string
+	// OnlyRunning makes Resume refuse, with checkpoint.ErrNotRunning and
+	// recording nothing, a run whose stored state is no longer running once
+	// it holds the lease: a daemon resuming a run it found running must
+	// not revive one another process ended meanwhile.
+	OnlyRunning bool
 	// Lease tunes the lease a run is played under (one process at a time;
 	// see checkpoint.AcquireLease); zero fields take the defaults.
 	Lease checkpoint.LeaseOptions
@@ -217,6 +222,9 @@ func (o *Orchestrator) Resume(ctx context.Context, name string) error {
 	run, err := o.opts.Store.GetRun(ctx, name)
 	if err != nil {
 		return fmt.Errorf("resume run %s: %w", name, err)
+	}
+	if o.opts.OnlyRunning && run.State != checkpoint.StateRunning {
+		return fmt.Errorf("resume run %s: %w: it is %s", name, checkpoint.ErrNotRunning, run.State)
 	}
 	cfg, err := config.FromJSON(run.Config)
 	if err != nil {

@@ -549,3 +549,42 @@ func TestOneWriterPerRun(t *testing.T) {
 		t.Fatalf("lease left after the run: %+v, %v", info, err)
 	}
 }
+
+// TestResumeOnlyRunning: with OnlyRunning, a run that another process
+// ended (cancelled here) is not revived: Resume refuses with
+// ErrNotRunning, recording nothing and leaving no lease; without it the
+// same run is resumed, as `grpo run --resume` does.
+func TestResumeOnlyRunning(t *testing.T) {
+	sub := t.TempDir()
+	e := newEnv(t, filepath.Join(sub, "data"), filepath.Join(sub, "grpo.db"))
+	ctx, cancel := context.WithCancel(context.Background())
+	err := e.orchestrator(func(ev orchestrator.Event) {
+		if ev.Type == orchestrator.EventStepCommitted && ev.Step == 1 {
+			cancel()
+		}
+	}).Start(ctx, smallConfig(t, "r", 3))
+	if !errors.Is(err, context.Canceled) {
+		t.Fatalf("interrupted run returned %v", err)
+	}
+	before, steps, _ := snapshot(t, e.store, "r")
+	if before.State != checkpoint.StateCancelled {
+		t.Fatalf("state after interruption %s", before.State)
+	}
+	o := orchestrator.New(orchestrator.Options{Store: e.store, Completer: e.chat, Trainer: e.trainer, Adapters: e.fleet, OnlyRunning: true})
+	if err := o.Resume(context.Background(), "r"); !errors.Is(err, checkpoint.ErrNotRunning) {
+		t.Fatalf("Resume of a cancelled run with OnlyRunning: %v, want ErrNotRunning", err)
+	}
+	after, again, _ := snapshot(t, e.store, "r")
+	if after.State != checkpoint.StateCancelled || after.Updated != before.Updated || len(again) != len(steps) {
+		t.Fatalf("the refused resume changed the run: state %s, %d steps (was %d)", after.State, len(again), len(steps))
+	}
+	if _, live, err := e.store.GetLease(context.Background(), "r", checkpoint.LeaseOptions{}); err != nil || live {
+		t.Fatalf("lease after the refused resume: live %v, %v", live, err)
+	}
+	if err := e.orchestrator(nil).Resume(context.Background(), "r"); err != nil {
+		t.Fatalf("Resume without OnlyRunning: %v", err)
+	}
+	if r, _, _ := snapshot(t, e.store, "r"); r.State != checkpoint.StateSucceeded {
+		t.Fatalf("state after resume %s", r.State)
+	}
+}

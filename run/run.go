@@ -58,6 +58,10 @@ type Options struct {
 	// for another cause than orchestrator.ErrCancelled:
 	// checkpoint.StateCancelled (the default) or checkpoint.StateRunning.
 	Interrupted string
+	// OnlyRunning: Play of a reopened run refuses (checkpoint.ErrNotRunning)
+	// a run no longer running in the store once it holds its lease (see
+	// orchestrator.Options.OnlyRunning).
+	OnlyRunning bool
 }
 
 // Run is one run, opened and ready to play.
@@ -198,6 +202,7 @@ func (r *Run) Play(ctx context.Context) error {
 		OnCall:      r.opts.OnCall,
 		Logger:      r.opts.Logger,
 		Interrupted: r.opts.Interrupted,
+		OnlyRunning: r.opts.OnlyRunning,
 	}
 	switch {
 	case r.peers != nil:

@@ -91,6 +91,9 @@ func (s *Server) host(ctx context.Context, name string, open func(run.Options) (
 		FleetMetrics:  s.metrics.fleet,
 		WrapCompleter: func(c rollout.Completer) rollout.Completer { return s.metrics.completer(name, c) },
 		Interrupted:   checkpoint.StateRunning,
+		// The daemon resumes runs it found running: not one another
+		// process ended since.
+		OnlyRunning: true,
 	})
 	if err != nil {
 		release()
@@ -228,9 +231,17 @@ func (s *Server) retryResume(name string) {
 				s.logger.Info("run not resumed: another process ended it", "run", name, "state", r.State)
 				return
 			}
+			// Still held: try again later, without registering the run as
+			// hosted here for the attempt.
+			if _, live, err := s.opts.Store.GetLease(s.ctx, name, checkpoint.LeaseOptions{}); err == nil && live {
+				continue
+			}
 			switch err := s.resume(s.ctx, name); {
 			case errors.Is(err, checkpoint.ErrLeased):
 				continue
+			case errors.Is(err, checkpoint.ErrNotRunning):
+				s.logger.Info("run not resumed: another process ended it", "run", name, "err", err)
+				return
 			case err != nil:
 				if s.ctx.Err() == nil {
 					s.logger.Error("resume run", "run", name, "err", err)
