@@ -62,6 +62,9 @@ type Checkpoint struct {
 	// Test is the step's measurement on the run's test split (stored by
 	// `grpo eval --run` or the end-of-run summary), nil when it has none.
 	Test *checkpoint.TestEvaluation
+	// Store is the file the checkpoint was read from: an export never
+	// replaces a directory holding it.
+	Store string
 }
 
 // Adapter is the step's adapter, nil for the base model.
@@ -81,7 +84,7 @@ func Resolve(ctx context.Context, store *checkpoint.Store, run string, pick Pick
 	if err != nil {
 		return Checkpoint{}, fmt.Errorf("stored config of run %s: %w", run, err)
 	}
-	cp := Checkpoint{Run: rec, Config: cfg, SelectedBy: pick.By}
+	cp := Checkpoint{Run: rec, Config: cfg, SelectedBy: pick.By, Store: store.Path()}
 	if sel, err := checkpoint.Select(rec.Policy, rec.Metric, rec.EMA, steps, evals); err == nil {
 		cp.Selection = &sel
 	}

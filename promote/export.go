@@ -117,6 +117,11 @@ func Export(cp Checkpoint, dir string, force bool, now time.Time) (Manifest, err
 	if err != nil {
 		return m, fmt.Errorf("export to %s: %w", dir, err)
 	}
+	if cp.Store != "" {
+		if db, err := filepath.Abs(cp.Store); err == nil && within(db, dst) {
+			return m, fmt.Errorf("export to %s: it holds the store %s the checkpoint is read from, which an export would replace; choose another directory", dir, cp.Store)
+		}
+	}
 	if err := checkTarget(dst, force); err != nil {
 		return m, err
 	}

@@ -18,11 +18,21 @@ func DefaultName(run string) string { return run + "-best" }
 
 var nameRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._:/-]{0,199}$`)
 
+// runAdapterRE matches the names runs give their own adapters
+// (RUN.ID-step-0003 per step, RUN.ID in place): a stable name of that form
+// would replace a run's adapter on the endpoints, and every later
+// measurement of that step would measure another one.
+var runAdapterRE = regexp.MustCompile(`(-step-[0-9]{4,}|\.[0-9a-f]{16})$`)
+
 // ValidateName checks a stable name: 1 to 200 characters, letters, digits
-// and . _ : / -, starting with a letter or digit.
+// and . _ : / -, starting with a letter or digit, and not of the form of a
+// run's own adapter names.
 func ValidateName(name string) error {
 	if !nameRE.MatchString(name) {
 		return fmt.Errorf("name %q: want 1 to 200 characters of letters, digits and . _ : / -, starting with a letter or digit", name)
+	}
+	if runAdapterRE.MatchString(name) {
+		return fmt.Errorf("name %q has the form of a run's own adapter names (RUN.ID-step-NNNN, RUN.ID), which promoting would replace on the endpoints: choose another name", name)
 	}
 	return nil
 }

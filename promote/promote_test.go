@@ -184,6 +184,21 @@ func TestExport(t *testing.T) {
 	if again, _, _ := promote.HashDir(out); again != sum {
 		t.Fatal("a refused export changed the directory")
 	}
+	// Not even force replaces a directory holding the store the
+	// checkpoint is read from.
+	for _, dir := range []string{filepath.Dir(f.store.Path()), filepath.Dir(filepath.Dir(f.store.Path()))} {
+		before, err := os.ReadFile(f.store.Path())
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, err = promote.Export(f.resolve(t, promote.Pick{By: "last"}), dir, true, time.Now())
+		if err == nil || !strings.Contains(err.Error(), "holds the store "+f.store.Path()) {
+			t.Fatalf("forced export into %s, which holds the store: %v", dir, err)
+		}
+		if after, err := os.ReadFile(f.store.Path()); err != nil || string(after) != string(before) {
+			t.Fatalf("the refused export touched the store: %v", err)
+		}
+	}
 	// force replaces it with the other step.
 	m3, err := promote.Export(f.resolve(t, promote.Pick{By: "last"}), out, true, time.Now())
 	if err != nil || m3.Step != 3 || m3.Value == nil || *m3.Value != 0.2 || m3.Adapter.SHA256 == sum || m3.Test != nil {

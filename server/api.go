@@ -1,14 +1,17 @@
 package server
 
 import (
+	"bytes"
 	"context"
 	"crypto/subtle"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"mime"
 	"net/http"
 	"net/url"
+	"strconv"
 	"strings"
 	"time"
 
@@ -18,6 +21,7 @@ import (
 	"github.com/grpo-dev/grpo/promote"
 	"github.com/grpo-dev/grpo/run"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"go.yaml.in/yaml/v3"
 )
 
 func (s *Server) routes() http.Handler {
@@ -50,7 +54,7 @@ func (s *Server) mutating(h http.HandlerFunc) http.Handler {
 			return
 		}
 		if s.opts.Token != "" {
-			got, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+			got, ok := bearerToken(r.Header.Get("Authorization"))
 			if !ok || subtle.ConstantTimeCompare([]byte(got), []byte(s.opts.Token)) != 1 {
 				w.Header().Set("WWW-Authenticate", `Bearer realm="grpo"`)
 				writeError(w, http.StatusUnauthorized, "missing or wrong bearer token (Authorization: Bearer <token>)")
@@ -241,10 +245,57 @@ func (s *Server) handleCancel(w http.ResponseWriter, r *http.Request) {
 	s.writeRun(w, r, http.StatusOK, name)
 }
 
+// bearerToken is the token of an "Authorization: Bearer <token>" header;
+// the scheme's name is case-insensitive (RFC 9110 §11.1).
+func bearerToken(h string) (string, bool) {
+	scheme, token, ok := strings.Cut(h, " ")
+	if !ok || !strings.EqualFold(scheme, "Bearer") {
+		return "", false
+	}
+	return strings.TrimLeft(token, " "), true
+}
+
 // promoteRequest is the optional body of POST /api/v1/runs/{id}/promote.
 type promoteRequest struct {
-	As   string `json:"as"`   // stable name; default <run>-best
-	Step string `json:"step"` // best (default) | last | a step number
+	As   string   `json:"as"`   // stable name; default <run>-best
+	Step stepPick `json:"step"` // best (default) | last | a step number
+}
+
+// stepPick is the body's step: "best", "last", or a step number written as
+// a number or a string.
+type stepPick string
+
+func (p *stepPick) UnmarshalJSON(b []byte) error {
+	var n int
+	if err := json.Unmarshal(b, &n); err == nil {
+		*p = stepPick(strconv.Itoa(n))
+		return nil
+	}
+	var s string
+	if err := json.Unmarshal(b, &s); err != nil {
+		return fmt.Errorf("step: want \"best\", \"last\" or a step number, got %s", b)
+	}
+	*p = stepPick(s)
+	return nil
+}
+
+// decodePromote decodes a promote body, JSON or (by its content type)
+// YAML, refusing unknown fields.
+func decodePromote(contentType string, body []byte, req *promoteRequest) error {
+	if mt, _, _ := mime.ParseMediaType(contentType); strings.EqualFold(mt, "application/yaml") {
+		var v any
+		if err := yaml.Unmarshal(body, &v); err != nil {
+			return err
+		}
+		j, err := json.Marshal(v)
+		if err != nil {
+			return err
+		}
+		body = j
+	}
+	dec := json.NewDecoder(bytes.NewReader(body))
+	dec.DisallowUnknownFields()
+	return dec.Decode(req)
 }
 
 // handlePromote loads a run's selected adapter into the inference
@@ -261,14 +312,12 @@ func (s *Server) handlePromote(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if len(strings.TrimSpace(string(body))) > 0 {
-		dec := json.NewDecoder(strings.NewReader(string(body)))
-		dec.DisallowUnknownFields()
-		if err := dec.Decode(&req); err != nil {
+		if err := decodePromote(r.Header.Get("Content-Type"), body, &req); err != nil {
 			writeError(w, http.StatusBadRequest, fmt.Sprintf("promote body: %v (want {\"as\": NAME, \"step\": \"best\"|\"last\"|N}, both optional)", err))
 			return
 		}
 	}
-	pick, err := promote.ParsePick(req.Step)
+	pick, err := promote.ParsePick(string(req.Step))
 	if err != nil {
 		writeError(w, http.StatusBadRequest, err.Error())
 		return

@@ -201,6 +201,21 @@ func TestAuth(t *testing.T) {
 	if code, body := do(t, "POST", base+"/api/v1/runs", "s3cret", "run: {db: x}"); code != http.StatusBadRequest {
 		t.Fatalf("POST with token = %d %s, want 400", code, body)
 	}
+	// The scheme's name is case-insensitive; the token is not.
+	for auth, want := range map[string]int{"bearer s3cret": http.StatusBadRequest, "BEARER s3cret": http.StatusBadRequest,
+		"Bearer S3CRET": http.StatusUnauthorized, "Basic s3cret": http.StatusUnauthorized, "Bearers3cret": http.StatusUnauthorized} {
+		req, _ := http.NewRequest("POST", base+"/api/v1/runs", strings.NewReader("run: {db: x}"))
+		req.Header.Set("Content-Type", "application/yaml")
+		req.Header.Set("Authorization", auth)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != want {
+			t.Errorf("POST with Authorization %q = %d, want %d", auth, resp.StatusCode, want)
+		}
+	}
 	// Reads need no token.
 	if code, _ := do(t, "GET", base+"/api/v1/runs", "", ""); code != http.StatusOK {
 		t.Fatalf("GET runs = %d, want 200", code)

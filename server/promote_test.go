@@ -4,9 +4,11 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/grpo-dev/grpo/checkpoint"
@@ -117,6 +119,22 @@ func TestPromoteRoute(t *testing.T) {
 	if code, body := do(t, "POST", url, "s3cret", `{"as": "prod"}`); code != http.StatusOK || !contains(body, `"name": "prod"`) {
 		t.Fatalf("promote as prod = %d %s", code, body)
 	}
+	// The step as a number, in JSON and in YAML.
+	req, _ := http.NewRequest("POST", url, strings.NewReader(`{"as": "json-num", "step": 2}`))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Authorization", "Bearer s3cret")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	jb, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK || json.Unmarshal(jb, &res) != nil || res.Name != "json-num" || res.Step != 2 {
+		t.Fatalf(`promote {"step": 2} as JSON = %d %s`, resp.StatusCode, jb)
+	}
+	if code, body := do(t, "POST", url, "s3cret", "as: yaml-num\nstep: 1\n"); code != http.StatusOK || json.Unmarshal(body, &res) != nil || res.Name != "yaml-num" || res.Step != 1 {
+		t.Fatalf("promote step: 1 as YAML = %d %s", code, body)
+	}
 
 	for _, c := range []struct {
 		url, body string
@@ -124,6 +142,9 @@ func TestPromoteRoute(t *testing.T) {
 		says      string
 	}{
 		{url, `{"as": "no spaces"}`, http.StatusBadRequest, "no spaces"},
+		{url, `{"as": "other.0123456789abcdef-step-0001"}`, http.StatusBadRequest, "the form of a run's own adapter names"},
+		{url, `{"as": "other.0123456789abcdef"}`, http.StatusBadRequest, "the form of a run's own adapter names"},
+		{url, `{"step": [1]}`, http.StatusBadRequest, "step: want"},
 		{url, `{"step": "soon"}`, http.StatusBadRequest, "soon"},
 		{url, `{"endpoint": "http://10.0.0.1/v1"}`, http.StatusBadRequest, "endpoint"},
 		{url, `{"step": "0"}`, http.StatusConflict, "base model"},

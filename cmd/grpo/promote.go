@@ -70,6 +70,11 @@ func (c *PromoteCommand) ParseFlags(args []string) error {
 	if err := promote.ValidateName(c.as); err != nil {
 		return usagef("--as: %v", err)
 	}
+	for _, u := range c.endpoints {
+		if err := checkURL("endpoint", u, "http://127.0.0.1:8000/v1"); err != nil {
+			return err
+		}
+	}
 	return nil
 }
 

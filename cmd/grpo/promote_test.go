@@ -213,4 +213,11 @@ func TestExportPromoteServe(t *testing.T) {
 	if code, _, errs := cli(t, "promote", "--db", db); code != 2 || !strings.Contains(errs, "run name") {
 		t.Fatalf("promote without a run: %d %s", code, errs)
 	}
+	if code, _, errs := cli(t, "promote", "small", "--db", db, "--endpoint", "127.0.0.1:18000"); code != 2 || !strings.Contains(errs, `--endpoint "127.0.0.1:18000": want an http:// or https:// URL`) {
+		t.Fatalf("--endpoint without a scheme: %d %s", code, errs)
+	}
+	// A name of the form of a run's own adapters would replace one.
+	if code, _, errs := cli(t, "promote", "small", "--db", db, "--endpoint", url, "--as", "small.0123456789abcdef-step-0001"); code != 2 || !strings.Contains(errs, "form of a run's own adapter names") {
+		t.Fatalf("--as a run adapter's name: %d %s", code, errs)
+	}
 }
