@@ -26,7 +26,8 @@ plus one line per episode with --episodes.
 
 With RUN, watch first asks the daemon about it: an unknown run is an error
 ("no such run"), a run that has already finished is printed as its end
-line and watch exits; otherwise watch exits when the run finishes. When
+line (on stderr with --json, whose stdout carries events only) and watch
+exits; otherwise watch exits when the run finishes. When
 the daemon goes away (a restart), watch reconnects until interrupted.
 
 --addr takes the daemon's address as serve --addr does (127.0.0.1:8080)
@@ -98,7 +99,13 @@ func (c *watchCommand) watch(ctx context.Context, stdout, stderr io.Writer) erro
 	connectedOnce := false
 	for attempt := 0; ; attempt++ {
 		if c.run != "" {
-			done, err := c.checkRun(ctx, stdout)
+			// With --json stdout carries events only: a run already
+			// finished is said on stderr.
+			end := stdout
+			if c.json {
+				end = stderr
+			}
+			done, err := c.checkRun(ctx, end)
 			switch {
 			case done:
 				return nil

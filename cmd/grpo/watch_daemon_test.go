@@ -83,6 +83,11 @@ func TestWatchUnknownAndFinishedRuns(t *testing.T) {
 	if code != 0 || !strings.HasPrefix(out, "run fin succeeded after step 1; best step ") {
 		t.Fatalf("watch on a finished run: exit %d\n%s\n%s", code, out, errs)
 	}
+	// With --json, stdout carries events only: the end is said on stderr.
+	code, out, errs = cli(t, "watch", "fin", "--addr", addr, "--json")
+	if code != 0 || out != "" || !strings.HasPrefix(errs, "run fin succeeded after step 1; best step ") {
+		t.Fatalf("watch --json on a finished run: exit %d\nstdout %q\nstderr %q", code, out, errs)
+	}
 }
 
 // TestWatchReconnectsAfterRestart: the daemon stops and starts again on
