@@ -27,7 +27,8 @@ cannot be compared: compare names it on stderr (and under "unmatched" with
 one 'grpo eval' and every checkpoint of 'grpo eval --run' do); compare table
 by table: a paired t-test on the per-table differences B - A, with its t
 interval and a percentile bootstrap 95% CI. Only tables scored on both
-sides count.
+sides count; how many tables each file had alone is said on stderr (and
+as only_a, only_b with --json).
 
 With several table sizes the p-values are also Holm-corrected across them
 (P HOLM), since they are reported together.
@@ -50,6 +51,10 @@ type comparison struct {
 	HedgesG float64    `json:"hedges_g"`
 	Test    string     `json:"test"`            // welch | paired-t
 	Pairs   int        `json:"pairs,omitempty"` // paired-t: tables scored on both sides
+	// OnlyA and OnlyB (paired-t) are the tables scored in one file only,
+	// left out of the pairing.
+	OnlyA int `json:"only_a,omitempty"`
+	OnlyB int `json:"only_b,omitempty"`
 	Boot95  [2]float64 `json:"boot_ci95"`       // paired-t: bootstrap 95% CI of diff
 }
 
@@ -119,8 +124,14 @@ func (c *CompareCommand) Run(ctx context.Context) error {
 			continue
 		}
 		ra := a.rewards[n]
+		onlyA, onlyB := 0, 0
 		if c.paired {
 			ra, rb = pairs(a.bySeed[n], b.bySeed[n])
+			onlyA, onlyB = len(a.bySeed[n])-len(ra), len(b.bySeed[n])-len(rb)
+			if onlyA > 0 || onlyB > 0 {
+				fmt.Fprintf(c.Stderr, "grpo compare: n=%d: %d table(s) scored in both files are paired; %d only in %s and %d only in %s are left out\n",
+					n, len(ra), onlyA, c.pathA, onlyB, c.pathB)
+			}
 			if len(ra) == 0 {
 				continue
 			}
@@ -137,6 +148,7 @@ func (c *CompareCommand) Run(ctx context.Context) error {
 				return err
 			}
 			cmp.Test, cmp.Pairs, cmp.Diff, cmp.DiffCI, cmp.Boot95, cmp.T, cmp.DF, cmp.P = "paired-t", pr.N, pr.Diff, pr.CI95, pr.Boot95, pr.T, pr.DF, pr.P
+			cmp.OnlyA, cmp.OnlyB = onlyA, onlyB
 		} else {
 			w := grpo.Welch(ra, rb)
 			cmp.Diff, cmp.DiffCI, cmp.T, cmp.DF, cmp.P = w.Diff, w.CI95, w.T, w.DF, w.P

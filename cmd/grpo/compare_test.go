@@ -78,6 +78,20 @@ func TestComparePaired(t *testing.T) {
 		t.Fatalf("paired table:\n%s", out)
 	}
 
+	if strings.Contains(errs, "left out") {
+		t.Fatalf("every table paired, yet: %s", errs)
+	}
+	// Files sharing some tables: the others are left out, and said so.
+	part := writeSeededEpisodes(t, filepath.Join(dir, "p.jsonl"), "grpo", []int{5}, []int64{16, 17, 18, 19, 20, 21}, g2[:6])
+	code, out, errs = cli(t, "compare", "--paired", "--json", a, part)
+	var pc struct{ Comparisons []comparison }
+	if code != 0 || json.Unmarshal([]byte(out), &pc) != nil || len(pc.Comparisons) != 1 {
+		t.Fatalf("compare --paired on partly shared tables: exit %d %s %s", code, out, errs)
+	}
+	if c := pc.Comparisons[0]; c.Pairs != 4 || c.OnlyA != 6 || c.OnlyB != 2 ||
+		!strings.Contains(errs, "n=5: 4 table(s) scored in both files are paired; 6 only in "+a+" and 2 only in "+part+" are left out") {
+		t.Fatalf("partly shared tables: %+v, stderr %q", c, errs)
+	}
 	// Files on other tables cannot be paired; a table played twice neither.
 	other := writeSeededEpisodes(t, filepath.Join(dir, "c.jsonl"), "grpo", []int{5}, []int64{90, 91, 92, 93, 94, 95, 96, 97, 98, 99}, g2)
 	if code, _, errs := cli(t, "compare", "--paired", a, other); code == 0 || !strings.Contains(errs, "share no table") {
