@@ -6,9 +6,9 @@ import "fmt"
 // cannot exhaust its memory or time: they are checked before the run is
 // stored. A zero field is no limit.
 type Limits struct {
-	MaxN               int // players at the table (env.n, validation.n, curriculum sizes)
+	MaxN               int // players at the table (env.n, validation.n, test.n, curriculum sizes)
 	MaxRounds          int // env.rounds
-	MaxEpisodesPerStep int // training episodes of a step, resamples included; validation episodes per size
+	MaxEpisodesPerStep int // training episodes of a step, resamples included; validation and test episodes per size
 	MaxSteps           int // run.steps
 }
 
@@ -28,6 +28,11 @@ func (l Limits) Check(c Config) error {
 	for i, n := range c.Validation.N {
 		if over(n, l.MaxN) {
 			return invalid(keyIndex("validation.n", i), "is %d; at most %d"+hint, n, l.MaxN, "n")
+		}
+	}
+	for i, n := range c.Test.N {
+		if over(n, l.MaxN) {
+			return invalid(keyIndex("test.n", i), "is %d; at most %d"+hint, n, l.MaxN, "n")
 		}
 	}
 	for i, n := range c.Curriculum.Promote.Sizes {
@@ -60,6 +65,9 @@ func (l Limits) Check(c Config) error {
 		}
 		if over(c.Validation.Episodes, l.MaxEpisodesPerStep) {
 			return invalid("validation.episodes", "is %d; at most %d"+hint, c.Validation.Episodes, l.MaxEpisodesPerStep, "episodes")
+		}
+		if over(c.Test.Episodes, l.MaxEpisodesPerStep) {
+			return invalid("test.episodes", "is %d; at most %d"+hint, c.Test.Episodes, l.MaxEpisodesPerStep, "episodes")
 		}
 	}
 	return nil

@@ -115,6 +115,8 @@ func TestLimits(t *testing.T) {
 		{"grpo: {episodes_per_group: 683}", "make 4098 episodes a step; at most 4096"},
 		{"grpo: {groups: 9223372036854775000, episodes_per_group: 2}", "at most 4096"},
 		{"validation: {episodes: 5000}", "validation.episodes: is 5000; at most 4096"},
+		{"test: {n: [5], episodes: 5000}", "test.episodes: is 5000; at most 4096"},
+		{"test: {n: [5, 65]}", "test.n[1]: is 65; at most 64"},
 	} {
 		if err := l.Check(mustParse(t, tt.doc)); err == nil || !strings.Contains(err.Error(), tt.want) {
 			t.Errorf("Check(%s)=%v, want an error containing %q", tt.doc, err, tt.want)
