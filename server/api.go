@@ -195,6 +195,7 @@ func (s *Server) writeRun(w http.ResponseWriter, r *http.Request, code int, name
 	}
 	v := checkpoint.NewRunView(run, steps, evals)
 	v.Hosted = s.hostedRuns()[name]
+	promote.MarkOnDisk(&v) // as grpo runs show --json: on the daemon's machine
 	if v.Tests, err = s.opts.Store.TestEvaluations(r.Context(), name, checkpoint.SplitTest); err != nil {
 		storeError(w, err)
 		return
@@ -208,7 +209,9 @@ func (s *Server) handleSteps(w http.ResponseWriter, r *http.Request) {
 		storeError(w, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, checkpoint.NewRunView(run, steps, evals).Steps)
+	v := checkpoint.NewRunView(run, steps, evals)
+	promote.MarkOnDisk(&v)
+	writeJSON(w, http.StatusOK, v.Steps)
 }
 
 func (s *Server) handleBest(w http.ResponseWriter, r *http.Request) {

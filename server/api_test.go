@@ -33,11 +33,20 @@ func TestRunLifecycle(t *testing.T) {
 		if st.Step != i || st.Validation == nil {
 			t.Fatalf("steps[%d]: step %d, validation %v; want step %d validated", i, st.Step, st.Validation, i)
 		}
+		// As grpo runs show --json: whether the adapter is on this disk.
+		if (st.Adapter == nil) != (st.AdapterOnDisk == nil) || st.AdapterOnDisk != nil && !*st.AdapterOnDisk {
+			t.Fatalf("steps[%d]: adapter %v, adapter_on_disk %v; want true with each adapter", i, st.Adapter, st.AdapterOnDisk)
+		}
+	}
+	if r.Steps[2].Adapter == nil {
+		t.Fatal("step 2 has no adapter: adapter_on_disk is not checked")
 	}
 
 	code, body := do(t, "GET", base+"/api/v1/runs/life/steps", "", "")
-	var steps []json.RawMessage
-	if err := json.Unmarshal(body, &steps); code != http.StatusOK || err != nil || len(steps) != 3 {
+	var steps []struct {
+		AdapterOnDisk *bool `json:"adapter_on_disk"`
+	}
+	if err := json.Unmarshal(body, &steps); code != http.StatusOK || err != nil || len(steps) != 3 || steps[2].AdapterOnDisk == nil || !*steps[2].AdapterOnDisk {
 		t.Fatalf("GET steps = %d, %d steps, %v: %s", code, len(steps), err, body)
 	}
 

@@ -90,6 +90,8 @@ type runJSON struct {
 		Validation *struct {
 			RewardMean float64 `json:"reward_mean"`
 		} `json:"validation"`
+		Adapter       *checkpoint.Adapter `json:"adapter"`
+		AdapterOnDisk *bool               `json:"adapter_on_disk"`
 	} `json:"steps"`
 	Best *checkpoint.Selection `json:"best"`
 }
