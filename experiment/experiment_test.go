@@ -22,7 +22,7 @@ func TestLoadMergesArmsOverBase(t *testing.T) {
 	dir := t.TempDir()
 	p := filepath.Join(dir, "e.yaml")
 	os.WriteFile(p, []byte(`experiment: {name: cd, seeds: [3, 4]}
-base: {run: {steps: 7, name: ignored, seed: 99}, grpo: {groups: 3, episodes_per_group: 4}, validation: {episodes: 10}}
+base: {run: {steps: 7}, grpo: {groups: 3, episodes_per_group: 4}, validation: {episodes: 10}}
 arms:
   - {name: paper, set: {reward: {function: paper}, grpo: {groups: 5}}}
   - {name: plain}
@@ -53,6 +53,20 @@ test: {n: [5, 10], episodes: 20, seed: 3000000}
 	// The base is not changed by merging an arm over it.
 	if c2, _ := f.Config("plain", 3); c2.GRPO.Groups != 3 {
 		t.Fatal("merging an arm changed the base")
+	}
+	// What the experiment sets itself, a base or an arm may not: it
+	// would be overridden without a word.
+	for _, doc := range []string{
+		"base: {run: {name: mine}}\narms: [{name: a}]\n",
+		"base: {run: {steps: 2}}\narms: [{name: a, set: {run: {seed: 7}}}]\n",
+		"arms: [{name: a, set: {run: {db: x.db}}}]\n",
+		"base: {test: {episodes: 9}}\narms: [{name: a}]\n",
+	} {
+		os.WriteFile(p, []byte("experiment: {name: cd, seeds: [3]}\n"+doc), 0o644)
+		key := map[bool]string{true: "run.", false: "test"}[strings.Contains(doc, "run: {name") || strings.Contains(doc, "seed: 7") || strings.Contains(doc, "db: x")]
+		if _, err := Load(p); err == nil || !strings.Contains(err.Error(), "is set by the experiment itself") || !strings.Contains(err.Error(), key) {
+			t.Errorf("Load(%q) = %v, want a refusal naming the key", doc, err)
+		}
 	}
 }
 

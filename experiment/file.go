@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strconv"
+	"strings"
 
 	yaml "go.yaml.in/yaml/v3"
 
@@ -158,6 +159,26 @@ func (f *File) RunName(arm string, seed int64) string {
 
 // Config is the run config of arm with seed: the base, the arm's set
 // merged over it, run.name, run.seed and run.db set, and the test section
+// hasKey reports whether the YAML mapping n (or the document holding it)
+// has the key path.
+func hasKey(n *yaml.Node, path ...string) bool {
+	if n != nil && n.Kind == yaml.DocumentNode && len(n.Content) == 1 {
+		n = n.Content[0]
+	}
+	if len(path) == 0 {
+		return true
+	}
+	if n == nil || n.Kind != yaml.MappingNode {
+		return false
+	}
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		if n.Content[i].Value == path[0] {
+			return hasKey(n.Content[i+1], path[1:]...)
+		}
+	}
+	return false
+}
+
 // the experiment's. It is validated.
 func (f *File) Config(arm string, seed int64) (config.Config, error) {
 	i := slices.IndexFunc(f.Arms, func(a Arm) bool { return a.Name == arm })
@@ -165,6 +186,14 @@ func (f *File) Config(arm string, seed int64) (config.Config, error) {
 		return config.Config{}, fmt.Errorf("no arm %s", arm)
 	}
 	doc := merge(clone(f.base), f.Arms[i].set)
+	// The experiment sets these itself in every run: a base or arm that
+	// sets them would be silently overridden.
+	for _, key := range [][]string{{"run", "name"}, {"run", "seed"}, {"run", "db"}, {"test"}} {
+		if hasKey(doc, key...) {
+			return config.Config{}, fmt.Errorf("arm %s: %s is set by the experiment itself (run names <experiment>/<arm>/<seed>, experiment.seeds, experiment.db, the file's own test section): remove it from base and the arm's set",
+				arm, strings.Join(key, "."))
+		}
+	}
 	var data []byte
 	if doc != nil && doc.Kind != 0 {
 		var err error

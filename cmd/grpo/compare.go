@@ -53,9 +53,9 @@ type comparison struct {
 	Pairs   int        `json:"pairs,omitempty"` // paired-t: tables scored on both sides
 	// OnlyA and OnlyB (paired-t) are the tables scored in one file only,
 	// left out of the pairing.
-	OnlyA int `json:"only_a,omitempty"`
-	OnlyB int `json:"only_b,omitempty"`
-	Boot95  [2]float64 `json:"boot_ci95"`       // paired-t: bootstrap 95% CI of diff
+	OnlyA  int        `json:"only_a,omitempty"`
+	OnlyB  int        `json:"only_b,omitempty"`
+	Boot95 [2]float64 `json:"boot_ci95"` // paired-t: bootstrap 95% CI of diff
 }
 
 // unmatchedN is a table size with scored episodes in only one file.

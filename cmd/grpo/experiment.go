@@ -6,9 +6,12 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
+	"reflect"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/grpo-dev/grpo/checkpoint"
@@ -95,6 +98,9 @@ func (c *ExperimentCommand) Run(ctx context.Context) error {
 			name := cfg.Run.Name
 			status, err := c.playRun(ctx, store, cfg, opts)
 			view.finish()
+			if errors.Is(err, errConfigChanged) {
+				return fmt.Errorf("experiment %s: run %s: %w", f.Name, name, err)
+			}
 			if err != nil {
 				return fmt.Errorf("experiment %s: run %s: %w (rerun the same command to resume)", f.Name, name, err)
 			}
@@ -161,8 +167,12 @@ func (c *ExperimentCommand) playRun(ctx context.Context, store *checkpoint.Store
 			return "", fmt.Errorf("stored config: %w", err)
 		}
 		stored.Run.DB = cfg.Run.DB
+		// The test split is the experiment's, not the training's: a run
+		// trained under another test section is the same run.
+		stored.Test = cfg.Test
 		if !bytes.Equal(stored.JSON(), cfg.JSON()) {
-			return "", fmt.Errorf("the store %s holds run %s with another config than the experiment file now gives; use another experiment name or db", cfg.Run.DB, name)
+			return "", fmt.Errorf("%w: the store %s holds run %s trained with %s; use another experiment name or db, or undo the change",
+				errConfigChanged, cfg.Run.DB, name, strings.Join(configDiff(stored.JSON(), cfg.JSON(), 3), ", "))
 		}
 		if r, err = run.Reopen(ctx, name, opts); err != nil {
 			return "", err
@@ -183,6 +193,50 @@ func (c *ExperimentCommand) playRun(ctx context.Context, store *checkpoint.Store
 		status += fmt.Sprintf(" in %.1fs", time.Since(start).Seconds())
 	}
 	return status, nil
+}
+
+// errConfigChanged: the experiment file now gives a stored run another
+// training config.
+var errConfigChanged = errors.New("the experiment file changed")
+
+// configDiff lists up to limit keys whose values differ between two JSON
+// configs, as "key: old (now new)".
+func configDiff(old, now []byte, limit int) []string {
+	var a, b any
+	if json.Unmarshal(old, &a) != nil || json.Unmarshal(now, &b) != nil {
+		return []string{"another config"}
+	}
+	var out []string
+	var walk func(key string, a, b any)
+	walk = func(key string, a, b any) {
+		ma, okA := a.(map[string]any)
+		mb, okB := b.(map[string]any)
+		if okA && okB {
+			keys := slices.Sorted(maps.Keys(ma))
+			for k := range mb {
+				if _, ok := ma[k]; !ok {
+					keys = append(keys, k)
+				}
+			}
+			for _, k := range keys {
+				walk(strings.TrimPrefix(key+"."+k, "."), ma[k], mb[k])
+			}
+			return
+		}
+		if !reflect.DeepEqual(a, b) {
+			ja, _ := json.Marshal(a)
+			jb, _ := json.Marshal(b)
+			out = append(out, fmt.Sprintf("%s: %s (the file now gives %s)", key, ja, jb))
+		}
+	}
+	walk("", a, b)
+	if len(out) > limit {
+		out = append(out[:limit], fmt.Sprintf("and %d more", len(out)-limit))
+	}
+	if len(out) == 0 {
+		return []string{"another config"}
+	}
+	return out
 }
 
 // measure returns the run's test results for the experiment's checkpoint

@@ -146,6 +146,19 @@ func TestExperiment(t *testing.T) {
 	if code != 0 || json.Unmarshal([]byte(list), &runs) != nil || len(runs) != 4 {
 		t.Fatalf("runs after two experiment runs: %s", list)
 	}
+
+	// Another test split trains nothing again: the runs are the same.
+	os.WriteFile(file, []byte(strings.Replace(tinyExperiment, "test: {n: [5], episodes: 4}", "test: {n: [5], episodes: 3}", 1)), 0o644)
+	if code, _, errs := cli(t, "experiment", file, "--json"); code != 0 || strings.Count(errs, "reused (already finished)") != 4 || strings.Contains(errs, "committed") {
+		t.Fatalf("another test split: exit %d, trained again:\n%s", code, errs)
+	}
+	// Another training config is refused, naming what changed.
+	os.WriteFile(file, []byte(strings.Replace(tinyExperiment, "validation: {episodes: 4}", "validation: {episodes: 5}", 1)), 0o644)
+	code, _, errs = cli(t, "experiment", file)
+	if code != 1 || !strings.Contains(errs, "run tiny/shaped/1: the experiment file changed: the store "+db+" holds run tiny/shaped/1 trained with validation.episodes: 4 (the file now gives 5)") ||
+		strings.Contains(errs, "rerun the same command") {
+		t.Fatalf("changed training config: exit %d\n%s", code, errs)
+	}
 }
 
 func TestExperimentBadFile(t *testing.T) {

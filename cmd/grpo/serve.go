@@ -25,7 +25,10 @@ the websocket /ws, and a dashboard with live reward curves on /.
   GET  /api/v1/runs/{id}         config, steps, best step
   GET  /api/v1/runs/{id}/steps   steps
   GET  /api/v1/runs/{id}/best    selected step and adapter
+  GET  /api/v1/runs/{id}/steps/{step}/transcripts   a step's validation replays
   POST /api/v1/runs/{id}/cancel  cancel
+  POST /api/v1/runs/{id}/promote load the selected adapter under a stable name
+                                 (body {"as": NAME, "step": "best"|"last"|N})
 
 {id} is the run name as one path segment: a name holding '/' (grpo
 experiment's <experiment>/<arm>/<seed>) is percent-encoded, exp%2Farm%2F1.
