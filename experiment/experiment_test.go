@@ -196,3 +196,39 @@ func TestOptimism(t *testing.T) {
 		t.Fatalf("cells without validation sizes: %+v", cells)
 	}
 }
+
+// TestReportNotes: a report of arms scored by different reward functions
+// says their rewards are on different scales, and an arm that does not
+// select on validation does not call its validation reward the score
+// selection saw.
+func TestReportNotes(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "e.yaml")
+	os.WriteFile(p, []byte(`experiment: {name: rn, seeds: [1]}
+arms:
+  - {name: shaped}
+  - {name: paper, set: {reward: {function: paper}, validation: {selection: best-train}}}
+`), 0o644)
+	f, err := Load(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	row := func(arm string) ArmSummary {
+		return ArmSummary{Name: arm, Runs: []RunSummary{{Seed: 1, Run: "rn/" + arm + "/1",
+			Validation: map[string]ValidationCell{"best": {Step: 1, ValidationReward: 1, TestReward: 0.5, Optimism: 0.5}}}}}
+	}
+	s := Summary{Experiment: "rn", Arms: []ArmSummary{row("shaped"), row("paper")},
+		Comparisons: []Comparison{{A: "shaped/best", B: "paper/best", N: 5, Pairs: 4}}}
+	var b strings.Builder
+	if err := f.WriteReport(&b, s, "grpo experiment e.yaml", nil); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{
+		"different reward functions (shaped, paper)",
+		"validation reward (the score selection saw)",
+		"validation reward (not what selection saw: this arm selects by best-train)",
+	} {
+		if !strings.Contains(b.String(), want) {
+			t.Errorf("report lacks %q:\n%s", want, b.String())
+		}
+	}
+}

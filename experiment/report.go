@@ -3,7 +3,10 @@ package experiment
 import (
 	"fmt"
 	"io"
+	"slices"
 	"strings"
+
+	"github.com/grpo-dev/grpo/checkpoint"
 )
 
 // WriteReport writes report.md: per arm, checkpoint kind and n, the test
@@ -30,7 +33,11 @@ func (f *File) WriteReport(w io.Writer, s Summary, command string, plots []strin
 		}
 		b.WriteString("\n")
 		if rows := s.Optimism(a, f.Test.Steps); len(rows) > 0 {
-			b.WriteString("Validation vs test: each checkpoint's validation reward (the score selection saw) and its test reward on the validation's table sizes; optimism = validation − test, mean and 95% CI across seeds.\n\n")
+			saw := "the score selection saw"
+			if cfg, err := f.Config(a.Name, f.Seeds[0]); err == nil && cfg.Validation.Selection != checkpoint.PolicyBestValidation {
+				saw = "not what selection saw: this arm selects by " + string(cfg.Validation.Selection)
+			}
+			fmt.Fprintf(&b, "Validation vs test: each checkpoint's validation reward (%s) and its test reward on the validation's table sizes; optimism = validation − test, mean and 95%% CI across seeds.\n\n", saw)
 			b.WriteString("| checkpoint | seeds | validation reward | test reward | optimism | 95% CI across seeds |\n|---|---|---|---|---|---|\n")
 			for _, row := range rows {
 				fmt.Fprintf(&b, "| %s | %d | %.3f | %.3f | %+.3f | [%.3f, %.3f] |\n", row.Kind, row.Seeds, row.ValidationReward, row.TestReward,
@@ -44,6 +51,9 @@ func (f *File) WriteReport(w io.Writer, s Summary, command string, plots []strin
 		b.WriteString("None (no pair of checkpoints or arms measured on shared tables).\n")
 	} else {
 		b.WriteString("Paired t-tests of A − B over the (run.seed, test table) units both sides scored; p Holm-corrected across all the comparisons below; Hedges' g of A vs B.\n\n")
+		if fns := f.rewardFunctions(); len(fns) > 1 {
+			fmt.Fprintf(&b, "The arms score episodes with different reward functions (%s): a comparison of two such arms compares numbers on different scales; their deadlock rates and meals above compare.\n\n", strings.Join(fns, ", "))
+		}
 		b.WriteString("| A | B | n | pairs | A − B | 95% CI | p | p (Holm) | g |\n|---|---|---|---|---|---|---|---|---|\n")
 		for _, c := range s.Comparisons {
 			fmt.Fprintf(&b, "| %s | %s | %d | %d | %+.3f | [%.3f, %.3f] | %.3g | %.3g | %+.2f |\n", c.A, c.B, c.N, c.Pairs, c.Diff, c.CI95[0], c.CI95[1], c.P, c.PHolm, c.G)
@@ -65,4 +75,21 @@ func armNames(f *File) string {
 		names[i] = "`" + a.Name + "`"
 	}
 	return strings.Join(names, ", ")
+}
+
+// rewardFunctions lists, in arm order, the arms' reward functions, each
+// once.
+func (f *File) rewardFunctions() []string {
+	var out []string
+	for _, a := range f.Arms {
+		cfg, err := f.Config(a.Name, f.Seeds[0])
+		if err != nil {
+			continue
+		}
+		fn := string(cfg.Reward.Function)
+		if !slices.Contains(out, fn) {
+			out = append(out, fn)
+		}
+	}
+	return out
 }
