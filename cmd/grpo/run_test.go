@@ -386,7 +386,8 @@ func TestResumeKeepsDataDir(t *testing.T) {
 	m := &Main{Stdin: strings.NewReader(""), Stdout: &syncBuffer{}, Stderr: &stderr, Getenv: func(string) string { return "" }}
 	done := make(chan int, 1)
 	go func() {
-		done <- m.Run(ctx, []string{"run", "--db", db, "--name", "r", "--steps", "4", "--data-dir", data})
+		// Steps enough that the run cannot end before the cancel lands.
+		done <- m.Run(ctx, []string{"run", "--db", db, "--name", "r", "--steps", "8", "--data-dir", data})
 	}()
 	for deadline := time.Now().Add(time.Minute); !strings.Contains(stderr.String(), "step  1 committed"); time.Sleep(5 * time.Millisecond) {
 		if time.Now().After(deadline) {
@@ -405,7 +406,7 @@ func TestResumeKeepsDataDir(t *testing.T) {
 	if err := json.Unmarshal([]byte(out), &show); err != nil {
 		t.Fatal(err)
 	}
-	if show.State != "succeeded" || len(show.Steps) != 5 {
+	if show.State != "succeeded" || len(show.Steps) != 9 {
 		t.Fatalf("after resume: state %s, %d steps", show.State, len(show.Steps))
 	}
 	for _, s := range show.Steps[1:] {
