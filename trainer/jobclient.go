@@ -142,9 +142,20 @@ func (c *JobClient) Submit(ctx context.Context, req JobRequest) (Job, error) {
 			return Job{}, fmt.Errorf("submit trainer job %s: POST %s: not accepted within the job timeout %s (trainer.job_timeout, which bounds every attempt of the create; each attempt up to %s): %w: %v",
 				req.ID, url, c.submitTimeout, c.requestTimeout, ErrSubmitTimeout, err)
 		}
-		return Job{}, fmt.Errorf("submit trainer job %s: %w", req.ID, err)
+		return Job{}, fmt.Errorf("submit trainer job %s%s: %w", req.ID, sizeNote(len(body)), err)
 	}
 	return job, nil
+}
+
+// sizeNote says how large a job request that failed was, when that may be
+// why: a trainer may cap a job's size (the embedded one at 256 MiB) and
+// close the connection mid-upload, which the client sees only as a reset
+// or a broken pipe.
+func sizeNote(n int) string {
+	if n < 1<<20 {
+		return ""
+	}
+	return fmt.Sprintf(" (a %.0f MB request: a trainer may cap a job's size; trajectories grow with n, rounds squared and episodes)", float64(n)/1e6)
 }
 
 // get polls the job once.

@@ -2,6 +2,7 @@ package trainer
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"net"
 	"net/http"
@@ -267,5 +268,32 @@ func TestNewJobClient_Defaults(t *testing.T) {
 	}
 	if c := NewJobClient("x", JobClientOptions{Retry: &httpx.Policy{Retries: -1}}); c.http.Policy().Retries != 0 {
 		t.Fatalf("Retries -1 gave %d retries, want 0", c.http.Policy().Retries)
+	}
+}
+
+// TestJobClient_Submit_TooLarge: a trainer that closes the connection on a
+// large job (as one capping a job's size does mid-upload) leaves the
+// client a reset or broken pipe; the error says how large the job was.
+func TestJobClient_Submit_TooLarge(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.ContentLength > 1<<20 {
+			c, _, err := http.NewResponseController(w).Hijack()
+			if err == nil {
+				c.Close()
+			}
+			return
+		}
+		w.WriteHeader(http.StatusInternalServerError)
+	}))
+	defer srv.Close()
+	c := NewJobClient(srv.URL, fastOptions())
+	big := JobRequest{ID: "r/step-0001", Trajectories: []Trajectory{{MessagesAndChoices: []json.RawMessage{json.RawMessage(`"` + strings.Repeat("x", 3_000_000) + `"`)}}}}
+	_, err := c.Submit(context.Background(), big)
+	if err == nil || !strings.Contains(err.Error(), "submit trainer job r/step-0001 (a 3 MB request: a trainer may cap a job's size") {
+		t.Fatalf("Submit of a 3 MB job the trainer drops: %v", err)
+	}
+	_, err = c.Submit(context.Background(), JobRequest{ID: "r/step-0002"})
+	if err == nil || strings.Contains(err.Error(), "MB request") {
+		t.Fatalf("Submit of a small job the trainer fails: %v, want an error without a size note", err)
 	}
 }
