@@ -1,6 +1,7 @@
 package experiment
 
 import (
+	"image/png"
 	"math"
 	"os"
 	"path/filepath"
@@ -229,6 +230,71 @@ arms:
 	} {
 		if !strings.Contains(b.String(), want) {
 			t.Errorf("report lacks %q:\n%s", want, b.String())
+		}
+	}
+}
+
+// TestPlotsKeepLegendAndTitleClear: the legend is drawn in a column right
+// of the plot, so the last steps' markers (at the right edge of the data)
+// are not under it, and the title has a margin above it: the image's top
+// rows and its right edge are background, while the arms' colours appear
+// in the legend's column.
+func TestPlotsKeepLegendAndTitleClear(t *testing.T) {
+	f := &File{Name: "plots", Arms: []Arm{{Name: "alpha"}, {Name: "beta"}}, Test: Test{N: []int{5}, Episodes: 2, Steps: []string{"best"}}}
+	var results []RunResult
+	for i, arm := range []string{"alpha", "beta"} {
+		for seed := int64(1); seed <= 2; seed++ {
+			v := map[int]float64{0: 0.2, 1: 0.5 + 0.1*float64(i), 2: 1.2}
+			results = append(results, RunResult{Arm: arm, Seed: seed, BestStep: 2, LastStep: 2, Validation: v})
+		}
+	}
+	dir := t.TempDir()
+	if _, err := f.WritePlots(dir, Summary{}, results); err != nil {
+		t.Fatal(err)
+	}
+	fh, err := os.Open(filepath.Join(dir, "curves.png"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer fh.Close()
+	img, err := png.Decode(fh)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := img.Bounds()
+	blank := func(x, y int) bool {
+		r, g, bl, _ := img.At(x, y).RGBA()
+		return r > 0xf000 && g > 0xf000 && bl > 0xf000
+	}
+	for y := b.Min.Y; y < b.Min.Y+4; y++ {
+		for x := b.Min.X; x < b.Max.X; x++ {
+			if !blank(x, y) {
+				t.Fatalf("pixel (%d, %d) of the top margin is drawn: the title touches the image's edge", x, y)
+			}
+		}
+	}
+	for y := b.Min.Y; y < b.Max.Y; y++ {
+		for x := b.Max.X - 4; x < b.Max.X; x++ {
+			if !blank(x, y) {
+				t.Fatalf("pixel (%d, %d) of the right margin is drawn", x, y)
+			}
+		}
+	}
+	// Both arms' legend entries are drawn, at the top of the image's
+	// right side.
+	for ai := range f.Arms {
+		want, found := palette[ai], false
+		for x := b.Max.X - b.Dx()/6; x < b.Max.X && !found; x++ {
+			for y := b.Min.Y; y < b.Min.Y+b.Dy()/5; y++ {
+				r, g, bl, _ := img.At(x, y).RGBA()
+				if uint8(r>>8) == want.R && uint8(g>>8) == want.G && uint8(bl>>8) == want.B {
+					found = true
+					break
+				}
+			}
+		}
+		if !found {
+			t.Errorf("arm %s's colour is not in the legend's place (top right)", f.Arms[ai].Name)
 		}
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"image/color"
 	"math"
+	"os"
 	"path/filepath"
 	"slices"
 
@@ -32,17 +33,51 @@ func (f *File) WritePlots(dir string, s Summary, results []RunResult) ([]string,
 	if err != nil {
 		return nil, err
 	}
-	if err := curves.Save(8*vg.Inch, 5*vg.Inch, filepath.Join(dir, "curves.png")); err != nil {
-		return nil, fmt.Errorf("save curves.png: %w", err)
+	if err := savePNG(curves, filepath.Join(dir, "curves.png")); err != nil {
+		return nil, err
 	}
 	test, err := f.testPlot(s)
 	if err != nil {
 		return nil, err
 	}
-	if err := test.Save(8*vg.Inch, 5*vg.Inch, filepath.Join(dir, "test.png")); err != nil {
-		return nil, fmt.Errorf("save test.png: %w", err)
+	if err := savePNG(test, filepath.Join(dir, "test.png")); err != nil {
+		return nil, err
 	}
 	return []string{"curves.png", "test.png"}, nil
+}
+
+// Plot sizes: the plot itself, and the margin kept around it and around
+// its legend.
+const (
+	plotWidth, plotHeight = 8 * vg.Inch, 5 * vg.Inch
+	plotMargin            = 6 * vg.Millimeter / 2
+)
+
+// savePNG draws p into a PNG file with its legend in a column right of the
+// plot (inside, it covered the last steps' markers) and a margin above the
+// title (which the image's edge otherwise clipped).
+func savePNG(p *plot.Plot, file string) error {
+	c, err := draw.NewFormattedCanvas(plotWidth, plotHeight, "png")
+	if err != nil {
+		return fmt.Errorf("draw %s: %w", filepath.Base(file), err)
+	}
+	dc := draw.New(c)
+	legend := p.Legend
+	p.Legend = plot.NewLegend()
+	defer func() { p.Legend = legend }()
+	column := legend.Rectangle(dc).Size().X + 2*plotMargin
+	p.Draw(draw.Crop(dc, plotMargin, -column, plotMargin, -plotMargin))
+	legend.Top, legend.Left = true, true
+	legend.Draw(draw.Crop(dc, plotWidth-column+plotMargin, -plotMargin, 0, -2*plotMargin-p.Title.TextStyle.Rectangle(p.Title.Text).Size().Y))
+	f, err := os.Create(file)
+	if err != nil {
+		return err
+	}
+	if _, err := c.WriteTo(f); err != nil {
+		f.Close()
+		return fmt.Errorf("write %s: %w", file, err)
+	}
+	return f.Close()
 }
 
 func (f *File) curvesPlot(results []RunResult) (*plot.Plot, error) {
@@ -126,7 +161,6 @@ func (f *File) curvesPlot(results []RunResult) (*plot.Plot, error) {
 	}
 	p.Add(bands...)
 	p.Add(lines...)
-	p.Legend.Top = true
 	return p, nil
 }
 
@@ -178,7 +212,6 @@ func (f *File) testPlot(s Summary) (*plot.Plot, error) {
 		p.Legend.Add(a.Name, sc)
 	}
 	p.NominalX(labels...)
-	p.Legend.Top = true
 	return p, nil
 }
 
