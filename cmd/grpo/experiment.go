@@ -166,13 +166,14 @@ func (c *ExperimentCommand) playRun(ctx context.Context, store *checkpoint.Store
 		if err != nil {
 			return "", fmt.Errorf("stored config: %w", err)
 		}
-		stored.Run.DB = cfg.Run.DB
 		// The test split is the experiment's, not the training's: a run
-		// trained under another test section is the same run.
+		// trained under another test section is the same run; so is one
+		// trained with other timeouts, retries or concurrency (given by
+		// the file or by an older grpo's defaults).
 		stored.Test = cfg.Test
-		if !bytes.Equal(stored.JSON(), cfg.JSON()) {
+		if was, now := stored.Outcome().JSON(), cfg.Outcome().JSON(); !bytes.Equal(was, now) {
 			return "", fmt.Errorf("%w: the store %s holds run %s trained with %s; use another experiment name or db, or undo the change",
-				errConfigChanged, cfg.Run.DB, name, strings.Join(configDiff(stored.JSON(), cfg.JSON(), 3), ", "))
+				errConfigChanged, cfg.Run.DB, name, strings.Join(configDiff(was, now, 3), ", "))
 		}
 		if r, err = run.Reopen(ctx, name, opts); err != nil {
 			return "", err
@@ -195,9 +196,9 @@ func (c *ExperimentCommand) playRun(ctx context.Context, store *checkpoint.Store
 	return status, nil
 }
 
-// errConfigChanged: the experiment file now gives a stored run another
-// training config.
-var errConfigChanged = errors.New("the experiment file changed")
+// errConfigChanged: the experiment file (or this grpo's defaults) now
+// gives a stored run another training config.
+var errConfigChanged = errors.New("the run's training config changed")
 
 // configDiff lists up to limit keys whose values differ between two JSON
 // configs, as "key: old (now new)".
@@ -226,7 +227,7 @@ func configDiff(old, now []byte, limit int) []string {
 		if !reflect.DeepEqual(a, b) {
 			ja, _ := json.Marshal(a)
 			jb, _ := json.Marshal(b)
-			out = append(out, fmt.Sprintf("%s: %s (the file now gives %s)", key, ja, jb))
+			out = append(out, fmt.Sprintf("%s: %s (now %s)", key, ja, jb))
 		}
 	}
 	walk("", a, b)

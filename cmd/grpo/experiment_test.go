@@ -152,10 +152,16 @@ func TestExperiment(t *testing.T) {
 	if code, _, errs := cli(t, "experiment", file, "--json"); code != 0 || strings.Count(errs, "reused (already finished)") != 4 || strings.Contains(errs, "committed") {
 		t.Fatalf("another test split: exit %d, trained again:\n%s", code, errs)
 	}
+	// Other timeouts, retries and concurrency (what an older grpo's
+	// defaults may also have given) train nothing again either.
+	os.WriteFile(file, []byte(strings.Replace(tinyExperiment, "validation: {episodes: 4}}", "validation: {episodes: 4}, inference: {retry_budget: 30s, retries: 1, concurrency: 7, request_timeout: 1m}, trainer: {job_timeout: 3m}}", 1)), 0o644)
+	if code, _, errs := cli(t, "experiment", file, "--json"); code != 0 || strings.Count(errs, "reused (already finished)") != 4 || strings.Contains(errs, "committed") {
+		t.Fatalf("other retries and timeouts: exit %d, trained again:\n%s", code, errs)
+	}
 	// Another training config is refused, naming what changed.
 	os.WriteFile(file, []byte(strings.Replace(tinyExperiment, "validation: {episodes: 4}", "validation: {episodes: 5}", 1)), 0o644)
 	code, _, errs = cli(t, "experiment", file)
-	if code != 1 || !strings.Contains(errs, "run tiny/shaped/1: the experiment file changed: the store "+db+" holds run tiny/shaped/1 trained with validation.episodes: 4 (the file now gives 5)") ||
+	if code != 1 || !strings.Contains(errs, "run tiny/shaped/1: the run's training config changed: the store "+db+" holds run tiny/shaped/1 trained with validation.episodes: 4 (now 5)") ||
 		strings.Contains(errs, "rerun the same command") {
 		t.Fatalf("changed training config: exit %d\n%s", code, errs)
 	}
