@@ -38,7 +38,41 @@ func (s *Server) routes() http.Handler {
 	mux.HandleFunc("GET /ws", s.serveWS)
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "ok\n") })
 	mux.Handle("GET /", dashboard(dashboardSettings{GrafanaURL: s.opts.GrafanaURL}))
-	return s.guardHost(mux)
+	return s.guardHost(apiFallback(mux))
+}
+
+// apiFallback answers, in JSON, a request under /api/ that no API
+// endpoint takes: 405 naming the methods the path takes (a GET of
+// .../cancel was the dashboard's 404 page, "GET /" being the only pattern
+// its method matched), or 404.
+func apiFallback(mux *http.ServeMux) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if !strings.HasPrefix(r.URL.Path, "/api/") || routed(mux, r, r.Method) {
+			mux.ServeHTTP(w, r)
+			return
+		}
+		var allow []string
+		for _, m := range []string{http.MethodGet, http.MethodPost} {
+			if routed(mux, r, m) {
+				allow = append(allow, m)
+			}
+		}
+		if len(allow) == 0 {
+			writeError(w, http.StatusNotFound, "no API endpoint "+r.URL.Path+" (grpo serve --help lists them)")
+			return
+		}
+		w.Header().Set("Allow", strings.Join(allow, ", "))
+		writeError(w, http.StatusMethodNotAllowed, fmt.Sprintf("%s %s: method not allowed; use %s", r.Method, r.URL.Path, strings.Join(allow, " or ")))
+	})
+}
+
+// routed reports whether an API endpoint of mux (not the dashboard) takes
+// r's path with method.
+func routed(mux *http.ServeMux, r *http.Request, method string) bool {
+	probe := r.WithContext(r.Context())
+	probe.Method = method
+	_, pattern := mux.Handler(probe)
+	return pattern != "" && pattern != "GET /"
 }
 
 // mutating guards an endpoint that changes state: a browser page of

@@ -345,3 +345,42 @@ func TestResumeWhenLeaseFrees(t *testing.T) {
 		t.Fatalf("run ended by the other process: hosted %v, state %s, %d steps; want not hosted, cancelled, fewer than 4", r.Hosted, r.State, len(r.Steps))
 	}
 }
+
+// TestAPIFallback: a request under /api/ that no endpoint takes gets a
+// JSON answer: 405 with Allow for a known path and another method, 404
+// otherwise; the dashboard still answers outside /api/.
+func TestAPIFallback(t *testing.T) {
+	e := newEnv(t)
+	s := e.MustStart(t, server.Options{})
+	for _, tt := range []struct {
+		method, path string
+		code         int
+		allow, msg   string
+	}{
+		{"GET", "/api/v1/runs/x/cancel", http.StatusMethodNotAllowed, "POST", "GET /api/v1/runs/x/cancel: method not allowed; use POST"},
+		{"GET", "/api/v1/runs/x/promote", http.StatusMethodNotAllowed, "POST", "use POST"},
+		{"DELETE", "/api/v1/runs", http.StatusMethodNotAllowed, "GET, POST", "use GET or POST"},
+		{"POST", "/api/v1/runs/x/steps", http.StatusMethodNotAllowed, "GET", "use GET"},
+		{"GET", "/api/v1/nothing", http.StatusNotFound, "", "no API endpoint /api/v1/nothing"},
+		{"POST", "/api/v1/runs/x/bogus", http.StatusNotFound, "", "no API endpoint /api/v1/runs/x/bogus"},
+	} {
+		req, _ := http.NewRequest(tt.method, s.URL()+tt.path, nil)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var body struct{ Error string }
+		derr := json.NewDecoder(resp.Body).Decode(&body)
+		resp.Body.Close()
+		if resp.StatusCode != tt.code || derr != nil || !strings.Contains(body.Error, tt.msg) || resp.Header.Get("Allow") != tt.allow {
+			t.Errorf("%s %s = %d Allow %q %q (%v), want %d Allow %q and an error containing %q",
+				tt.method, tt.path, resp.StatusCode, resp.Header.Get("Allow"), body.Error, derr, tt.code, tt.allow, tt.msg)
+		}
+	}
+	if code, body := do(t, "GET", s.URL()+"/", "", ""); code != http.StatusOK || !strings.Contains(string(body), "<html") {
+		t.Fatalf("GET / = %d, want the dashboard", code)
+	}
+	if code, _ := do(t, "GET", s.URL()+"/api/v1/runs", "", ""); code != http.StatusOK {
+		t.Fatalf("GET /api/v1/runs = %d", code)
+	}
+}
