@@ -258,10 +258,8 @@ func (c Config) validateValidation() error {
 	case len(v.N) == 0:
 		return invalid("validation.n", "is empty; give at least one table size, such as [5]")
 	}
-	for i, n := range v.N {
-		if n < 2 {
-			return invalid(fmt.Sprintf("validation.n[%d]", i), "is %d; need at least 2 philosophers", n)
-		}
+	if err := tableSizes("validation.n", v.N); err != nil {
+		return err
 	}
 	switch {
 	case v.Episodes < 2:
@@ -294,9 +292,19 @@ func (c Config) validateCurriculum() error {
 	case len(p.Sizes) > 0 && (p.Threshold == 0 || !finite(p.Threshold)):
 		return invalid("curriculum.promote.threshold", "is %v; set the finite, non-zero value of %s that promotes to the next size", p.Threshold, c.Validation.Metric)
 	}
-	for i, n := range p.Sizes {
+	return tableSizes("curriculum.promote.sizes", p.Sizes)
+}
+
+// tableSizes checks a list of table sizes: each at least 2, none twice (a
+// repeated size would play its tables twice and count each as two
+// episodes, narrowing the confidence intervals it reports).
+func tableSizes(key string, ns []int) error {
+	for i, n := range ns {
 		if n < 2 {
-			return invalid(fmt.Sprintf("curriculum.promote.sizes[%d]", i), "is %d; need at least 2 philosophers", n)
+			return invalid(keyIndex(key, i), "is %d; need at least 2 philosophers", n)
+		}
+		if j := slices.Index(ns[:i], n); j >= 0 {
+			return invalid(keyIndex(key, i), "is %d, as %s is; list each table size once", n, keyIndex(key, j))
 		}
 	}
 	return nil
@@ -307,10 +315,8 @@ func (c Config) validateCurriculum() error {
 // reserved one.
 func (c Config) validateSeeds() error {
 	t := c.Test
-	for i, n := range t.N {
-		if n < 2 {
-			return invalid(fmt.Sprintf("test.n[%d]", i), "is %d; need at least 2 philosophers", n)
-		}
+	if err := tableSizes("test.n", t.N); err != nil {
+		return err
 	}
 	if t.Episodes < 2 {
 		return invalid("test.episodes", "is %d; need at least 2", t.Episodes)

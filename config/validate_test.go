@@ -102,6 +102,7 @@ func TestValidate(t *testing.T) {
 		{"validation: {every: 0}", "validation.every: is 0; need at least 1"},
 		{"validation: {n: []}", "validation.n: is empty; give at least one table size"},
 		{"validation: {n: [5, 1]}", "validation.n[1]: is 1; need at least 2 philosophers"},
+		{"validation: {n: [5, 10, 5]}", "validation.n[2]: is 5, as validation.n[0] is; list each table size once"},
 		{"validation: {episodes: 1}", "validation.episodes: is 1; need at least 2"},
 		{"validation: {temperature: -1}", "validation.temperature: is -1; need a number >= 0"},
 		{"validation: {metric: accuracy}", `validation.metric: "accuracy" is not accepted; accepted: reward_mean, meals_mean, deadlock_rate`},
@@ -120,6 +121,7 @@ func TestValidate(t *testing.T) {
 		{"curriculum: {promote: {sizes: [5, 10]}}", "curriculum.promote.threshold: is 0; set the finite, non-zero value of reward_mean that promotes"},
 		{"curriculum: {promote: {threshold: 0.5}}", "curriculum.promote.sizes: is empty, but curriculum.promote.threshold is set"},
 		{"curriculum: {promote: {sizes: [5, 1], threshold: 0.5}}", "curriculum.promote.sizes[1]: is 1; need at least 2 philosophers"},
+		{"curriculum: {promote: {sizes: [5, 10, 10], threshold: 0.5}}", "curriculum.promote.sizes[2]: is 10, as curriculum.promote.sizes[1] is; list each table size once"},
 		{"curriculum: {promote: {sizes: [5, 10, 15], threshold: 0.5}}", ""},
 		{"inference: {chat_template_kwargs: {1: {2: x}}}", "inference.chat_template_kwargs: cannot be sent as JSON"},
 	} {
@@ -148,6 +150,7 @@ func TestValidate(t *testing.T) {
 func TestValidate_Seeds(t *testing.T) {
 	for _, tt := range []struct{ in, want string }{
 		{"test: {n: [5, 1]}", "test.n[1]: is 1; need at least 2 philosophers"},
+		{"test: {n: [5, 5]}", "test.n[1]: is 5, as test.n[0] is; list each table size once"},
 		{"test: {episodes: 1}", "test.episodes: is 1; need at least 2"},
 		// validation 1000000..1000023 (24 episodes), test 999990..1000089.
 		{"test: {seed: 999990}", "test.seed: is 999990, so test tables 999990..1000089 overlap validation tables 1000000..1000023 (validation.seed, validation.episodes); move one of the seeds"},

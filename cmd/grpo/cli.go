@@ -10,6 +10,7 @@ import (
 	"net/url"
 	"os"
 	"runtime/debug"
+	"slices"
 	"strconv"
 	"strings"
 )
@@ -257,6 +258,9 @@ func parseInts(flagName, s string) ([]int, error) {
 		v, err := strconv.Atoi(f)
 		if err != nil {
 			return nil, usagef("--%s %q: %q is not a whole number (want e.g. 5,10,15)", flagName, s, f)
+		}
+		if slices.Contains(out, v) {
+			return nil, usagef("--%s %q lists %d twice (each value once)", flagName, s, v)
 		}
 		out = append(out, v)
 	}

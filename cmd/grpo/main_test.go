@@ -163,6 +163,7 @@ func TestEvalBadInput(t *testing.T) {
 		{[]string{"eval", "--mode", "async"}, 2, `--mode = "async": accepted: simultaneous, sequential`},
 		{[]string{"eval", "--n", "5,x"}, 2, `"x" is not a whole number`},
 		{[]string{"eval", "--n", "1"}, 2, "--n = 1: need at least 2 philosophers"},
+		{[]string{"eval", "--n", "5,10,5"}, 2, `--n "5,10,5" lists 5 twice (each value once)`},
 		{[]string{"eval", "--reward", "dense"}, 2, `reward function "dense": accepted: shaped, paper`},
 		{[]string{"eval", "--bogus"}, 2, "flag provided but not defined: -bogus"},
 		{[]string{"eval", "--model", "m"}, 2, "--model needs --base-url"},
