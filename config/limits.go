@@ -17,57 +17,69 @@ func DefaultLimits() Limits {
 	return Limits{MaxN: 64, MaxRounds: 200, MaxEpisodesPerStep: 4096, MaxSteps: 100000}
 }
 
+// MachineLimits bound every run, wherever it is played: beyond them a
+// step's episodes, or one table's agents, do not fit in one machine's
+// memory (groups and episodes_per_group of a million each made grpo run
+// allocate 24 GB before its first request, and n 100000 4.5 GB in its
+// first minute). A daemon's Limits may not exceed them.
+var MachineLimits = Limits{MaxN: 1000, MaxRounds: 10000, MaxEpisodesPerStep: 100000}
+
 // Check reports the first value of c beyond l as an *Error naming the key
 // and the limit.
 func (l Limits) Check(c Config) error {
+	return l.check(c, func(flag string) string { return " (a limit of this daemon: grpo serve --max-" + flag + ")" })
+}
+
+// check is Check with the hint that says whose limit it is, given the
+// daemon's flag that sets it.
+func (l Limits) check(c Config, hint func(flag string) string) error {
 	over := func(v, limit int) bool { return limit > 0 && v > limit }
-	const hint = " (a limit of this daemon: grpo serve --max-%s)"
 	if over(c.Env.N, l.MaxN) {
-		return invalid("env.n", "is %d; at most %d"+hint, c.Env.N, l.MaxN, "n")
+		return invalid("env.n", "is %d; at most %d"+hint("n"), c.Env.N, l.MaxN)
 	}
 	for i, n := range c.Validation.N {
 		if over(n, l.MaxN) {
-			return invalid(keyIndex("validation.n", i), "is %d; at most %d"+hint, n, l.MaxN, "n")
+			return invalid(keyIndex("validation.n", i), "is %d; at most %d"+hint("n"), n, l.MaxN)
 		}
 	}
 	for i, n := range c.Test.N {
 		if over(n, l.MaxN) {
-			return invalid(keyIndex("test.n", i), "is %d; at most %d"+hint, n, l.MaxN, "n")
+			return invalid(keyIndex("test.n", i), "is %d; at most %d"+hint("n"), n, l.MaxN)
 		}
 	}
 	for i, n := range c.Curriculum.Promote.Sizes {
 		if over(n, l.MaxN) {
-			return invalid(keyIndex("curriculum.promote.sizes", i), "is %d; at most %d"+hint, n, l.MaxN, "n")
+			return invalid(keyIndex("curriculum.promote.sizes", i), "is %d; at most %d"+hint("n"), n, l.MaxN)
 		}
 	}
 	if l.MaxN > 0 && c.Curriculum.Schedule != "" {
 		if sched, err := ParseSchedule(c.Curriculum.Schedule); err == nil {
 			for _, p := range sched {
 				if p.N > l.MaxN {
-					return invalid("curriculum.schedule", "sets n %d; at most %d"+hint, p.N, l.MaxN, "n")
+					return invalid("curriculum.schedule", "sets n %d; at most %d"+hint("n"), p.N, l.MaxN)
 				}
 			}
 		}
 	}
 	if over(c.Env.Rounds, l.MaxRounds) {
-		return invalid("env.rounds", "is %d; at most %d"+hint, c.Env.Rounds, l.MaxRounds, "rounds")
+		return invalid("env.rounds", "is %d; at most %d"+hint("rounds"), c.Env.Rounds, l.MaxRounds)
 	}
 	if over(c.Run.Steps, l.MaxSteps) {
-		return invalid("run.steps", "is %d; at most %d"+hint, c.Run.Steps, l.MaxSteps, "steps")
+		return invalid("run.steps", "is %d; at most %d"+hint("steps"), c.Run.Steps, l.MaxSteps)
 	}
 	if l.MaxEpisodesPerStep > 0 {
 		// Counted in int64 so that huge values cannot wrap below the limit.
 		g := int64(max(c.GRPO.Groups, 0)) + int64(max(c.GRPO.MaxResamples, 0))
 		per := g * int64(max(c.GRPO.EpisodesPerGroup, 0))
 		if c.GRPO.EpisodesPerGroup > l.MaxEpisodesPerStep || g > int64(l.MaxEpisodesPerStep) || per > int64(l.MaxEpisodesPerStep) {
-			return invalid("grpo", "groups %d + max_resamples %d of %d episodes each make %d episodes a step; at most %d"+hint,
-				c.GRPO.Groups, c.GRPO.MaxResamples, c.GRPO.EpisodesPerGroup, per, l.MaxEpisodesPerStep, "episodes")
+			return invalid("grpo", "groups %d + max_resamples %d of %d episodes each make %d episodes a step; at most %d"+hint("episodes"),
+				c.GRPO.Groups, c.GRPO.MaxResamples, c.GRPO.EpisodesPerGroup, per, l.MaxEpisodesPerStep)
 		}
 		if over(c.Validation.Episodes, l.MaxEpisodesPerStep) {
-			return invalid("validation.episodes", "is %d; at most %d"+hint, c.Validation.Episodes, l.MaxEpisodesPerStep, "episodes")
+			return invalid("validation.episodes", "is %d; at most %d"+hint("episodes"), c.Validation.Episodes, l.MaxEpisodesPerStep)
 		}
 		if over(c.Test.Episodes, l.MaxEpisodesPerStep) {
-			return invalid("test.episodes", "is %d; at most %d"+hint, c.Test.Episodes, l.MaxEpisodesPerStep, "episodes")
+			return invalid("test.episodes", "is %d; at most %d"+hint("episodes"), c.Test.Episodes, l.MaxEpisodesPerStep)
 		}
 	}
 	return nil

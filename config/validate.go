@@ -27,13 +27,20 @@ func (c Config) Validate() error {
 	for _, check := range []func() error{
 		c.validateRun, c.validateEnv, c.validateReward, c.validateGRPO,
 		c.validateInference, c.validateTrainer, c.validateValidation,
-		c.validateCurriculum, c.validateSeeds,
+		c.validateCurriculum, c.validateSeeds, c.validateSize,
 	} {
 		if err := check(); err != nil {
 			return err
 		}
 	}
 	return nil
+}
+
+// validateSize checks c against MachineLimits.
+func (c Config) validateSize() error {
+	return MachineLimits.check(c, func(string) string {
+		return " (grpo's bound on any run: beyond it a step's episodes or a table's agents do not fit in memory)"
+	})
 }
 
 func (c Config) validateRun() error {

@@ -67,6 +67,7 @@ func TestServeBadFlags(t *testing.T) {
 	}{
 		{[]string{"--max-rounds", "0"}, "--max-rounds 0: need at least 1"},
 		{[]string{"--max-runs", "-1"}, "--max-runs -1: need at least 1"},
+		{[]string{"--max-n", "1001"}, "--max-n 1001: at most 1000 (grpo's bound on any run)"},
 		{[]string{"--peers", filepath.Join(dir, "none.yaml")}, "--peers: read peers file"},
 		{[]string{"--peers", bad}, "inference peer a: url"},
 	} {

@@ -99,6 +99,12 @@ func (m *Main) serve(ctx context.Context, args []string) error {
 			return usagef("--%s %d: need at least 1", name, v)
 		}
 	}
+	for name, v := range map[string][2]int{"max-n": {lim.MaxN, config.MachineLimits.MaxN}, "max-rounds": {lim.MaxRounds, config.MachineLimits.MaxRounds},
+		"max-episodes": {lim.MaxEpisodesPerStep, config.MachineLimits.MaxEpisodesPerStep}} {
+		if v[0] > v[1] {
+			return usagef("--%s %d: at most %d (grpo's bound on any run)", name, v[0], v[1])
+		}
+	}
 	var peers config.Peers
 	if *peersFile != "" {
 		p, err := config.LoadPeers(*peersFile)
