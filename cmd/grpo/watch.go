@@ -27,8 +27,12 @@ plus one line per episode with --episodes.
 With RUN, watch first asks the daemon about it: an unknown run is an error
 ("no such run"), a run that has already finished is printed as its end
 line (on stderr with --json, whose stdout carries events only) and watch
-exits; otherwise watch exits when the run finishes. When
-the daemon goes away (a restart), watch reconnects until interrupted.
+exits; otherwise watch exits when the run finishes. The exit status is 0
+when the run succeeded, 1 when it failed or was cancelled. When the daemon
+goes away (a restart), watch reconnects until interrupted; with RUN it
+then prints the steps the run committed meanwhile, marked "(while
+reconnecting)" (not with --json: events sent while watch was away are not
+replayed; GET /api/v1/runs/RUN/steps has every step).
 
 --addr takes the daemon's address as serve --addr does (127.0.0.1:8080)
 or its URL (http://127.0.0.1:8080).
@@ -41,6 +45,9 @@ type watchCommand struct {
 	episodes bool
 	json     bool
 	retry    time.Duration // first reconnection delay; doubles up to 16x
+
+	end      io.Writer // where a finished run's end line goes
+	endState string    // the state c.run ended in, once it has
 }
 
 func (m *Main) watch(ctx context.Context, args []string) error {
@@ -95,20 +102,20 @@ func isGone(err error) bool { return errors.As(err, new(goneError)) }
 
 func (c *watchCommand) watch(ctx context.Context, stdout, stderr io.Writer) error {
 	p := &stepPrinter{w: stdout, episodes: c.episodes}
+	// With --json stdout carries events only: a run's end line goes to
+	// stderr.
+	c.end = stdout
+	if c.json {
+		c.end = stderr
+	}
 	delay := c.retry
 	connectedOnce := false
 	for attempt := 0; ; attempt++ {
 		if c.run != "" {
-			// With --json stdout carries events only: a run already
-			// finished is said on stderr.
-			end := stdout
-			if c.json {
-				end = stderr
-			}
-			done, err := c.checkRun(ctx, end)
+			done, err := c.checkRun(ctx, p)
 			switch {
 			case done:
-				return nil
+				return c.ended()
 			case err != nil && attempt == 0:
 				return err
 			}
@@ -127,7 +134,7 @@ func (c *watchCommand) watch(ctx context.Context, stdout, stderr io.Writer) erro
 			p.flush()
 			return nil
 		case err == nil: // the run finished
-			return nil
+			return c.ended()
 		case !connectedOnce || !isGone(err):
 			// Never reached the daemon, or it refused the stream.
 			return err
@@ -143,9 +150,22 @@ func (c *watchCommand) watch(ctx context.Context, stdout, stderr io.Writer) erro
 	}
 }
 
+// ended is watch's result once c.run has finished: an error (exit status
+// 1) when it failed or was cancelled, so that 'grpo watch RUN && next'
+// goes on only after a run that succeeded.
+func (c *watchCommand) ended() error {
+	switch c.endState {
+	case checkpoint.StateFailed, checkpoint.StateCancelled:
+		return fmt.Errorf("run %s %s", c.run, c.endState)
+	}
+	return nil
+}
+
 // checkRun asks the daemon about c.run. done: the run has already
-// finished and its end was printed.
-func (c *watchCommand) checkRun(ctx context.Context, w io.Writer) (done bool, err error) {
+// finished and its end was printed (to c.end). While it plays, the steps
+// it committed that p has not printed (while watch reconnected) are
+// printed now.
+func (c *watchCommand) checkRun(ctx context.Context, p *stepPrinter) (done bool, err error) {
 	// The name is one path segment: exp/arm/1 is sent as exp%2Farm%2F1.
 	u := c.base.JoinPath("api", "v1", "runs", url.PathEscape(c.run))
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u.String(), nil)
@@ -168,20 +188,24 @@ func (c *watchCommand) checkRun(ctx context.Context, w io.Writer) (done bool, er
 	if err := json.NewDecoder(resp.Body).Decode(&v); err != nil {
 		return false, fmt.Errorf("decode run %s from %s: %w", c.run, u, err)
 	}
+	if !c.json {
+		p.catchUp(v)
+	}
 	if v.State == checkpoint.StateRunning || v.Hosted {
 		return false, nil
 	}
-	fmt.Fprintln(w, endLine(v))
+	p.flush()
+	fmt.Fprintln(c.end, endLine(v))
+	c.endState = v.State
 	return true, nil
 }
 
 // endLine sums up a run that has finished.
 func endLine(v checkpoint.RunView) string {
-	last := 0
+	s := fmt.Sprintf("run %s %s before any step", v.Run, v.State)
 	if len(v.Steps) > 0 {
-		last = v.Steps[len(v.Steps)-1].Step
+		s = fmt.Sprintf("run %s %s after step %d", v.Run, v.State, v.Steps[len(v.Steps)-1].Step)
 	}
-	s := fmt.Sprintf("run %s %s after step %d", v.Run, v.State, last)
 	if b := v.Best; b != nil {
 		s += fmt.Sprintf("; best step %d (%s %.3f)", b.Step, b.Policy, b.Value)
 	}
@@ -234,7 +258,7 @@ func (c *watchCommand) stream(ctx context.Context, p *stepPrinter, stdout io.Wri
 		t := time.NewTicker(2 * time.Second)
 		defer t.Stop()
 		poll = t.C
-		if done, _ := c.checkRun(ctx, stdout); done {
+		if done, _ := c.checkRun(ctx, p); done {
 			return nil
 		}
 	}
@@ -244,8 +268,7 @@ func (c *watchCommand) stream(ctx context.Context, p *stepPrinter, stdout io.Wri
 		case <-ctx.Done():
 			return ctx.Err()
 		case <-poll:
-			if done, _ := c.checkRun(ctx, stdout); done {
-				p.flush()
+			if done, _ := c.checkRun(ctx, p); done {
 				return nil
 			}
 			continue
@@ -275,6 +298,9 @@ func (c *watchCommand) stream(ctx context.Context, p *stepPrinter, stdout io.Wri
 				// The daemon stopped the run to resume it on its next start.
 				continue
 			}
+			if e.RunFinished != nil {
+				c.endState = e.RunFinished.State
+			}
 			p.flush()
 			return nil
 		}
@@ -288,6 +314,58 @@ type stepPrinter struct {
 	w        io.Writer
 	episodes bool
 	pending  map[string]*stepLine // by run
+	// last is, by run, the last step printed, or the last committed
+	// when watch first asked about the run: a step at or before it is
+	// not printed again.
+	last map[string]int
+}
+
+// catchUp prints v's committed steps after the last one printed: those
+// committed while watch was reconnecting. The first time it sees a run
+// it only notes where the run is (watch shows what happens from then on).
+func (p *stepPrinter) catchUp(v checkpoint.RunView) {
+	if len(v.Steps) == 0 {
+		return
+	}
+	if p.last == nil {
+		p.last = map[string]int{}
+	}
+	last, seen := p.last[v.Run]
+	if !seen {
+		p.last[v.Run] = v.Steps[len(v.Steps)-1].Step
+		return
+	}
+	for _, s := range v.Steps {
+		if s.Step <= last {
+			continue
+		}
+		if sl := p.pending[v.Run]; sl != nil && sl.step == s.Step {
+			delete(p.pending, v.Run) // its events arrived in part; the stored step is whole
+		}
+		p.flushRun(v.Run)
+		e, val := storedStep(v.Run, s)
+		fmt.Fprintln(p.w, stepSummary(e, val)+"  (while reconnecting)")
+		p.last[v.Run] = s.Step
+	}
+}
+
+// storedStep is a stored step as the events that print its line.
+func storedStep(run string, s checkpoint.StepView) (orchestrator.Event, *orchestrator.ValidationDone) {
+	e := orchestrator.Event{Run: run, Step: s.Step, Time: time.Now(), StepCommitted: &orchestrator.StepCommitted{Step: s.Step, N: s.N}}
+	if t := s.Train; t != nil {
+		e.StepCommitted.Train = &orchestrator.TrainSummary{RewardMean: t.RewardMean}
+	}
+	if j := s.Job; j != nil {
+		e.StepCommitted.Job = &orchestrator.JobRecord{ID: j.ID, State: j.State, Metrics: j.Metrics}
+		if !j.Finished.IsZero() {
+			e.Time = j.Finished
+		}
+	}
+	var val *orchestrator.ValidationDone
+	if ev := s.Validation; ev != nil {
+		val = &orchestrator.ValidationDone{RewardMean: ev.RewardMean, RewardCI95: ev.RewardCI95, DeadlockRate: ev.DeadlockRate, MealsMean: ev.MealsMean}
+	}
+	return e, val
 }
 
 type stepLine struct {
@@ -314,7 +392,13 @@ func (p *stepPrinter) get(e orchestrator.Event) *stepLine {
 
 func (p *stepPrinter) flushRun(run string) {
 	if sl := p.pending[run]; sl != nil && sl.line != "" {
-		fmt.Fprintln(p.w, sl.line)
+		if last, seen := p.last[run]; !seen || sl.step > last {
+			fmt.Fprintln(p.w, sl.line)
+			if p.last == nil {
+				p.last = map[string]int{}
+			}
+			p.last[run] = sl.step
+		}
 	}
 	delete(p.pending, run)
 }

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"net"
 	"net/http"
 	"path/filepath"
@@ -138,5 +139,98 @@ func TestWatchRunNameWithSlashes(t *testing.T) {
 	code, out, errs = cli(t, "watch", "--addr", s.URL(), "exp/arm/1")
 	if code != 0 || !strings.HasPrefix(out, "run exp/arm/1 succeeded after step 1; best step ") {
 		t.Fatalf("watch on the finished exp/arm/1: exit %d\n%s\n%s", code, out, errs)
+	}
+}
+
+// TestWatchExitStatus: watch RUN exits 1 when the run is cancelled (as
+// when it fails; 0 when it succeeds: TestWatchUnknownAndFinishedRuns),
+// both following it and asked about it afterwards; a run that ended
+// before committing a step says so.
+func TestWatchExitStatus(t *testing.T) {
+	dir := t.TempDir()
+	addr := freeAddr(t)
+	s := startDaemon(t, addr, filepath.Join(dir, "d.db"))
+	defer s.Close()
+
+	launch(t, s.URL(), "run: {name: long, steps: 1000}\nvalidation: {episodes: 2}\n")
+	var out, errs syncBuffer
+	m := &Main{Stdin: strings.NewReader(""), Stdout: &out, Stderr: &errs, Getenv: func(string) string { return "" }}
+	done := make(chan int, 1)
+	go func() { done <- m.Run(context.Background(), []string{"watch", "long", "--addr", addr}) }()
+	waitFor(t, "watch to print a step", func() bool { return strings.Contains(out.String(), "long         step  1") })
+	resp, err := http.Post(s.URL()+"/api/v1/runs/long/cancel", "application/json", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	select {
+	case code := <-done:
+		if code != 1 || !strings.Contains(errs.String(), "grpo watch: run long cancelled") {
+			t.Fatalf("watch of a cancelled run: exit %d\n%s\n%s", code, out.String(), errs.String())
+		}
+	case <-time.After(60 * time.Second):
+		t.Fatal("watch did not end with the cancelled run")
+	}
+	code, stdout, stderr := cli(t, "watch", "long", "--addr", addr)
+	if code != 1 || !strings.HasPrefix(stdout, "run long cancelled after step ") {
+		t.Fatalf("watch of the cancelled run afterwards: exit %d\n%s\n%s", code, stdout, stderr)
+	}
+
+	// A run that ended before committing a step says so.
+	if got, want := endLine(checkpoint.RunView{Run: "broken", State: checkpoint.StateFailed, Error: "no endpoint"}), "run broken failed before any step: no endpoint"; got != want {
+		t.Fatalf("endLine of a run with no step = %q, want %q", got, want)
+	}
+	for state, want := range map[string]string{checkpoint.StateFailed: "run r failed", checkpoint.StateCancelled: "run r cancelled", checkpoint.StateSucceeded: ""} {
+		err := (&watchCommand{run: "r", endState: state}).ended()
+		if got := fmt.Sprint(err); want == "" && err != nil || want != "" && got != want {
+			t.Errorf("watch's result for a run %s: %v, want %q", state, err, want)
+		}
+	}
+}
+
+// TestWatchCatchesUpAfterRestart: steps the run commits while watch waits
+// to reconnect are printed once it has, each step exactly once.
+func TestWatchCatchesUpAfterRestart(t *testing.T) {
+	dir := t.TempDir()
+	db := filepath.Join(dir, "d.db")
+	addr := freeAddr(t)
+	s1 := startDaemon(t, addr, db)
+	launch(t, s1.URL(), "run: {name: long, steps: 40}\nvalidation: {episodes: 2}\n")
+	base, err := daemonURL(addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Reconnecting only after 3 s: the restarted daemon commits steps
+	// meanwhile.
+	c := &watchCommand{base: base, run: "long", retry: 3 * time.Second}
+	var out, errs syncBuffer
+	done := make(chan error, 1)
+	go func() { done <- c.watch(context.Background(), &out, &errs) }()
+	waitFor(t, "watch to print step 2", func() bool { return strings.Contains(out.String(), "long         step  2") })
+	s1.Close()
+	waitFor(t, "watch to notice", func() bool { return strings.Contains(errs.String(), "reconnecting") })
+	s2 := startDaemon(t, addr, db)
+	defer s2.Close()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("watch: %v\n%s", err, errs.String())
+		}
+	case <-time.After(120 * time.Second):
+		t.Fatalf("watch did not end with the run:\n%s\n%s", out.String(), errs.String())
+	}
+	text := out.String()
+	if !strings.Contains(text, "(while reconnecting)") {
+		t.Fatalf("no step printed as caught up after the restart:\n%s\n%s", text, errs.String())
+	}
+	first := -1
+	for step := 1; step <= 40; step++ {
+		n := strings.Count(text, fmt.Sprintf("long         step %2d n=", step))
+		if n > 1 || n == 0 && first >= 0 {
+			t.Fatalf("step %d printed %d times:\n%s", step, n, text)
+		}
+		if n == 1 && first < 0 {
+			first = step
+		}
 	}
 }
