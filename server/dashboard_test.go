@@ -103,3 +103,49 @@ func TestDashboardChromium(t *testing.T) {
 	}
 	t.Logf("screenshot: %s", path)
 }
+
+// TestDashboardChartLongRun draws the dashboard's chart, in Chromium, with
+// the points of a run of 100,000 validated steps (a daemon allows
+// --max-steps 100000): spreading them into Math.min's arguments threw
+// "Maximum call stack size exceeded" above about 124,000 points, and the
+// run's whole view stayed blank.
+func TestDashboardChartLongRun(t *testing.T) {
+	chrome := binary(t, "GRPO_CHROMIUM", "chromium", "chromium-browser")
+	e := newEnv(t)
+	s := e.MustStart(t, server.Options{})
+	actx, acancel := chromedp.NewExecAllocator(context.Background(),
+		chromedp.ExecPath(chrome), chromedp.Flag("headless", true), chromedp.NoSandbox, chromedp.DisableGPU,
+		chromedp.NoFirstRun, chromedp.Flag("disable-background-networking", true), chromedp.UserDataDir(t.TempDir()))
+	defer acancel()
+	ctx, cancel := chromedp.NewContext(actx, chromedp.WithLogf(t.Logf))
+	defer cancel()
+	if err := chromedp.Do(ctx, chromedp.Navigate(s.URL()+"/")); err != nil {
+		t.Fatalf("chromium: open dashboard: %v", err)
+	}
+	tctx, tcancel := context.WithTimeout(ctx, 120*time.Second)
+	defer tcancel()
+	// Two series and a band of 100,000 points each: 400,000 values, the
+	// lowest -0.5 (step 0) and the highest 1.5 (step 99,999).
+	const script = `(() => {
+	  const svg = document.createElementNS("http://www.w3.org/2000/svg", "svg");
+	  svg.setAttribute("viewBox", "0 0 640 200");
+	  const N = 100000, v = (i) => -0.5 + 2 * i / (N - 1);
+	  const pts = Array.from({length: N}, (_, i) => [i, v(i)]);
+	  const band = pts.map((p) => [p[0], p[1] - 0.01, p[1] + 0.01]);
+	  try {
+	    chart(svg, [{cls: "val", pts}, {cls: "train", pts: pts.map((p) => [p[0], p[1] / 2])}], {xmax: N - 1, band, right: {cls: "meals", pts}});
+	  } catch (e) { return "error: " + e.message; }
+	  const labels = [...svg.querySelectorAll("text")].map((t) => t.textContent);
+	  return labels.slice(0, 5).join(" ");
+	})()`
+	got, err := chromedp.Run(tctx, chromedp.Evaluate[string](script))
+	if err != nil {
+		t.Fatalf("chromium: draw the chart: %v", err)
+	}
+	// The y axis's five labels span the values, which the band widens
+	// to [-0.51, 1.51], with a 5% margin (0.101) each side: -0.611 to
+	// 1.611 in quarters of 0.5555.
+	if want := "-0.61 -0.06 0.50 1.06 1.61"; got != want {
+		t.Fatalf("chart of 100,000 steps: %q, want the y labels %q", got, want)
+	}
+}

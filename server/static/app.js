@@ -242,6 +242,12 @@ function renderJobs() {
   }
 }
 
+// least and greatest are the extremes of vals and a bound, by a loop:
+// spreading a long run's points into Math.min's arguments overflows the
+// browser's stack (Chromium's at about 124,000 arguments).
+function least(vals, bound) { let m = bound; for (const v of vals) if (v < m) m = v; return m; }
+function greatest(vals, bound) { let m = bound; for (const v of vals) if (v > m) m = v; return m; }
+
 // chart draws series of [step, value] points with lines, dots, axes and,
 // when opts.best is set, a marker on the best step.
 function chart(svg, series, opts) {
@@ -257,7 +263,7 @@ function chart(svg, series, opts) {
   if (opts.band) opts = { ...opts, band: opts.band.filter(inRange) };
   if (opts.best !== null && opts.best !== undefined && !inRange([opts.best])) opts = { ...opts, best: null };
   const all = series.flatMap((s) => s.pts.map((p) => p[1])).concat((opts.band || []).flatMap((b) => [b[1], b[2]]));
-  let ymin = opts.ymin ?? Math.min(...all, 0), ymax = opts.ymax ?? Math.max(...all, 0.1);
+  let ymin = opts.ymin ?? least(all, 0), ymax = opts.ymax ?? greatest(all, 0.1);
   if (ymax - ymin < 1e-9) ymax = ymin + 1;
   const pad = opts.ymax === undefined ? 0.05 * (ymax - ymin) : 0;
   ymin -= pad; ymax += pad;
@@ -294,7 +300,7 @@ function chart(svg, series, opts) {
   for (const s of series) draw(s, (v) => y(v));
   if (opts.right) {
     const vals = opts.right.pts.map((p) => p[1]);
-    const hi = Math.max(...vals, opts.right.cls === "meals" ? 1 : 1e-9);
+    const hi = greatest(vals, opts.right.cls === "meals" ? 1 : 1e-9);
     for (let i = 0; i <= 4; i++) svg.append(el("svg:text", { x: W - R + 4, y: y(hi * i / 4, 0, hi) + 3 }, hi >= 10 ? (hi * i / 4).toFixed(0) : Number((hi * i / 4).toPrecision(2)).toString()));
     draw(opts.right, (v) => y(v, 0, hi));
   }
