@@ -80,6 +80,9 @@ func startPeers(ctx context.Context, cfg config.Config, opts Options) (*peers, e
 	} else {
 		eps = ConfigEndpoints(inf, getenv)
 		trainerURL = cfg.Trainer.URL
+		for _, w := range UnsetKeyVars(cfg, getenv) {
+			opts.Logger.Warn(w)
+		}
 	}
 	p.fleet = NewFleet(eps, inf, hc, fleetOptions(cfg, opts))
 	var trainerKey string
@@ -175,6 +178,28 @@ func ConfigEndpoints(inf config.Inference, getenv func(string) string) []Endpoin
 		eps = append(eps, Endpoint{URL: ep.URL, APIKey: key})
 	}
 	return eps
+}
+
+// UnsetKeyVars describes the api_key_env settings of cfg (endpoints and
+// trainer) that name a variable getenv finds unset or empty: no key is
+// then sent, and a server that checks keys answers 401 with nothing
+// saying why. OPENAI_API_KEY, used when an endpoint names none, is not
+// listed: servers that need no key are the common case.
+func UnsetKeyVars(cfg config.Config, getenv func(string) string) []string {
+	if cfg.Embedded() {
+		return nil
+	}
+	var out []string
+	unset := func(key, env string) {
+		if env != "" && env != config.NoAPIKey && getenv(env) == "" {
+			out = append(out, fmt.Sprintf("%s names $%s, which is not set or empty: no API key is sent", key, env))
+		}
+	}
+	for i, ep := range cfg.Inference.Endpoints {
+		unset(fmt.Sprintf("inference.endpoints[%d].api_key_env", i), ep.APIKeyEnv)
+	}
+	unset("trainer.api_key_env", cfg.Trainer.APIKeyEnv)
+	return out
 }
 
 // RetryPolicy is the retry policy of every client of a run or an

@@ -846,6 +846,9 @@ func testCheckpoints(ctx context.Context, getenv func(string) string, stderr io.
 	// loaded under its own name next to the others. The fleet rides out
 	// faults and outages as the run's did.
 	logger := warnLogger(stderr)
+	for _, w := range run.UnsetKeyVars(cfg, getenv) {
+		logger.Warn(w)
+	}
 	fleet := run.NewFleet(eps, o.inference(cfg.Inference), httpx.NewHTTPClient(o.concurrency, logger), inference.FleetOptions{Logger: logger})
 	defer fleet.Close()
 	fleet.Start(ctx)

@@ -119,8 +119,9 @@ trainer: {kind: jobs, url: %s, api_key_env: GRPO_TEST_TRAINER_KEY, base_model: %
 		}
 		// Without the variable the trainer refuses the run's health check.
 		out, err := exec.Command(bin, "run", "--config", cfg, "--db", filepath.Join(dir, "nokey.db"), "--name", "nokey").CombinedOutput()
-		if err == nil || !strings.Contains(string(out), "401") {
-			t.Fatalf("grpo run without the key: %v\n%s; want the trainer's 401", err, out)
+		if err == nil || !strings.Contains(string(out), "401") ||
+			!strings.Contains(string(out), "trainer.api_key_env names $GRPO_TEST_TRAINER_KEY, which is not set or empty: no API key is sent") {
+			t.Fatalf("grpo run without the key: %v\n%s; want the trainer's 401 and a warning naming the variable", err, out)
 		}
 	})
 
