@@ -7,8 +7,10 @@ import (
 	"fmt"
 	"path/filepath"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/grpo-dev/grpo/checkpoint"
 	"github.com/grpo-dev/grpo/orchestrator"
@@ -156,5 +158,36 @@ func TestOptionalTrainerSeams(t *testing.T) {
 				t.Fatalf("step %d trajectory %d: group %s reward %v advantage %v, want v%d-n5, %v, 0", ev.Step, i, tr.Group, tr.Reward, tr.Advantage, ev.Step, ev.Rewards[i/5])
 			}
 		}
+	}
+}
+
+// renamingTrainer answers every job with an adapter named otherwise than
+// the job's output_adapter.
+type renamingTrainer struct{ *trainer.JobClient }
+
+func (r renamingTrainer) Wait(ctx context.Context, id string, timeout time.Duration, on func(trainer.Job)) (trainer.Job, error) {
+	j, err := r.JobClient.Wait(ctx, id, timeout, on)
+	if j.Adapter != nil {
+		a := *j.Adapter
+		a.Name = "someone-elses-adapter"
+		j.Adapter = &a
+	}
+	return j, err
+}
+
+// TestTrainerMustNameAdapterAsAsked: a job API trainer whose job succeeds
+// with an adapter of another name than the output_adapter asked stops the
+// run at that step, naming both, and nothing is loaded under that name.
+func TestTrainerMustNameAdapterAsAsked(t *testing.T) {
+	dir := t.TempDir()
+	e := newEnv(t, filepath.Join(dir, "data"), filepath.Join(dir, "grpo.db"))
+	o := orchestrator.New(orchestrator.Options{Store: e.store, Completer: e.chat, Trainer: renamingTrainer{e.trainer}, Adapters: e.fleet})
+	err := o.Start(context.Background(), smallConfig(t, "renamed", 2))
+	if err == nil || !strings.Contains(err.Error(), `succeeded with adapter "someone-elses-adapter", not the output_adapter "renamed.`) {
+		t.Fatalf("run with a renaming trainer: %v", err)
+	}
+	run, steps, _ := snapshot(t, e.store, "renamed")
+	if run.State != checkpoint.StateFailed || len(steps) != 1 {
+		t.Fatalf("run %s with %d steps; want failed with step 0 only", run.State, len(steps))
 	}
 }

@@ -229,6 +229,12 @@ func (r *run) train(ctx context.Context, s int, req trainer.JobRequest) (*checkp
 	if job.Adapter == nil || job.Adapter.Name == "" || job.Adapter.Path == "" {
 		return nil, trainer.Adapter{}, fmt.Errorf("trainer job %s succeeded without an adapter {name, path}", req.ID)
 	}
+	// A job API trainer names the adapter as asked (DESIGN §5): one that
+	// names it otherwise could have the run load, and later unload,
+	// another run's adapter. (ART names its checkpoints itself.)
+	if r.cfg.Trainer.Kind != config.TrainerART && job.Adapter.Name != req.OutputAdapter {
+		return nil, trainer.Adapter{}, fmt.Errorf("trainer job %s succeeded with adapter %q, not the output_adapter %q it was asked for: the trainer does not follow the job API (DESIGN §5); the run stops rather than load an adapter it did not name", req.ID, job.Adapter.Name, req.OutputAdapter)
+	}
 	rec := &checkpoint.Job{ID: job.ID, State: job.State, Submitted: submitted, Finished: r.o.now(), Metrics: map[string]float64{}}
 	if m := job.Metrics; m != nil {
 		rec.Metrics = map[string]float64{"loss": m.Loss, "kl": m.KL, "grad_norm": m.GradNorm, "clip_fraction": m.ClipFraction}
