@@ -214,8 +214,8 @@ func (c Config) validateTrainer() error {
 		return invalid("trainer.lora.alpha", "is %v; need a number > 0", t.LoRA.Alpha)
 	case !positive(h.LearningRate):
 		return invalid("trainer.hyperparameters.learning_rate", "is %v; need a number > 0", h.LearningRate)
-	case !positive(h.Epsilon):
-		return invalid("trainer.hyperparameters.epsilon", "is %v; need a number > 0", h.Epsilon)
+	case !positive(h.Epsilon) || h.Epsilon >= 1:
+		return invalid("trainer.hyperparameters.epsilon", "is %v; accepted: 0 < epsilon < 1 (the ratio's lower clip is 1 - epsilon; the reference trainer refuses more)", h.Epsilon)
 	case !nonNegative(h.EpsilonHigh):
 		return invalid("trainer.hyperparameters.epsilon_high", "is %v; need a number >= 0 (0: same as epsilon)", h.EpsilonHigh)
 	case !nonNegative(h.KLBeta):
