@@ -247,11 +247,11 @@ func (f *Fleet) LoadEverywhere(ctx context.Context, name, path string) error {
 			case endpointFailure(err):
 				f.drain(todo[i], -1, err)
 			default:
-				refused = append(refused, fmt.Errorf("endpoint %s: %w", todo[i].url, err))
+				refused = append(refused, err) // it names the adapter and the endpoint
 			}
 		}
 		if len(refused) > 0 {
-			return fmt.Errorf("load adapter %s: %w", name, errors.Join(refused...))
+			return errors.Join(refused...)
 		}
 		if loaded {
 			return nil
@@ -391,7 +391,7 @@ func (f *Fleet) checkRoot(ctx context.Context, ep *endpoint, name, path string) 
 	case err != nil:
 		return err
 	case !ok:
-		return fmt.Errorf("load adapter %s: the server said it is loaded but GET /v1/models does not list it", name)
+		return fmt.Errorf("load adapter %s on %s: the server said it is loaded but GET /v1/models does not list it", name, ep.url)
 	case m.Root != path:
 		return fmt.Errorf("load adapter %s: %w: %s serves it from %q, not %q (unload it there, or name the run differently)", name, ErrAdapterConflict, ep.url, m.Root, path)
 	}

@@ -203,6 +203,10 @@ func TestFleet_LoadRetriesNotFound(t *testing.T) {
 	if !errors.Is(err, ErrAdapterPathNotFound) {
 		t.Fatalf("LoadEverywhere()=%v, want ErrAdapterPathNotFound", err)
 	}
+	// It says what was loaded where once, not once per layer.
+	if msg := err.Error(); strings.Count(msg, "load adapter r-step-0002") != 1 || !strings.Contains(msg, s.URL) {
+		t.Errorf("error %q: want \"load adapter r-step-0002\" once and the endpoint", msg)
+	}
 }
 
 func TestFleet_LoadDrainsFailingEndpoint(t *testing.T) {

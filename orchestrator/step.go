@@ -247,7 +247,7 @@ func (r *run) train(ctx context.Context, s int, req trainer.JobRequest) (*checkp
 func (r *run) load(ctx context.Context, s int, a trainer.Adapter) error {
 	name := r.servedName(a.Name)
 	if err := r.o.opts.Adapters.LoadEverywhere(ctx, name, a.Path); err != nil {
-		return fmt.Errorf("load adapter %s: %w", a.Name, err)
+		return err // it says "load adapter NAME"
 	}
 	r.mu.Lock()
 	r.adapter = &a
