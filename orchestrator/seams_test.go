@@ -191,3 +191,57 @@ func TestTrainerMustNameAdapterAsAsked(t *testing.T) {
 		t.Fatalf("run %s with %d steps; want failed with step 0 only", run.State, len(steps))
 	}
 }
+
+// forgetfulTrainer's first wait for step 1's job finds the trainer no
+// longer knows it (404), as after a restart that kept no jobs; it counts
+// the submissions of each job.
+type forgetfulTrainer struct {
+	*trainer.JobClient
+	mu      sync.Mutex
+	forgot  bool
+	always  bool // every wait finds the job lost
+	submits map[string]int
+}
+
+func (f *forgetfulTrainer) Submit(ctx context.Context, req trainer.JobRequest) (trainer.Job, error) {
+	f.mu.Lock()
+	f.submits[req.ID]++
+	f.mu.Unlock()
+	return f.JobClient.Submit(ctx, req)
+}
+
+func (f *forgetfulTrainer) Wait(ctx context.Context, id string, timeout time.Duration, on func(trainer.Job)) (trainer.Job, error) {
+	f.mu.Lock()
+	lose := f.always || !f.forgot && strings.HasSuffix(id, "/step-0001")
+	f.forgot = f.forgot || lose
+	f.mu.Unlock()
+	if lose {
+		return trainer.Job{}, fmt.Errorf("wait for trainer job %s: 404 Not Found: %w", id, trainer.ErrJobNotFound)
+	}
+	return f.JobClient.Wait(ctx, id, timeout, on)
+}
+
+// TestLostJobIsSubmittedAgain: a job the trainer no longer knows while
+// the run waits for it is submitted again, once; a trainer that loses it
+// again fails the run saying so.
+func TestLostJobIsSubmittedAgain(t *testing.T) {
+	dir := t.TempDir()
+	e := newEnv(t, filepath.Join(dir, "data"), filepath.Join(dir, "grpo.db"))
+	ft := &forgetfulTrainer{JobClient: e.trainer, submits: map[string]int{}}
+	o := orchestrator.New(orchestrator.Options{Store: e.store, Completer: e.chat, Trainer: ft, Adapters: e.fleet})
+	if err := o.Start(context.Background(), smallConfig(t, "lost", 2)); err != nil {
+		t.Fatalf("run whose trainer lost a job once: %v", err)
+	}
+	rec, steps, _ := snapshot(t, e.store, "lost")
+	key := trainer.JobKey("lost", rec.ID)
+	if got := ft.submits[trainer.JobID(key, 1)]; got != 2 || ft.submits[trainer.JobID(key, 2)] != 1 || len(steps) != 3 {
+		t.Fatalf("submits %v, %d steps; want step 1's job twice, step 2's once, 3 steps", ft.submits, len(steps))
+	}
+
+	ft2 := &forgetfulTrainer{JobClient: e.trainer, submits: map[string]int{}, always: true}
+	o2 := orchestrator.New(orchestrator.Options{Store: e.store, Completer: e.chat, Trainer: ft2, Adapters: e.fleet})
+	err := o2.Start(context.Background(), smallConfig(t, "lost-always", 2))
+	if !errors.Is(err, trainer.ErrJobNotFound) || !strings.Contains(err.Error(), "lost again after it was submitted again") {
+		t.Fatalf("run whose trainer always loses its jobs: %v", err)
+	}
+}

@@ -2,6 +2,7 @@ package orchestrator
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"time"
@@ -220,9 +221,23 @@ func (r *run) train(ctx context.Context, s int, req trainer.JobRequest) (*checkp
 		return nil, trainer.Adapter{}, fmt.Errorf("submit trainer job %s: %w", req.ID, err)
 	}
 	r.emit(Event{Type: EventJobState, Step: s, JobState: jobState(job)})
-	job, err = r.o.opts.Trainer.Wait(ctx, req.ID, time.Duration(r.cfg.Trainer.JobTimeout), func(j trainer.Job) {
-		r.emit(Event{Type: EventJobState, Step: s, JobState: jobState(j)})
-	})
+	wait := func() (trainer.Job, error) {
+		return r.o.opts.Trainer.Wait(ctx, req.ID, time.Duration(r.cfg.Trainer.JobTimeout), func(j trainer.Job) {
+			r.emit(Event{Type: EventJobState, Step: s, JobState: jobState(j)})
+		})
+	}
+	job, err = wait()
+	if errors.Is(err, trainer.ErrJobNotFound) {
+		// The trainer lost the job (a restart that kept no jobs): the
+		// same request again, once, starts it over.
+		r.o.opts.Logger.Warn("the trainer no longer knows the job; submitting it again", "run", r.name, "job", req.ID, "err", err)
+		if _, err = r.o.opts.Trainer.Submit(ctx, req); err == nil {
+			job, err = wait()
+		}
+		if errors.Is(err, trainer.ErrJobNotFound) {
+			err = fmt.Errorf("%w (lost again after it was submitted again: the trainer keeps no jobs, or another one answers at its URL)", err)
+		}
+	}
 	if err != nil {
 		return nil, trainer.Adapter{}, fmt.Errorf("trainer job %s: %w", req.ID, err)
 	}
