@@ -38,7 +38,8 @@ func ValidateName(name string) error {
 }
 
 // ErrNoEndpoints is returned by Endpoints for a run on the embedded
-// backend: its inference server stopped with the run.
+// backend (its inference server stopped with the run) or on ART (whose
+// vLLM the run does not name).
 var ErrNoEndpoints = errors.New("no live inference endpoint")
 
 // Endpoints returns admin clients of the inference endpoints of cfg, with
@@ -46,6 +47,9 @@ var ErrNoEndpoints = errors.New("no live inference endpoint")
 // an endpoint names none). A run on the embedded backend has none: it
 // returns an error matching ErrNoEndpoints.
 func Endpoints(cfg config.Config, getenv func(string) string, opts inference.AdminOptions) ([]*inference.AdminClient, error) {
+	if len(cfg.Inference.Endpoints) == 0 && cfg.Trainer.Kind == config.TrainerART {
+		return nil, fmt.Errorf("run %s trained with OpenPipe ART (trainer.kind art), whose own vLLM serves its checkpoints under their ART names (grpo best shows the selected one's): the run names no inference endpoint to load into: %w; to serve it from an endpoint of yours, promote with --endpoint", cfg.Run.Name, ErrNoEndpoints)
+	}
 	if len(cfg.Inference.Endpoints) == 0 {
 		return nil, fmt.Errorf("run %s uses the embedded reference backend, whose server lives only in the process playing the run: %w; serve the run's adapters with 'grpo refmodel serve --data-dir <db>.data' (a daemon's run: <data-dir>/<run>) and promote with --endpoint", cfg.Run.Name, ErrNoEndpoints)
 	}

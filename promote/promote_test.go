@@ -506,6 +506,13 @@ func TestEndpointsOfEmbeddedRun(t *testing.T) {
 	if !errors.Is(err, promote.ErrNoEndpoints) || !strings.Contains(err.Error(), "grpo refmodel serve --data-dir") || !strings.Contains(err.Error(), "--endpoint") {
 		t.Fatalf("embedded run: %v", err)
 	}
+	// An ART run names no endpoint either, and is not called embedded.
+	cfg := f.resolve(t, promote.Pick{By: "best"}).Config
+	cfg.Trainer.Kind = config.TrainerART
+	_, err = promote.Endpoints(cfg, func(string) string { return "" }, inference.AdminOptions{})
+	if !errors.Is(err, promote.ErrNoEndpoints) || !strings.Contains(err.Error(), "trained with OpenPipe ART") || strings.Contains(err.Error(), "embedded") {
+		t.Fatalf("ART run: %v", err)
+	}
 }
 
 func TestMarkOnDisk(t *testing.T) {

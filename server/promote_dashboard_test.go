@@ -3,6 +3,7 @@ package server_test
 import (
 	"context"
 	"net/http/httptest"
+	"strings"
 	"testing"
 	"time"
 
@@ -72,5 +73,33 @@ func TestDashboardPromoteButton(t *testing.T) {
 	}
 	if root != paths[2] {
 		t.Fatalf("after the button ui-best is served from %q, want %s", root, paths[2])
+	}
+
+	// A run on the embedded backend names no endpoint: its page's button
+	// is disabled and says why; the endpoint run's is enabled.
+	storeRun(t, e.store, t.TempDir(), "emb")
+	enabled := func(run string) (bool, string) {
+		t.Helper()
+		if err := chromedp.Do(tctx, chromedp.Navigate(s.URL()+"/?run="+run)); err != nil {
+			t.Fatalf("chromium: open run %s: %v", run, err)
+		}
+		if _, err := chromedp.Run(tctx, chromedp.Poll[bool](`document.querySelector('#run-name').textContent === '`+run+`'`)); err != nil {
+			t.Fatalf("chromium: run %s's page: %v", run, err)
+		}
+		on, err := chromedp.Run(tctx, chromedp.Evaluate[bool](`!document.querySelector('#promote').disabled`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		title, err := chromedp.Run(tctx, chromedp.Evaluate[string](`document.querySelector('#promote').title`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return on, title
+	}
+	if on, title := enabled("emb"); on || !strings.Contains(title, "names no inference endpoint") {
+		t.Fatalf("embedded run: Promote enabled %v, title %q", on, title)
+	}
+	if on, title := enabled("ui"); !on || !strings.Contains(title, "RUN-best") {
+		t.Fatalf("endpoint run: Promote enabled %v, title %q", on, title)
 	}
 }

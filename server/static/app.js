@@ -117,6 +117,7 @@ function render(r) {
   $("#run-error").textContent = r.error || "";
   $("#cancel").hidden = !r.hosted;
   const best = r.best ? r.best.step : null;
+  promotable(r);
 
   const train = [], val = [], band = [], dl = [], meals = [], perN = {}, loss = [], kl = [], gn = [];
   const terms = { rnd: [], rthru: [], rfair: [], ridle: [] };
@@ -391,6 +392,19 @@ for (const id of ["#smooth", "#xfrom", "#xto"]) $(id).addEventListener("input", 
 api("/dashboard.json").then((d) => {
   if (d.grafana_url) { $("#grafana").href = d.grafana_url; $("#grafana").hidden = false; }
 }).catch(console.error);
+
+// promotable enables Promote only where it can work: a run with a
+// selected step whose config names inference endpoints (the embedded
+// backend's server stopped with its run; ART's vLLM is not the run's).
+function promotable(r) {
+  const btn = $("#promote");
+  const eps = (r.config && r.config.inference && r.config.inference.endpoints) || [];
+  let why = "";
+  if (!r.best) why = "no step is selected yet";
+  else if (eps.length === 0) why = "the run names no inference endpoint (embedded backend or ART): use grpo promote --endpoint URL";
+  btn.disabled = why !== "";
+  btn.title = why ? "cannot promote: " + why : btn.dataset.title;
+}
 
 // Promote: load the selected step's adapter into the run's endpoints
 // under RUN-best, and say what each endpoint did.
