@@ -172,6 +172,17 @@ func NewFleet(replicas []Replica, opts FleetOptions) *Fleet {
 	return f
 }
 
+// Endpoints returns the endpoints' URLs, in order: the endpoint label of
+// the fleet's metrics, as Complete reports it (Completion.Endpoint,
+// EndpointError).
+func (f *Fleet) Endpoints() []string {
+	out := make([]string, len(f.eps))
+	for i, ep := range f.eps {
+		out[i] = ep.url
+	}
+	return out
+}
+
 // Live reports, per endpoint in order, whether it takes requests.
 func (f *Fleet) Live() []bool {
 	f.mu.Lock()

@@ -10,7 +10,10 @@ import (
 	"github.com/grpo-dev/grpo/rollout"
 )
 
-var _ rollout.Completer = (*Fleet)(nil)
+var (
+	_ rollout.Completer = (*Fleet)(nil)
+	_ error             = (*EndpointError)(nil)
+)
 
 // ReadsEncodedMessages: a Fleet's endpoints are ChatClients
 // (rollout.EncodedReader).
@@ -28,18 +31,21 @@ func (f *Fleet) ReadsEncodedMessages() bool { return true }
 // failure runs out, and only then drains it. When no endpoint is live, it
 // waits for one to be readmitted for the outage window, then fails with
 // ErrNoEndpoint. Errors that are the request's (a 400) are returned at
-// once.
+// once. The answer's Completion.Endpoint is the URL of the endpoint that
+// gave it; the error of a request that was sent to an endpoint is an
+// *EndpointError naming the last one.
 func (f *Fleet) Complete(ctx context.Context, req *rollout.Request) (*rollout.Completion, error) {
 	var r failures
 	for {
 		ep, epoch, epCtx, err := f.acquire(ctx, &r.since)
 		if err != nil {
-			return nil, acquireError(req, err)
+			return nil, acquireError(req, r.last, err)
 		}
 		comp, drained, err := f.send(ctx, ep, epCtx, req)
 		f.release(ep)
 		if err == nil {
 			f.succeeded(ep)
+			comp.Endpoint = ep.url
 			return comp, nil
 		}
 		if err = f.failed(ctx, &r, ep, epoch, drained, err); err != nil {
@@ -48,11 +54,25 @@ func (f *Fleet) Complete(ctx context.Context, req *rollout.Request) (*rollout.Co
 	}
 }
 
+// EndpointError is the error of a Fleet request that was sent to an
+// endpoint: Endpoint is the URL of the last one it was sent to, as in the
+// endpoint label of the fleet's metrics. Its message is Err's (which names
+// the endpoint when the endpoint failed the request).
+type EndpointError struct {
+	Endpoint string
+	Err      error
+}
+
+func (e *EndpointError) Error() string { return e.Err.Error() }
+
+func (e *EndpointError) Unwrap() error { return e.Err }
+
 // failures is what Complete remembers of a request's failures.
 type failures struct {
 	since    time.Time      // when this request first found no endpoint or drained one
 	failedAt time.Time      // when this request first failed
 	b        *httpx.Backoff // paces resends to the only live endpoint
+	last     *endpoint      // where it last failed
 }
 
 // failed handles a send to ep that failed with err: it returns nil when
@@ -64,9 +84,10 @@ type failures struct {
 //
 //go:noinline
 func (f *Fleet) failed(ctx context.Context, r *failures, ep *endpoint, epoch int, drained bool, err error) error {
+	r.last = ep
 	switch {
 	case ctx.Err() != nil:
-		return err
+		return &EndpointError{Endpoint: ep.url, Err: err}
 	case drained || endpointFailure(err):
 		if r.failedAt.IsZero() {
 			r.failedAt = f.now()
@@ -77,7 +98,7 @@ func (f *Fleet) failed(ctx context.Context, r *failures, ep *endpoint, epoch int
 			}
 			if d, ok := f.resendHere(ep, r.failedAt, r.b, err); ok {
 				if werr := httpx.Sleep(ctx, d); werr != nil {
-					return fmt.Errorf("%w; last error: %v", werr, err)
+					return &EndpointError{Endpoint: ep.url, Err: fmt.Errorf("%w; last error: %v", werr, err)}
 				}
 				return nil
 			}
@@ -88,13 +109,20 @@ func (f *Fleet) failed(ctx context.Context, r *failures, ep *endpoint, epoch int
 		}
 		return nil
 	default:
-		return err
+		return &EndpointError{Endpoint: ep.url, Err: err}
 	}
 }
 
+// acquireError is the error of a request that found no endpoint to send
+// to; last, when not nil, is where it was sent before and failed.
+//
 //go:noinline
-func acquireError(req *rollout.Request, err error) error {
-	return fmt.Errorf("chat completion (model %q): %w", req.Model, err)
+func acquireError(req *rollout.Request, last *endpoint, err error) error {
+	err = fmt.Errorf("chat completion (model %q): %w", req.Model, err)
+	if last != nil {
+		return &EndpointError{Endpoint: last.url, Err: err}
+	}
+	return err
 }
 
 // send sends req to ep. When the fleet has other endpoints, the request

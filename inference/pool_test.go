@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"net/http"
 	"net/http/httptest"
 	"runtime"
@@ -276,6 +277,52 @@ func TestPool_ConcurrencyBoundsInflight(t *testing.T) {
 	wg.Wait()
 	if got := len(a.log()); got != 5 {
 		t.Fatalf("requests served=%d, want 5", got)
+	}
+}
+
+// TestPool_SaysWhichEndpoint: an answer names the endpoint that gave it,
+// the error of a request sent to an endpoint names the last one it was
+// sent to (*EndpointError, its message unchanged), and that of a request
+// that reached none is no *EndpointError.
+func TestPool_SaysWhichEndpoint(t *testing.T) {
+	a, sa := newFakeVLLM(t)
+	b, sb := newFakeVLLM(t)
+	p := testFleet(t, FleetOptions{}, sa.URL, sb.URL)
+	if got, want := p.Endpoints(), []string{sa.URL + "/v1", sb.URL + "/v1"}; !slices.Equal(got, want) {
+		t.Fatalf("Endpoints()=%v, want %v", got, want)
+	}
+	answered := map[string]int{}
+	for range 4 {
+		c, err := p.Complete(context.Background(), chatReq())
+		if err != nil {
+			t.Fatal(err)
+		}
+		answered[c.Endpoint]++
+	}
+	if got, want := answered, map[string]int{sa.URL + "/v1": len(a.log()), sb.URL + "/v1": len(b.log())}; !maps.Equal(got, want) {
+		t.Fatalf("answers by endpoint %v, want each server's requests %v", got, want)
+	}
+
+	// The request's own error (400) at the only endpoint.
+	c, sc := newFakeVLLM(t)
+	c.chat = http.StatusBadRequest
+	_, err := testFleet(t, FleetOptions{}, sc.URL).Complete(context.Background(), chatReq())
+	var ee *EndpointError
+	if !errors.As(err, &ee) || ee.Endpoint != sc.URL+"/v1" || !strings.Contains(err.Error(), "400") {
+		t.Fatalf("Complete()=%v, want an *EndpointError at %s/v1 saying 400", err, sc.URL)
+	}
+
+	// The only endpoint fails and is drained; no endpoint comes back.
+	d, sd := newFakeVLLM(t)
+	d.chat = http.StatusServiceUnavailable
+	q := testFleet(t, FleetOptions{OutageWindow: time.Millisecond}, sd.URL)
+	_, err = q.Complete(context.Background(), chatReq())
+	if !errors.As(err, &ee) || ee.Endpoint != sd.URL+"/v1" || !errors.Is(err, ErrNoEndpoint) {
+		t.Fatalf("Complete()=%v, want ErrNoEndpoint in an *EndpointError at %s/v1", err, sd.URL)
+	}
+	_, err = q.Complete(context.Background(), chatReq())
+	if !errors.Is(err, ErrNoEndpoint) || errors.As(err, &ee) {
+		t.Fatalf("Complete() with no live endpoint=%v, want ErrNoEndpoint and no *EndpointError", err)
 	}
 }
 

@@ -134,8 +134,12 @@ type Options struct {
 	Adapters  Adapters
 	// Events, when set, receives every event; it must not block for long.
 	Events func(Event)
-	// OnCall, when set, observes every LLM call (for metrics).
-	OnCall func(action string, d time.Duration, err error)
+	// OnCall, when set, gives the observer of the LLM calls of a run's
+	// episodes of one split, "train" or "validation" (as in
+	// EpisodeFinished), for metrics. It is asked once per split when a run
+	// starts playing; the observer must be cheap and safe for concurrent
+	// use (rollout.Runner.OnCall).
+	OnCall func(split string) func(action string, d time.Duration, err error)
 	Logger *slog.Logger
 	// Interrupted is the state recorded for a run whose context ends for
 	// another cause than ErrCancelled: checkpoint.StateCancelled (the
@@ -264,6 +268,12 @@ func (o *Orchestrator) play(ctx context.Context, cfg config.Config, resumed bool
 		lease.Release(rctx)
 	}()
 	r := &run{o: o, cfg: cfg, name: cfg.Run.Name, keeper: inference.AdapterKeeper{Keep: cfg.Inference.Adapters.Keep}}
+	if o.opts.OnCall != nil {
+		r.onCall = map[string]func(string, time.Duration, error){}
+		for _, split := range []string{"train", "validation"} {
+			r.onCall[split] = o.opts.OnCall(split)
+		}
+	}
 	rec, err := o.opts.Store.GetRun(ctx, r.name)
 	if err == nil {
 		r.jobKey = trainer.JobKey(r.name, rec.ID)
@@ -312,6 +322,9 @@ type run struct {
 	last     int // last committed step
 	best     *checkpoint.Selection
 	limiter  *rollout.Limiter
+	// onCall observes the LLM calls of each split's episodes
+	// (Options.OnCall); nil without one.
+	onCall map[string]func(action string, d time.Duration, err error)
 	// steps and evals are the run's curve as the store holds it, in the
 	// form selection reads (Step.Head, Evaluation.Head: no train groups,
 	// jobs, validation records nor transcripts): read once when the run

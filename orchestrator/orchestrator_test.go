@@ -100,10 +100,36 @@ func TestRunEndToEndOnReferenceBackend(t *testing.T) {
 	e := newEnv(t, filepath.Join(dir, "data"), filepath.Join(dir, "grpo.db"))
 	var mu sync.Mutex
 	counts := map[string]int{}
-	o := e.orchestrator(func(ev orchestrator.Event) {
-		mu.Lock()
-		counts[ev.Type]++
-		mu.Unlock()
+	// Each split's calls and invalid outputs, as the episodes count them
+	// and as the split's call observer sees them.
+	type calls struct{ calls, invalid int }
+	episodes, observed := map[string]calls{}, map[string]*calls{}
+	o := orchestrator.New(orchestrator.Options{Store: e.store, Completer: e.chat, Trainer: e.trainer, Adapters: e.fleet,
+		Events: func(ev orchestrator.Event) {
+			mu.Lock()
+			counts[ev.Type]++
+			if d := ev.EpisodeFinished; d != nil {
+				c := episodes[d.Split]
+				episodes[d.Split] = calls{c.calls + d.Calls, c.invalid + d.Invalid}
+			}
+			mu.Unlock()
+		},
+		OnCall: func(split string) func(string, time.Duration, error) {
+			c := &calls{}
+			observed[split] = c
+			return func(action string, _ time.Duration, err error) {
+				if err != nil {
+					t.Errorf("%s call failed: %v", split, err)
+					return
+				}
+				mu.Lock()
+				c.calls++
+				if !slices.Contains(rollout.ToolNames[:], action) {
+					c.invalid++
+				}
+				mu.Unlock()
+			}
+		},
 	})
 	cfg := smallConfig(t, "e2e", 4)
 	if err := o.Start(context.Background(), cfg); err != nil {
@@ -137,6 +163,11 @@ func TestRunEndToEndOnReferenceBackend(t *testing.T) {
 	}
 	if counts[orchestrator.EventEpisodeFinished] != 4*6+5*8 || counts[orchestrator.EventRunFinished] != 1 || counts[orchestrator.EventValidationDone] != 5 {
 		t.Fatalf("event counts %v", counts)
+	}
+	for _, split := range []string{"train", "validation"} {
+		if got, want := observed[split], episodes[split]; got == nil || *got != want || want.calls == 0 {
+			t.Errorf("%s calls observed %+v, want the episodes' %+v", split, got, want)
+		}
 	}
 	// Adapters: the last and the best stay loaded (keep 1), older ones go.
 	models, err := inference.NewAdminClient(e.inferURL, inference.AdminOptions{}).Models(context.Background())

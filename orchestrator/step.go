@@ -22,8 +22,9 @@ type batch struct {
 	trajectories []trainer.Trajectory
 }
 
-func (r *run) runner() *rollout.Runner {
-	return &rollout.Runner{Client: r.o.opts.Completer, Limit: r.limit(), OnCall: r.o.opts.OnCall, Replays: r.cfg.Inference.EpisodeReplays}
+// runner plays split's episodes.
+func (r *run) runner(split string) *rollout.Runner {
+	return &rollout.Runner{Client: r.o.opts.Completer, Limit: r.limit(), OnCall: r.onCall[split], Replays: r.cfg.Inference.EpisodeReplays}
 }
 
 func (r *run) limit() *rollout.Limiter {
@@ -180,7 +181,7 @@ func countZero(outs []grpo.GroupOutcome) int {
 // play runs episodes and reports each as it finishes.
 func (r *run) play(ctx context.Context, s int, split string, specs []rollout.EpisodeSpec) []rollout.Episode {
 	parallel := r.cfg.Inference.Concurrency/max(1, specs[0].Env.N) + 1
-	return r.runner().RunAll(ctx, specs, parallel, func(_ int, ep rollout.Episode) {
+	return r.runner(split).RunAll(ctx, specs, parallel, func(_ int, ep rollout.Episode) {
 		r.episodeFinished(s, split, ep)
 	})
 }
@@ -326,7 +327,7 @@ func (r *run) validate(ctx context.Context, s int) (*checkpoint.Evaluation, erro
 		ID: func(n, i int) string { return fmt.Sprintf("v%d-n%d-e%d", s, n, i) },
 	}
 	res, err := evaluate.Run(ctx, evaluate.Options{
-		Client: r.o.opts.Completer, Limit: r.limit(), Concurrency: r.cfg.Inference.Concurrency, OnCall: r.o.opts.OnCall,
+		Client: r.o.opts.Completer, Limit: r.limit(), Concurrency: r.cfg.Inference.Concurrency, OnCall: r.onCall["validation"],
 		OnEpisode: func(ep rollout.Episode) { r.episodeFinished(s, "validation", ep) },
 		Replays:   r.cfg.Inference.EpisodeReplays, MaxErroredFraction: r.cfg.Inference.MaxErroredFraction,
 	}, set)

@@ -55,12 +55,16 @@ type Request struct {
 // Completion is one sampled choice: parsed (message and finish reason;
 // the logprobs stay in Raw only), and exactly as the server returned it (with its logprobs and, from vLLM, token_ids), for the
 // trainer. PromptTokenIDs is the answer's top-level prompt_token_ids (a
-// JSON array), nil when the server sent none.
+// JSON array), nil when the server sent none. Endpoint is the URL of the
+// inference endpoint that answered, when the Completer sends to several
+// (inference.Fleet; a failed request's is in its *inference.EndpointError),
+// empty otherwise.
 type Completion struct {
 	Choice         openai.ChatCompletionChoice
 	Raw            json.RawMessage
 	Usage          openai.Usage
 	PromptTokenIDs json.RawMessage
+	Endpoint       string
 }
 
 // Forwarded is the sampled turn as a trainer receives it (DESIGN §5): the

@@ -45,9 +45,10 @@ type Options struct {
 	Logger *slog.Logger
 	// Events, when set, receives every event; it must not block for long.
 	Events func(orchestrator.Event)
-	// OnCall, when set, observes every LLM call (action decoded, latency,
-	// error).
-	OnCall func(action string, d time.Duration, err error)
+	// OnCall, when set, gives the observer of the LLM calls (action
+	// decoded, latency, error) of one split's episodes, "train" or
+	// "validation" (see orchestrator.Options.OnCall).
+	OnCall func(split string) func(action string, d time.Duration, err error)
 	// FleetMetrics, when set, receives the inference endpoints' health,
 	// concurrency limits and adapter loads.
 	FleetMetrics *inference.FleetMetrics

@@ -5,11 +5,14 @@ import (
 	"encoding/json"
 	"errors"
 	"net/http"
+	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/grpo-dev/grpo/checkpoint"
+	"github.com/grpo-dev/grpo/rollout"
 	"github.com/grpo-dev/grpo/server"
 )
 
@@ -100,7 +103,6 @@ func TestRunLifecycle(t *testing.T) {
 		`grpo_best_step{run="life"} ` + itoa(best.Step),
 		`grpo_episodes_total{run="life",split="validation"} 12`, // 3 validations x 4
 		`grpo_episodes_total{run="life",split="train"} 12`,      // 2 steps x 2 groups x 3
-		`grpo_llm_requests_total{outcome="ok",run="life"}`,
 		`grpo_adapter_loads_total{run="life"}`,
 		`grpo_trainer_job_duration_seconds_count{run="life"}`,
 		`grpo_inflight_requests{run="life"} 0`,
@@ -109,6 +111,49 @@ func TestRunLifecycle(t *testing.T) {
 			t.Errorf("/metrics lacks %q", want)
 		}
 	}
+	// Requests count at the run's endpoint, under the label of the fleet's
+	// own series; every answer decoded to a tool call or an invalid output,
+	// counted in its split.
+	up := regexp.MustCompile(`(?m)^grpo_inference_endpoint_up\{endpoint="([^"]+)",run="life"\} `).FindAllSubmatch(body, -1)
+	if len(up) != 1 {
+		t.Fatalf("grpo_inference_endpoint_up of run life: %d series, want 1", len(up))
+	}
+	endpoint := string(up[0][1])
+	ok := sample(t, body, `grpo_llm_requests_total{endpoint="`+endpoint+`",outcome="ok",run="life"}`)
+	decoded := 0.0
+	for _, split := range []string{"train", "validation"} {
+		tools := 0.0
+		for _, tool := range rollout.ToolNames {
+			tools += sample(t, body, `grpo_tool_calls_total{run="life",split="`+split+`",tool="`+tool+`"}`)
+		}
+		if tools == 0 {
+			t.Errorf("no tool calls in split %s", split)
+		}
+		decoded += tools + sample(t, body, `grpo_invalid_outputs_total{run="life",split="`+split+`"}`)
+	}
+	if ok == 0 || ok != decoded {
+		t.Errorf("requests answered at %s: %v, want the tool calls and invalid outputs, %v", endpoint, ok, decoded)
+	}
+	if got := sample(t, body, `grpo_llm_requests_total{endpoint="none",outcome="error",run="life"}`); got != 0 {
+		t.Errorf("requests that reached no endpoint: %v, want 0", got)
+	}
+}
+
+// sample is the value of series (name{labels}, as /metrics writes it) in
+// a /metrics body.
+func sample(t *testing.T, body []byte, series string) float64 {
+	t.Helper()
+	for line := range strings.Lines(string(body)) {
+		if v, ok := strings.CutPrefix(strings.TrimSpace(line), series+" "); ok {
+			f, err := strconv.ParseFloat(v, 64)
+			if err != nil {
+				t.Fatalf("%s: %v", series, err)
+			}
+			return f
+		}
+	}
+	t.Fatalf("/metrics lacks %s", series)
+	return 0
 }
 
 func TestCreateRejects(t *testing.T) {

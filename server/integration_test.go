@@ -171,6 +171,10 @@ scrape_configs:
 		`grpo_step{run="curve"}`:                                        3,
 		`grpo_episodes_total{run="curve",split="validation"}`:           4 * 64,
 		`sum(grpo_trainer_jobs_total{run="curve",outcome="succeeded"})`: 3,
+		// Every tool's validation series; the requests' endpoint joins the
+		// fleet's series of the run's one endpoint ("none" joins nothing).
+		`count(grpo_tool_calls_total{run="curve",split="validation"})`:                                                          6,
+		`count(grpo_llm_requests_total{run="curve",outcome="ok"} * on (run, endpoint) grpo_inference_endpoint_up{run="curve"})`: 1,
 	}
 	deadline = time.Now().Add(60 * time.Second)
 	for {

@@ -24,6 +24,11 @@ const (
 // nAll is the n label of a split's totals over every table size.
 const nAll = "all"
 
+// noEndpoint is the endpoint label of a request that reached no inference
+// endpoint (none was live, or it was cancelled while waiting for a slot),
+// or whose completer does not say which endpoint answered.
+const noEndpoint = "none"
+
 // MetricNames lists every metric the daemon registers (DESIGN §9). The
 // deploy assets are checked against it.
 var MetricNames = []string{
@@ -115,11 +120,11 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Buckets: prometheus.ExponentialBuckets(0.01, 4, 10),
 		}, []string{"run", "split"}),
 		toolCalls: f.NewCounterVec(prometheus.CounterOpts{
-			Name: "grpo_tool_calls_total", Help: "Valid tool calls the policy made, by tool.",
-		}, []string{"run", "tool"}),
+			Name: "grpo_tool_calls_total", Help: "Valid tool calls the policy made, by split (train, validation) and tool.",
+		}, []string{"run", "split", "tool"}),
 		invalidOutputs: f.NewCounterVec(prometheus.CounterOpts{
-			Name: "grpo_invalid_outputs_total", Help: "LLM outputs that were not exactly one call of a known tool.",
-		}, []string{"run"}),
+			Name: "grpo_invalid_outputs_total", Help: "LLM outputs that were not exactly one call of a known tool, by split (train, validation).",
+		}, []string{"run", "split"}),
 		deadlocks: f.NewCounterVec(prometheus.CounterOpts{
 			Name: "grpo_deadlocks_total", Help: "Episodes that ended deadlocked.",
 		}, []string{"run", "split"}),
@@ -127,14 +132,14 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Name: "grpo_zero_variance_groups_total", Help: "Training groups whose rewards were all equal (no signal).",
 		}, []string{"run"}),
 		llmRequests: f.NewCounterVec(prometheus.CounterOpts{
-			Name: "grpo_llm_requests_total", Help: "Chat completion requests, by outcome (ok, error, cancelled: the run was stopped while the request was in flight).",
-		}, []string{"run", "outcome"}),
+			Name: "grpo_llm_requests_total", Help: "Chat completion requests, by outcome (ok, error, cancelled: the run was stopped while the request was in flight) and endpoint (the inference endpoint that answered, or that a failed request was last sent to; \"none\" for a request that reached none).",
+		}, []string{"run", "endpoint", "outcome"}),
 		llmDuration: f.NewHistogramVec(prometheus.HistogramOpts{
-			Name: "grpo_llm_request_duration_seconds", Help: "Latency of chat completion requests, retries included.",
+			Name: "grpo_llm_request_duration_seconds", Help: "Latency of chat completion requests, waits for a slot and resends included, by endpoint (as in grpo_llm_requests_total).",
 			Buckets: prometheus.ExponentialBuckets(0.001, 4, 10),
-		}, []string{"run"}),
+		}, []string{"run", "endpoint"}),
 		inflight: f.NewGaugeVec(prometheus.GaugeOpts{
-			Name: "grpo_inflight_requests", Help: "Chat completion requests in flight.",
+			Name: "grpo_inflight_requests", Help: "Chat completion requests in flight, those waiting for a slot at an endpoint included.",
 		}, []string{"run"}),
 		jobDuration: f.NewHistogramVec(prometheus.HistogramOpts{
 			Name: "grpo_trainer_job_duration_seconds", Help: "Time from submitting a trainer job to its success.",
@@ -287,18 +292,21 @@ func (m *metrics) event(e orchestrator.Event) {
 	case e.RunStarted != nil:
 		// Bind the run's children so that its series exist from the start.
 		m.step.WithLabelValues(e.Run).Set(float64(max(e.RunStarted.From-1, 0)))
-		m.invalidOutputs.WithLabelValues(e.Run)
+		for _, split := range []string{splitTrain, splitValidation} {
+			m.invalidOutputs.WithLabelValues(e.Run, split)
+		}
 		m.inflight.WithLabelValues(e.Run)
 	}
 }
 
-// onCall returns the LLM call observer of run: tool calls and invalid
-// outputs, by the action the output decoded to.
-func (m *metrics) onCall(run string) func(action string, d time.Duration, err error) {
-	invalid := m.invalidOutputs.WithLabelValues(run)
+// onCall returns the observer of the LLM calls of run's episodes of
+// split: tool calls and invalid outputs, by the action the output decoded
+// to.
+func (m *metrics) onCall(run, split string) func(action string, d time.Duration, err error) {
+	invalid := m.invalidOutputs.WithLabelValues(run, split)
 	tools := make(map[string]prometheus.Counter, len(rollout.ToolNames))
 	for _, t := range rollout.ToolNames {
-		tools[t] = m.toolCalls.WithLabelValues(run, t)
+		tools[t] = m.toolCalls.WithLabelValues(run, split, t)
 	}
 	return func(action string, _ time.Duration, err error) {
 		if err != nil {
@@ -312,25 +320,49 @@ func (m *metrics) onCall(run string) func(action string, d time.Duration, err er
 	}
 }
 
-// completer wraps run's Completer to count requests, time them and track
-// those in flight.
+// endpointLister is a Completer that says which endpoints it sends to
+// (inference.Fleet).
+type endpointLister interface {
+	Endpoints() []string
+}
+
+// completer wraps run's Completer to count requests and time them, by the
+// endpoint that answered, and to track those in flight. The children of
+// "none" and of every endpoint c lists are bound here, once: their series
+// exist from the run's start, and a request costs a map lookup.
 func (m *metrics) completer(run string, c rollout.Completer) rollout.Completer {
-	return &instrumented{
-		next:      c,
-		ok:        m.llmRequests.WithLabelValues(run, "ok"),
-		failed:    m.llmRequests.WithLabelValues(run, "error"),
-		cancelled: m.llmRequests.WithLabelValues(run, "cancelled"),
-		duration:  m.llmDuration.WithLabelValues(run),
-		inflight:  m.inflight.WithLabelValues(run),
+	in := &instrumented{next: c, m: m, run: run, inflight: m.inflight.WithLabelValues(run),
+		endpoints: map[string]*endpointRequests{noEndpoint: m.endpointRequests(run, noEndpoint)}}
+	if l, ok := c.(endpointLister); ok {
+		for _, url := range l.Endpoints() {
+			in.endpoints[url] = m.endpointRequests(run, url)
+		}
+	}
+	return in
+}
+
+// endpointRequests are a run's request children of one endpoint.
+type endpointRequests struct {
+	ok, failed prometheus.Counter
+	cancelled  prometheus.Counter // the caller gave up: the run was stopped
+	duration   prometheus.Observer
+}
+
+func (m *metrics) endpointRequests(run, endpoint string) *endpointRequests {
+	return &endpointRequests{
+		ok:        m.llmRequests.WithLabelValues(run, endpoint, "ok"),
+		failed:    m.llmRequests.WithLabelValues(run, endpoint, "error"),
+		cancelled: m.llmRequests.WithLabelValues(run, endpoint, "cancelled"),
+		duration:  m.llmDuration.WithLabelValues(run, endpoint),
 	}
 }
 
 type instrumented struct {
-	next       rollout.Completer
-	ok, failed prometheus.Counter
-	cancelled  prometheus.Counter // the caller gave up: the run was stopped
-	duration   prometheus.Observer
-	inflight   prometheus.Gauge
+	next      rollout.Completer
+	m         *metrics
+	run       string
+	endpoints map[string]*endpointRequests // read-only once built
+	inflight  prometheus.Gauge
 }
 
 var _ rollout.Completer = (*instrumented)(nil)
@@ -339,15 +371,42 @@ func (c *instrumented) Complete(ctx context.Context, req *rollout.Request) (*rol
 	c.inflight.Inc()
 	t0 := time.Now()
 	out, err := c.next.Complete(ctx, req)
-	c.duration.Observe(time.Since(t0).Seconds())
+	d := time.Since(t0).Seconds()
 	c.inflight.Dec()
+	e := c.at(answeredBy(out, err))
+	e.duration.Observe(d)
 	switch {
 	case err != nil && (ctx.Err() != nil || errors.Is(err, context.Canceled)):
-		c.cancelled.Inc()
+		e.cancelled.Inc()
 	case err != nil:
-		c.failed.Inc()
+		e.failed.Inc()
 	default:
-		c.ok.Inc()
+		e.ok.Inc()
 	}
 	return out, err
+}
+
+// at is endpoint's children: bound at the start, or here for an endpoint
+// the completer did not list.
+func (c *instrumented) at(endpoint string) *endpointRequests {
+	if e, ok := c.endpoints[endpoint]; ok {
+		return e
+	}
+	return c.m.endpointRequests(c.run, endpoint)
+}
+
+// answeredBy is the endpoint label of a request's outcome: the endpoint
+// that answered it, or that a failed request was last sent to, or
+// noEndpoint.
+func answeredBy(out *rollout.Completion, err error) string {
+	if err != nil {
+		if ee, ok := errors.AsType[*inference.EndpointError](err); ok {
+			return ee.Endpoint
+		}
+		return noEndpoint
+	}
+	if out == nil || out.Endpoint == "" {
+		return noEndpoint
+	}
+	return out.Endpoint
 }

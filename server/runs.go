@@ -87,7 +87,7 @@ func (s *Server) host(ctx context.Context, name string, open func(run.Options) (
 			s.metrics.event(e)
 			s.hub.publish(e)
 		},
-		OnCall:        s.metrics.onCall(name),
+		OnCall:        func(split string) func(string, time.Duration, error) { return s.metrics.onCall(name, split) },
 		FleetMetrics:  s.metrics.fleet,
 		WrapCompleter: func(c rollout.Completer) rollout.Completer { return s.metrics.completer(name, c) },
 		Interrupted:   checkpoint.StateRunning,
