@@ -365,7 +365,16 @@ type instrumented struct {
 	inflight  prometheus.Gauge
 }
 
-var _ rollout.Completer = (*instrumented)(nil)
+var _ rollout.EncodedReader = (*instrumented)(nil)
+
+// ReadsEncodedMessages passes on what the wrapped Completer reads: a
+// daemon's runs then keep each message once, as JSON, as grpo run's do
+// (a wrapper that hid it made every daemon-hosted conversation keep its
+// messages twice).
+func (c *instrumented) ReadsEncodedMessages() bool {
+	er, ok := c.next.(rollout.EncodedReader)
+	return ok && er.ReadsEncodedMessages()
+}
 
 func (c *instrumented) Complete(ctx context.Context, req *rollout.Request) (*rollout.Completion, error) {
 	c.inflight.Inc()

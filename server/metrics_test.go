@@ -464,3 +464,29 @@ func value(t *testing.T, m prometheus.Metric) float64 {
 	}
 	return d.GetCounter().GetValue()
 }
+
+// encodedReader is an answering Completer that reads encoded messages.
+type encodedReader struct{ answering }
+
+func (encodedReader) ReadsEncodedMessages() bool { return true }
+
+// TestInstrumentedPassesOnEncodedReading: the daemon's wrapper says it
+// reads encoded messages exactly when what it wraps does (a Fleet does),
+// so that the episodes of a daemon's runs keep each message once.
+func TestInstrumentedPassesOnEncodedReading(t *testing.T) {
+	m := newMetrics(prometheus.NewRegistry())
+	fleet := inference.NewFleet([]inference.Replica{{
+		Chat:  inference.NewChatClient("http://127.0.0.1:1/v1", inference.ChatOptions{}),
+		Admin: inference.NewAdminClient("http://127.0.0.1:1/v1", inference.AdminOptions{}),
+	}}, inference.FleetOptions{})
+	defer fleet.Close()
+	for name, tt := range map[string]struct {
+		inner rollout.Completer
+		want  bool
+	}{"fleet": {fleet, true}, "encoded": {encodedReader{}, true}, "plain": {answering{}, false}} {
+		er, ok := m.completer("r", tt.inner).(rollout.EncodedReader)
+		if got := ok && er.ReadsEncodedMessages(); got != tt.want {
+			t.Errorf("%s: the wrapper reads encoded messages: %v, want %v", name, got, tt.want)
+		}
+	}
+}
