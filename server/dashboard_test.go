@@ -149,3 +149,40 @@ func TestDashboardChartLongRun(t *testing.T) {
 		t.Fatalf("chart of 100,000 steps: %q, want the y labels %q", got, want)
 	}
 }
+
+// TestDashboardOtherRunsRowsAdvance: while one run's page is open, another
+// run's row in the list shows its committed steps as they come (it was
+// refreshed only when a run started or finished).
+func TestDashboardOtherRunsRowsAdvance(t *testing.T) {
+	chrome := binary(t, "GRPO_CHROMIUM", "chromium", "chromium-browser")
+	e := newEnv(t)
+	storeRun(t, e.store, t.TempDir(), "done")
+	s := e.MustStart(t, server.Options{})
+	actx, acancel := chromedp.NewExecAllocator(context.Background(),
+		chromedp.ExecPath(chrome), chromedp.Flag("headless", true), chromedp.NoSandbox, chromedp.DisableGPU,
+		chromedp.NoFirstRun, chromedp.Flag("disable-background-networking", true), chromedp.UserDataDir(t.TempDir()))
+	defer acancel()
+	ctx, cancel := chromedp.NewContext(actx, chromedp.WithLogf(t.Logf))
+	defer cancel()
+	if err := chromedp.Do(ctx, chromedp.Navigate(s.URL()+"/?run=done")); err != nil {
+		t.Fatalf("chromium: open dashboard: %v", err)
+	}
+	tctx, tcancel := context.WithTimeout(ctx, 120*time.Second)
+	defer tcancel()
+	if err := chromedp.Do(tctx, chromedp.WaitVisible(chromedp.CSS(`#live.on`))); err != nil {
+		t.Fatalf("chromium: the page's event stream: %v", err)
+	}
+	if code, body := do(t, "POST", s.URL()+"/api/v1/runs", "", smallRun("live", 400)); code != http.StatusCreated {
+		t.Fatalf("launch: %d %s", code, body)
+	}
+	defer do(t, "POST", s.URL()+"/api/v1/runs/live/cancel", "", "")
+	// The row of run "live" shows step 3 or later while it is running.
+	const row = `[...document.querySelectorAll('#runs tbody tr')].find((tr) => tr.dataset.run === 'live')`
+	if _, err := chromedp.Run(tctx, chromedp.Poll[bool](`(() => { const tr = `+row+`; return !!tr && tr.children[1].textContent === 'running' && Number(tr.children[2].textContent) >= 3; })()`)); err != nil {
+		text, _ := chromedp.Run(ctx, chromedp.Evaluate[string](`(() => { const tr = `+row+`; return tr ? tr.textContent : 'no row'; })()`))
+		t.Fatalf("chromium: run live's row did not advance while it ran (row: %q): %v", text, err)
+	}
+	if sel, err := chromedp.Run(tctx, chromedp.Evaluate[string](`document.querySelector('#run-name').textContent`)); err != nil || sel != "done" {
+		t.Fatalf("the page's selected run is %q (%v), want done", sel, err)
+	}
+}

@@ -5,7 +5,7 @@
 
 const $ = (sel) => document.querySelector(sel);
 const SVGNS = "http://www.w3.org/2000/svg";
-const state = { selected: null, run: null, jobs: {}, episodes: 0, refresh: null, compare: new Set(), others: {} };
+const state = { selected: null, run: null, jobs: {}, episodes: 0, refresh: null, runsRefresh: null, compare: new Set(), others: {} };
 
 // view returns the chart controls: EMA smoothing weight and step range.
 function view() {
@@ -105,6 +105,13 @@ async function loadOthers() {
 function scheduleRefresh() {
   if (state.refresh) return;
   state.refresh = setTimeout(() => { state.refresh = null; loadRun().catch(console.error); loadRuns().catch(console.error); }, 150);
+}
+
+// scheduleRuns coalesces other runs' step events into one reload of the
+// runs list a second.
+function scheduleRuns() {
+  if (state.runsRefresh) return;
+  state.runsRefresh = setTimeout(() => { state.runsRefresh = null; loadRuns().catch(console.error); }, 1000);
 }
 
 function render(r) {
@@ -316,7 +323,11 @@ function chart(svg, series, opts) {
 // docs/EVENTS.md documents.
 function onEvent(ev) {
   if (ev.type === "run_started" || ev.type === "run_finished") loadRuns().catch(console.error);
-  if (ev.run !== state.selected) return;
+  if (ev.run !== state.selected) {
+    // Another run's step or best step moved: its row in the list.
+    if (ev.type === "step_committed" || ev.type === "best_changed") scheduleRuns();
+    return;
+  }
   switch (ev.type) {
     case "job_state": {
       const j = ev.data;
