@@ -118,6 +118,48 @@ func TestSummarize(t *testing.T) {
 	near(t, "table ci lo", rows[0].Reward.CI95[0], 1.75-3.176551, 1e-5)
 }
 
+// TestSummarizeBySeed checks the seed-level comparison by hand: per-seed
+// mean differences 1, 2 and 0.
+func TestSummarizeBySeed(t *testing.T) {
+	f := &File{Name: "x", Seeds: []int64{1, 2, 3}, Arms: []Arm{{Name: "a"}}, Test: Test{N: []int{5}, Episodes: 2, Steps: []string{"best", "last"}}}
+	ev := func(rs ...checkpoint.EpisodeRecord) checkpoint.Evaluation {
+		return checkpoint.Evaluation{PerN: []checkpoint.EvalN{{N: 5, Episodes: len(rs)}}, Records: rs}
+	}
+	run := func(seed int64, best, last [2]float64) RunResult {
+		return RunResult{Arm: "a", Seed: seed, Tests: map[string]checkpoint.Evaluation{
+			"best": ev(rec(10, best[0]), rec(11, best[1])), "last": ev(rec(10, last[0]), rec(11, last[1]))}}
+	}
+	s, err := f.Summarize([]RunResult{run(1, [2]float64{2, 1}, [2]float64{1, 0}), run(3, [2]float64{1, 2}, [2]float64{2, 1}), run(2, [2]float64{3, 3}, [2]float64{1, 1})})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := s.Comparisons[0]
+	if c.Pairs != 6 || c.BySeed == nil || c.BySeed.Seeds != 3 {
+		t.Fatalf("comparison %+v by seed %+v", c, c.BySeed)
+	}
+	// Seed means of best - last: 1, 2, 0: mean 1, sd 1, se 0.5773503;
+	// t = 1.732051 on 2 df: p = 1 - t/sqrt(t^2 + 2) = 0.2254033;
+	// t(0.975, 2) = 4.302653: CI 1 ± 2.484138.
+	near(t, "seed diff", c.BySeed.Diff, 1, 1e-12)
+	near(t, "seed p", c.BySeed.P, 0.2254033, 1e-6)
+	near(t, "seed ci lo", c.BySeed.CI95[0], 1-2.484138, 1e-5)
+	near(t, "seed ci hi", c.BySeed.CI95[1], 1+2.484138, 1e-5)
+	near(t, "seed p holm (one comparison)", c.BySeed.PHolm, c.BySeed.P, 0)
+	// The (seed, table) units: 1, 1, 2, 2, -1, 1: mean 1, and a smaller p
+	// than the seeds' (5 df).
+	near(t, "units diff", c.Diff, 1, 1e-12)
+	if !(c.P < c.BySeed.P) {
+		t.Errorf("units p %v, seeds p %v: want the units' smaller", c.P, c.BySeed.P)
+	}
+	var b strings.Builder
+	if err := f.WriteReport(&b, s, "grpo experiment x.yaml", nil); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(b.String(), "| 3 | [-1.484, 3.484] | 0.225 | 0.225 |") {
+		t.Fatalf("report has no seed-level columns:\n%s", b.String())
+	}
+}
+
 // TestShippedExperiments loads every experiment file under
 // examples/experiments/, which checks each arm's config.
 func TestShippedExperiments(t *testing.T) {

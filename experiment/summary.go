@@ -119,9 +119,25 @@ type Comparison struct {
 	CI95  [2]float64 `json:"ci95"`
 	P     float64    `json:"p"`
 	PHolm float64    `json:"p_holm"` // Holm across every comparison of the experiment
-	G     float64    `json:"g"`      // Hedges' g of A vs B
+	G     float64    `json:"g"`      // Hedges' g of A vs B (pooled SD of the two sides' rewards)
 	Test  string     `json:"test"`   // paired-t
 	Pairs int        `json:"pairs"`
+	// BySeed is the same comparison with the seed as the unit: a paired
+	// t-test over the seeds' mean differences (df = seeds - 1). The
+	// (seed, table) units above share their tables across seeds and their
+	// run within a seed, so their p says whether these runs differ on
+	// these tables; whether the training choice makes a difference beyond
+	// these seeds is BySeed's p. Absent with fewer than 2 seeds.
+	BySeed *SeedComparison `json:"by_seed,omitempty"`
+}
+
+// SeedComparison is a comparison over the seeds' mean differences.
+type SeedComparison struct {
+	Seeds int        `json:"seeds"`
+	Diff  float64    `json:"diff"` // mean over seeds of each seed's mean(A - B)
+	CI95  [2]float64 `json:"ci95"`
+	P     float64    `json:"p"`
+	PHolm float64    `json:"p_holm"` // Holm across every comparison's seed-level p
 }
 
 // Summarize builds the summary of f from its runs' results (any order).
@@ -151,7 +167,7 @@ func (f *File) Summarize(results []RunResult) (Summary, error) {
 	}
 	has := func(k string) bool { return slices.Contains(f.Test.Steps, k) }
 	add := func(a, ka, b, kb string, n int) error {
-		x, y := pairUp(byArm[a], ka, byArm[b], kb, n)
+		x, y, seeds := pairUp(byArm[a], ka, byArm[b], kb, n)
 		if len(x) == 0 {
 			return nil
 		}
@@ -159,8 +175,16 @@ func (f *File) Summarize(results []RunResult) (Summary, error) {
 		if err != nil {
 			return err
 		}
-		s.Comparisons = append(s.Comparisons, Comparison{A: a + "/" + ka, B: b + "/" + kb, N: n, Diff: pr.Diff, CI95: pr.CI95, P: pr.P,
-			G: grpo.HedgesG(y, x), Test: "paired-t", Pairs: pr.N})
+		c := Comparison{A: a + "/" + ka, B: b + "/" + kb, N: n, Diff: pr.Diff, CI95: pr.CI95, P: pr.P,
+			G: grpo.HedgesG(y, x), Test: "paired-t", Pairs: pr.N}
+		if xs, ys := seedMeans(x, y, seeds); len(xs) >= 2 {
+			ps, err := grpo.Paired(ys, xs)
+			if err != nil {
+				return err
+			}
+			c.BySeed = &SeedComparison{Seeds: ps.N, Diff: ps.Diff, CI95: ps.CI95, P: ps.P}
+		}
+		s.Comparisons = append(s.Comparisons, c)
 		return nil
 	}
 	for _, n := range f.Test.N {
@@ -192,12 +216,46 @@ func (f *File) Summarize(results []RunResult) (Summary, error) {
 	for i, p := range grpo.Holm(ps) {
 		s.Comparisons[i].PHolm = p
 	}
+	var bySeed []*SeedComparison
+	ps = ps[:0]
+	for _, c := range s.Comparisons {
+		if c.BySeed != nil {
+			bySeed, ps = append(bySeed, c.BySeed), append(ps, c.BySeed.P)
+		}
+	}
+	for i, p := range grpo.Holm(ps) {
+		bySeed[i].PHolm = p
+	}
 	return s, nil
 }
 
+// seedMeans are, per seed (in the order seeds first appear), the means of
+// x and of y over that seed's pairs.
+func seedMeans(x, y []float64, seeds []int64) (xs, ys []float64) {
+	index := map[int64]int{}
+	var counts []float64
+	for i, sd := range seeds {
+		j, ok := index[sd]
+		if !ok {
+			j = len(xs)
+			index[sd] = j
+			xs, ys, counts = append(xs, 0), append(ys, 0), append(counts, 0)
+		}
+		xs[j] += x[i]
+		ys[j] += y[i]
+		counts[j]++
+	}
+	for j, c := range counts {
+		xs[j] /= c
+		ys[j] /= c
+	}
+	return xs, ys
+}
+
 // pairUp returns the rewards of checkpoint ka of arm runs ra and kb of rb
-// at size n on the (run.seed, table) units scored on both sides.
-func pairUp(ra []RunResult, ka string, rb []RunResult, kb string, n int) (x, y []float64) {
+// at size n on the (run.seed, table) units scored on both sides, and each
+// unit's run.seed.
+func pairUp(ra []RunResult, ka string, rb []RunResult, kb string, n int) (x, y []float64, seeds []int64) {
 	type unit struct{ seed, table int64 }
 	other := map[unit]float64{}
 	for _, r := range rb {
@@ -210,11 +268,11 @@ func pairUp(ra []RunResult, ka string, rb []RunResult, kb string, n int) (x, y [
 	for _, r := range ra {
 		for _, e := range r.Tests[ka].Records {
 			if v, ok := other[unit{r.Seed, e.Seed}]; ok && e.N == n && !e.Errored {
-				x, y = append(x, e.Reward), append(y, v)
+				x, y, seeds = append(x, e.Reward), append(y, v), append(seeds, r.Seed)
 			}
 		}
 	}
-	return x, y
+	return x, y, seeds
 }
 
 // ArmTable is one row of the report's per-arm table: a checkpoint kind at

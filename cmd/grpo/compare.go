@@ -53,9 +53,9 @@ type comparison struct {
 	Pairs   int        `json:"pairs,omitempty"` // paired-t: tables scored on both sides
 	// OnlyA and OnlyB (paired-t) are the tables scored in one file only,
 	// left out of the pairing.
-	OnlyA  int        `json:"only_a,omitempty"`
-	OnlyB  int        `json:"only_b,omitempty"`
-	Boot95 [2]float64 `json:"boot_ci95"` // paired-t: bootstrap 95% CI of diff
+	OnlyA  int         `json:"only_a,omitempty"`
+	OnlyB  int         `json:"only_b,omitempty"`
+	Boot95 *[2]float64 `json:"boot_ci95,omitempty"` // paired-t only: bootstrap 95% CI of diff
 }
 
 // unmatchedN is a table size with scored episodes in only one file.
@@ -147,12 +147,11 @@ func (c *CompareCommand) Run(ctx context.Context) error {
 			if err != nil {
 				return err
 			}
-			cmp.Test, cmp.Pairs, cmp.Diff, cmp.DiffCI, cmp.Boot95, cmp.T, cmp.DF, cmp.P = "paired-t", pr.N, pr.Diff, pr.CI95, pr.Boot95, pr.T, pr.DF, pr.P
+			cmp.Test, cmp.Pairs, cmp.Diff, cmp.DiffCI, cmp.Boot95, cmp.T, cmp.DF, cmp.P = "paired-t", pr.N, pr.Diff, pr.CI95, &pr.Boot95, pr.T, pr.DF, pr.P
 			cmp.OnlyA, cmp.OnlyB = onlyA, onlyB
 		} else {
 			w := grpo.Welch(ra, rb)
 			cmp.Diff, cmp.DiffCI, cmp.T, cmp.DF, cmp.P = w.Diff, w.CI95, w.T, w.DF, w.P
-			cmp.Boot95 = w.CI95
 		}
 		out = append(out, cmp)
 	}
