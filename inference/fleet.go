@@ -207,9 +207,10 @@ func (f *Fleet) Limits() []int {
 
 // LoadEverywhere loads the adapter on every live endpoint and records it
 // as one every endpoint readmitted later must load first. An endpoint
-// that fails the load (unreachable, 5xx after retries) is drained; the
-// load fails when the adapter itself is refused, or when no endpoint is
-// left for the whole outage window.
+// that fails the load (unreachable, 5xx after retries) is drained, and so
+// is one that refuses it (a 4xx) while another endpoint loaded it; the
+// load fails when every live endpoint refuses the adapter, or when no
+// endpoint is left for the whole outage window.
 func (f *Fleet) LoadEverywhere(ctx context.Context, name, path string) error {
 	f.adMu.Lock()
 	defer f.adMu.Unlock()
@@ -248,6 +249,7 @@ func (f *Fleet) LoadEverywhere(ctx context.Context, name, path string) error {
 		}
 		wg.Wait()
 		var refused []error
+		var refusing []*endpoint
 		for i, err := range errs {
 			switch {
 			case err == nil:
@@ -259,10 +261,21 @@ func (f *Fleet) LoadEverywhere(ctx context.Context, name, path string) error {
 				f.drain(todo[i], -1, err)
 			default:
 				refused = append(refused, err) // it names the adapter and the endpoint
+				refusing = append(refusing, todo[i])
 			}
 		}
-		if len(refused) > 0 {
+		switch {
+		case len(refused) > 0 && !loaded:
 			return errors.Join(refused...)
+		case len(refused) > 0:
+			// Another endpoint serves it: what refused it is that
+			// endpoint's (a stale adapter of the name, a full adapter
+			// slot), so it is drained, and readmitted once it takes the
+			// fleet's adapters.
+			for i, ep := range refusing {
+				f.opts.Logger.Warn("inference endpoint refused an adapter the others loaded; draining it", "endpoint", ep.url, "adapter", name, "err", refused[i])
+				f.drain(ep, -1, refused[i])
+			}
 		}
 		if loaded {
 			return nil

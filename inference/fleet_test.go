@@ -225,6 +225,36 @@ func TestFleet_LoadDrainsFailingEndpoint(t *testing.T) {
 	}
 }
 
+// TestFleet_LoadDrainsRefusingEndpoint: an endpoint that refuses (400) an
+// adapter another endpoint loaded is drained, not the run's failure; an
+// adapter every endpoint refuses fails the load, naming each.
+func TestFleet_LoadDrainsRefusingEndpoint(t *testing.T) {
+	f1, s1 := newFakeVLLM(t)
+	refusing := staticServer(t, http.StatusBadRequest, "application/json",
+		`{"error":{"message":"max number of LoRAs reached","type":"BadRequestError","param":null,"code":400}}`)
+	fleet := testFleet(t, FleetOptions{}, s1.URL, refusing.URL)
+	if err := fleet.LoadEverywhere(context.Background(), "r-step-0001", "/a/1"); err != nil {
+		t.Fatalf("LoadEverywhere()=%v; want success on the endpoint that took it", err)
+	}
+	if !f1.has("r-step-0001") {
+		t.Fatal("the other endpoint did not load the adapter")
+	}
+	if got, want := fleet.Live(), []bool{true, false}; !slices.Equal(got, want) {
+		t.Fatalf("Live()=%v, want %v (the refusing endpoint drained)", got, want)
+	}
+
+	refusing2 := staticServer(t, http.StatusBadRequest, "application/json",
+		`{"error":{"message":"invalid adapter","type":"BadRequestError","param":null,"code":400}}`)
+	all := testFleet(t, FleetOptions{}, refusing.URL, refusing2.URL)
+	err := all.LoadEverywhere(context.Background(), "r-step-0001", "/a/1")
+	if err == nil || !strings.Contains(err.Error(), refusing.URL) || !strings.Contains(err.Error(), refusing2.URL) {
+		t.Fatalf("LoadEverywhere() refused everywhere = %v, want an error naming both endpoints", err)
+	}
+	if got, want := all.Live(), []bool{true, true}; !slices.Equal(got, want) {
+		t.Fatalf("Live()=%v, want %v: an adapter every endpoint refuses drains none", got, want)
+	}
+}
+
 func TestFleet_Healthy(t *testing.T) {
 	_, ok := newFakeVLLM(t)
 	sick, sickSrv := newFakeVLLM(t)
