@@ -493,12 +493,40 @@ func (r *report) validationSizes() []int {
 	return ns
 }
 
-// compareLine compares two validations: means, 95% CIs, Welch p.
+// compareLine compares two validations: means, 95% CIs, and the p of a
+// paired t-test over the tables both played (every validation plays the
+// same tables), or Welch's when their episodes were not kept.
 func compareLine(an string, a checkpoint.Evaluation, bn string, b checkpoint.Evaluation) string {
+	head := fmt.Sprintf("%s step %d: %.3f [%.3f, %.3f] vs %s step %d: %.3f [%.3f, %.3f]; ",
+		an, a.Step, a.RewardMean, a.RewardCI95[0], a.RewardCI95[1], bn, b.Step, b.RewardMean, b.RewardCI95[0], b.RewardCI95[1])
+	if x, y := sharedTables(a.Records, b.Records); len(x) >= 2 {
+		if pr, err := grpo.Paired(y, x); err == nil { // mean(x - y)
+			return head + fmt.Sprintf("difference %+.3f, paired p = %.3g over %d tables", pr.Diff, pr.P, pr.N)
+		}
+	}
 	w := grpo.Welch(b.Rewards, a.Rewards)
-	return fmt.Sprintf("%s step %d: %.3f [%.3f, %.3f] vs %s step %d: %.3f [%.3f, %.3f]; difference %+.3f, Welch p = %.3g",
-		an, a.Step, a.RewardMean, a.RewardCI95[0], a.RewardCI95[1],
-		bn, b.Step, b.RewardMean, b.RewardCI95[0], b.RewardCI95[1], w.Diff, w.P)
+	return head + fmt.Sprintf("difference %+.3f, Welch p = %.3g", w.Diff, w.P)
+}
+
+// sharedTables are the rewards of a's and b's episodes on the tables (n,
+// seed) both scored, in a's order.
+func sharedTables(a, b []checkpoint.EpisodeRecord) (x, y []float64) {
+	type table struct {
+		n    int
+		seed int64
+	}
+	other := make(map[table]float64, len(b))
+	for _, e := range b {
+		if !e.Errored {
+			other[table{e.N, e.Seed}] = e.Reward
+		}
+	}
+	for _, e := range a {
+		if v, ok := other[table{e.N, e.Seed}]; ok && !e.Errored {
+			x, y = append(x, e.Reward), append(y, v)
+		}
+	}
+	return x, y
 }
 
 // printTest measures the best, last and base checkpoints on the config's

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"github.com/grpo-dev/grpo/checkpoint"
 	"math"
 	"math/rand/v2"
 	"net"
@@ -51,7 +52,7 @@ func TestRunThenReadBack(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("run: exit %d\n%s", code, errs)
 	}
-	for _, want := range []string{"STEP", "VALIDATION", "<- best", "Welch p", "best step", "last step"} {
+	for _, want := range []string{"STEP", "VALIDATION", "<- best", "paired p = ", " over 8 tables", "best step", "last step"} {
 		if !strings.Contains(out, want) {
 			t.Fatalf("run output lacks %q:\n%s", want, out)
 		}
@@ -416,5 +417,29 @@ func TestResumeKeepsDataDir(t *testing.T) {
 	}
 	if _, err := os.Stat(filepath.Join(dir, "x.db.data", "adapters")); err == nil {
 		t.Error("the resume wrote adapters into the store's default data directory")
+	}
+}
+
+// TestCompareLinePaired: the end-of-run comparison pairs the two
+// validations' episodes by table (n, seed), leaving out errored episodes
+// and tables one side lacks; without records it falls back to Welch.
+func TestCompareLinePaired(t *testing.T) {
+	rec := func(n int, seed int64, r float64, errored bool) checkpoint.EpisodeRecord {
+		return checkpoint.EpisodeRecord{N: n, Seed: seed, Reward: r, Errored: errored}
+	}
+	a := checkpoint.Evaluation{Step: 3, RewardMean: 2.5, Rewards: []float64{1, 2, 4, 9},
+		Records: []checkpoint.EpisodeRecord{rec(5, 1, 1, false), rec(5, 2, 2, false), rec(5, 3, 4, false), rec(5, 4, 9, false), rec(5, 5, 7, true)}}
+	b := checkpoint.Evaluation{Step: 0, RewardMean: 0.75, Rewards: []float64{0, 1, 1, 5},
+		Records: []checkpoint.EpisodeRecord{rec(5, 1, 0, false), rec(5, 2, 1, false), rec(5, 3, 1, false), rec(5, 4, 5, true), rec(5, 5, 0, false)}}
+	// Tables 1-3 pair (4 errored in b, 5 errored in a): differences 1, 1,
+	// 3: mean 5/3, sd sqrt(4/3), t = 2.5 on 2 df, p = 1 - 2.5/sqrt(8.25)
+	// = 0.1296.
+	got := compareLine("best", a, "base", b)
+	if want := "difference +1.667, paired p = 0.13 over 3 tables"; !strings.HasSuffix(got, want) {
+		t.Fatalf("compareLine = %q, want it to end %q", got, want)
+	}
+	a.Records, b.Records = nil, nil
+	if got := compareLine("best", a, "base", b); !strings.Contains(got, "Welch p = ") {
+		t.Fatalf("compareLine without records = %q, want Welch", got)
 	}
 }
