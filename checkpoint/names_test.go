@@ -34,6 +34,14 @@ func TestValidateRunName(t *testing.T) {
 		{"a b", false},
 		{"a\x00", false},
 		{"café", false},
+		// A run's data directory holds the embedded backend's jobs/ and
+		// adapters/: no run may be named into them.
+		{"jobs", false},
+		{"adapters", false},
+		{"a/jobs", false},
+		{"adapters/x", false},
+		{"a/jobs2", true},
+		{"my-adapters", true},
 	} {
 		err := ValidateRunName(tt.name)
 		if got := err == nil; got != tt.ok {

@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+	"strings"
 	"sync"
 	"time"
 
@@ -94,8 +95,14 @@ func (m *jobManager) open() error {
 		dir := filepath.Join(m.dir, d.Name())
 		raw, err := os.ReadFile(filepath.Join(dir, jobFile))
 		if errors.Is(err, os.ErrNotExist) {
-			// A create that failed before its record was complete.
-			os.RemoveAll(dir)
+			// A create that failed before its record was complete:
+			// removed when it holds nothing a create does not write.
+			// Anything else is not this trainer's, and left alone.
+			if halfCreated(dir) {
+				os.RemoveAll(dir)
+			} else {
+				m.logger.Warn("not a trainer job directory (no job record); left alone", "dir", dir)
+			}
 			continue
 		}
 		if err != nil {
@@ -128,6 +135,21 @@ func (m *jobManager) open() error {
 		m.signal()
 	}
 	return nil
+}
+
+// halfCreated reports whether dir holds only what a create writes before
+// the job's record: the request and temporary files.
+func halfCreated(dir string) bool {
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		return false
+	}
+	for _, e := range ents {
+		if e.IsDir() || e.Name() != requestFile && !strings.HasPrefix(e.Name(), ".tmp-") {
+			return false
+		}
+	}
+	return true
 }
 
 func readRequest(path string) (*trainer.JobRequest, error) {

@@ -350,3 +350,43 @@ func TestJobFirstAdapterIgnoresID(t *testing.T) {
 		t.Fatal("server seeds 7 and 8 drew the same initial A")
 	}
 }
+
+// TestJobsDirLeavesForeignDirectories: at start the trainer removes, from
+// its jobs directory, the directories of creates that failed before their
+// record (nothing but a request and temporary files) and leaves anything
+// else alone: a nested run's data directory (with adapters/ and jobs/)
+// was removed as a half-created job, its adapters lost.
+func TestJobsDirLeavesForeignDirectories(t *testing.T) {
+	dir := t.TempDir()
+	b := mustOpen(t, dir, 7)
+	b.Close()
+	jobs := filepath.Join(dir, "jobs")
+	mk := func(rel string, files ...string) string {
+		p := filepath.Join(jobs, rel)
+		if err := os.MkdirAll(p, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		for _, f := range files {
+			if err := os.WriteFile(filepath.Join(p, f), []byte("{}"), 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
+		return p
+	}
+	empty := mk("r%2Fstep-0001")
+	half := mk("r%2Fstep-0002", "request.json", ".tmp-job.json-123")
+	nested := mk("other-run", "note.txt")
+	adapters := mk(filepath.Join("other-run", "adapters", "x-step-0001"), "weights.json")
+	b2 := mustOpen(t, dir, 7)
+	defer b2.Close()
+	for _, gone := range []string{empty, half} {
+		if _, err := os.Stat(gone); !os.IsNotExist(err) {
+			t.Errorf("half-created job directory %s still there: %v", gone, err)
+		}
+	}
+	for _, kept := range []string{nested, filepath.Join(adapters, "weights.json")} {
+		if _, err := os.Stat(kept); err != nil {
+			t.Errorf("%s was removed: %v", kept, err)
+		}
+	}
+}

@@ -173,6 +173,7 @@ func TestCreateRejects(t *testing.T) {
 		{"validate", "env: {n: 1}", 400, "env.n"},
 		{"dot name", "run: {name: ..}", 400, "run.name"},
 		{"slash name", `run: {name: "a//b"}`, 400, "run.name"},
+		{"into another run's data", `run: {name: "a/jobs"}`, 400, `run.name: \"a/jobs\" is not accepted; use 1 to 64 of A-Z a-z 0-9 . _ - in segments joined by '/' (e.g. exp/arm/1), each starting with a letter or digit and none \"jobs\" or \"adapters\"`},
 		{"not yaml", "run: [", 400, "line"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
