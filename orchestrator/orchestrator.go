@@ -70,6 +70,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"sort"
 	"strings"
 	"sync"
 	"time"
@@ -319,9 +320,14 @@ type run struct {
 	adapter  *trainer.Adapter // current adapter; nil = base model
 	keeper   inference.AdapterKeeper
 	promoted int // curriculum promotions so far
-	last     int // last committed step
-	best     *checkpoint.Selection
-	limiter  *rollout.Limiter
+	// promotedAfter[i] is promoted once evals[i] was noted: a step
+	// sampled ahead takes its table size from the promotions of the
+	// validations before it, whatever has been validated since (see
+	// promotionsThrough).
+	promotedAfter []int
+	last          int // last committed step
+	best          *checkpoint.Selection
+	limiter       *rollout.Limiter
 	// onCall observes the LLM calls of each split's episodes
 	// (Options.OnCall); nil without one.
 	onCall map[string]func(action string, d time.Duration, err error)
@@ -451,6 +457,7 @@ func (r *run) restore(ctx context.Context) error {
 	}
 	for _, ev := range evals {
 		r.notePromotion(ev)
+		r.promotedAfter = append(r.promotedAfter, r.promoted)
 	}
 	if sel, err := r.selectBest(); err == nil {
 		r.best = &sel
@@ -590,6 +597,7 @@ func (r *run) commit(ctx context.Context, step checkpoint.Step, ev *checkpoint.E
 	r.emit(Event{Type: EventStepCommitted, Step: step.Step, StepCommitted: stepCommitted(step)})
 	if ev != nil {
 		r.notePromotion(*ev)
+		r.promotedAfter = append(r.promotedAfter, r.promoted)
 	}
 	sel, err := r.selectBest()
 	if err != nil {
@@ -644,6 +652,16 @@ func recentAdapters(steps []checkpoint.Step, keep int) []trainer.Adapter {
 func (r *run) selectBest() (checkpoint.Selection, error) {
 	v := r.cfg.Validation
 	return checkpoint.Select(v.Selection, v.Metric, v.EMA, r.steps, r.evals)
+}
+
+// promotionsThrough is the number of curriculum promotions the
+// validations of steps up to s earned.
+func (r *run) promotionsThrough(s int) int {
+	i := sort.Search(len(r.evals), func(i int) bool { return r.evals[i].Step > s })
+	if i == 0 {
+		return 0
+	}
+	return r.promotedAfter[i-1]
 }
 
 // notePromotion advances a threshold curriculum when a validation of the

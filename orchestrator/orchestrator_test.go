@@ -619,3 +619,63 @@ func TestResumeOnlyRunning(t *testing.T) {
 		t.Fatalf("state after resume %s", r.State)
 	}
 }
+
+// TestResumeAsyncPromotion: with the asynchronous pipeline and a
+// promotion curriculum, a run stopped after a commit and resumed trains
+// every step at the table size the uninterrupted run did (the steps
+// sampled ahead after the restart took their size from every validation
+// committed before it, not from those before their own turn).
+func TestResumeAsyncPromotion(t *testing.T) {
+	cfg := func(t *testing.T) config.Config {
+		c := smallConfig(t, "p", 8)
+		c.GRPO.MaxOffPolicySteps = 2
+		c.Curriculum.Promote = config.PromoteRule{Sizes: []int{5, 6, 7, 8}, Threshold: 0.1}
+		return c
+	}
+	dir := t.TempDir()
+	ref := newEnv(t, filepath.Join(dir, "ref-data"), filepath.Join(dir, "ref.db"))
+	if err := ref.orchestrator(nil).Start(context.Background(), cfg(t)); err != nil {
+		t.Fatal(err)
+	}
+	sizes := func(store *checkpoint.Store) string {
+		_, steps, _ := snapshot(t, store, "p")
+		var b strings.Builder
+		for _, s := range steps {
+			fmt.Fprintf(&b, "%d:%d ", s.Step, s.N)
+		}
+		return b.String()
+	}
+	want, wantRewards := sizes(ref.store), rewards(t, ref.store, "p")
+	t.Logf("uninterrupted: %s", want)
+	if !strings.Contains(want, ":6 ") {
+		t.Fatalf("the uninterrupted run was never promoted (%s): the test shows nothing\n%s", want, wantRewards)
+	}
+	for _, after := range []int{1, 3} {
+		t.Run(fmt.Sprintf("stopped after step %d", after), func(t *testing.T) {
+			sub := t.TempDir()
+			data, db := filepath.Join(sub, "data"), filepath.Join(sub, "grpo.db")
+			ctx, cancel := context.WithCancel(context.Background())
+			e := newEnv(t, data, db)
+			var once sync.Once
+			err := e.orchestrator(func(ev orchestrator.Event) {
+				if ev.Type == orchestrator.EventStepCommitted && ev.Step == after {
+					once.Do(cancel)
+				}
+			}).Start(ctx, cfg(t))
+			if !errors.Is(err, context.Canceled) {
+				t.Fatalf("interrupted run returned %v", err)
+			}
+			e.stop()
+			e2 := newEnv(t, data, db)
+			if err := e2.orchestrator(nil).Resume(context.Background(), "p"); err != nil {
+				t.Fatal(err)
+			}
+			if got := sizes(e2.store); got != want {
+				t.Fatalf("table sizes after a resume:\n%s\nwant (uninterrupted)\n%s", got, want)
+			}
+			if got := rewards(t, e2.store, "p"); got != wantRewards {
+				t.Fatalf("resumed run differs from uninterrupted run:\n%s\nwant\n%s", got, wantRewards)
+			}
+		})
+	}
+}

@@ -83,7 +83,12 @@ func (p *pipeline) fill() {
 		if old, ok := p.r.past[max(0, p.next-1-p.k)]; ok && old.step < cur.step {
 			pol = old
 		}
-		f := &prefetch{step: p.next, n: p.r.cfg.TableSize(p.next, p.r.promoted), pol: pol, done: make(chan struct{})}
+		// Its table size: by the promotions of the validations up to
+		// step next-2-k (step 0 for the first k+1 steps), the last ones
+		// committed when it is sampled in step order, and so the same
+		// after a restart, which has committed more.
+		n := p.r.cfg.TableSize(p.next, p.r.promotionsThrough(max(p.next-2-p.k, 0)))
+		f := &prefetch{step: p.next, n: n, pol: pol, done: make(chan struct{})}
 		p.ahead[f.step] = f
 		p.wg.Add(1)
 		go func() {
