@@ -239,6 +239,9 @@ func (r *run) train(ctx context.Context, s int, req trainer.JobRequest) (*checkp
 			err = fmt.Errorf("%w (lost again after it was submitted again: the trainer keeps no jobs, or another one answers at its URL)", err)
 		}
 	}
+	if errors.Is(err, trainer.ErrJobFailed) {
+		return nil, trainer.Adapter{}, fmt.Errorf("%w (a job id is never trained twice, so resuming fails the same way: to retry the step, remove the failed job from the trainer first; the embedded trainer keeps it in its data directory's jobs/)", err)
+	}
 	if err != nil {
 		return nil, trainer.Adapter{}, fmt.Errorf("trainer job %s: %w", req.ID, err)
 	}

@@ -17,6 +17,7 @@ import (
 	"github.com/grpo-dev/grpo/checkpoint"
 	"github.com/grpo-dev/grpo/config"
 	"github.com/grpo-dev/grpo/experiment"
+	"github.com/grpo-dev/grpo/internal/fsutil"
 	"github.com/grpo-dev/grpo/run"
 )
 
@@ -124,7 +125,7 @@ func (c *ExperimentCommand) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	if err := os.WriteFile(filepath.Join(f.Out, "summary.json"), append(js, '\n'), 0o644); err != nil {
+	if err := writeReportFile(filepath.Join(f.Out, "summary.json"), append(js, '\n')); err != nil {
 		return fmt.Errorf("write summary.json: %w", err)
 	}
 	plots, err := f.WritePlots(f.Out, sum, results)
@@ -135,7 +136,7 @@ func (c *ExperimentCommand) Run(ctx context.Context) error {
 	if err := f.WriteReport(&rep, sum, "grpo experiment "+c.file, plots); err != nil {
 		return err
 	}
-	if err := os.WriteFile(filepath.Join(f.Out, "report.md"), rep.Bytes(), 0o644); err != nil {
+	if err := writeReportFile(filepath.Join(f.Out, "report.md"), rep.Bytes()); err != nil {
 		return fmt.Errorf("write report.md: %w", err)
 	}
 	if c.json {
@@ -145,6 +146,15 @@ func (c *ExperimentCommand) Run(ctx context.Context) error {
 	fmt.Fprintf(c.Stdout, "experiment %s: %d runs in %s; wrote %s and %s\n", f.Name, total, f.DB,
 		filepath.Join(f.Out, "report.md"), filepath.Join(f.Out, "summary.json"))
 	return nil
+}
+
+// writeReportFile writes an experiment's file whole or not at all (a kill
+// leaves the previous one), readable by all as os.WriteFile would make it.
+func writeReportFile(path string, data []byte) error {
+	if err := fsutil.WriteFileAtomic(path, data); err != nil {
+		return err
+	}
+	return os.Chmod(path, 0o644)
 }
 
 // playRun trains cfg's run, resumes it, or reuses it when it is finished.
