@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 	"net/http"
+	"os"
+	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
@@ -14,6 +16,7 @@ import (
 	"github.com/grpo-dev/grpo/checkpoint"
 	"github.com/grpo-dev/grpo/rollout"
 	"github.com/grpo-dev/grpo/server"
+	"github.com/prometheus/client_golang/prometheus"
 )
 
 func TestRunLifecycle(t *testing.T) {
@@ -428,5 +431,22 @@ func TestAPIFallback(t *testing.T) {
 	}
 	if code, _ := do(t, "GET", s.URL()+"/api/v1/runs", "", ""); code != http.StatusOK {
 		t.Fatalf("GET /api/v1/runs = %d", code)
+	}
+}
+
+// TestStartRefusesUnusableDirectories: a data directory that cannot be
+// created fails the daemon's start, naming it, before it listens (it
+// used to start and fail every POST).
+func TestStartRefusesUnusableDirectories(t *testing.T) {
+	dir := t.TempDir()
+	file := filepath.Join(dir, "a-file")
+	if err := os.WriteFile(file, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	s := server.New(server.Options{Store: checkpoint.New(filepath.Join(dir, "grpo.db"), checkpoint.Options{}),
+		DataDir: filepath.Join(file, "data"), Addr: "127.0.0.1:0", Registry: prometheus.NewRegistry()})
+	defer s.Close()
+	if err := s.Start(context.Background()); err == nil || !strings.Contains(err.Error(), "data directory") || !strings.Contains(err.Error(), file) {
+		t.Fatalf("Start with a data directory under a file: %v", err)
 	}
 }

@@ -19,6 +19,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"path/filepath"
 	"slices"
 	"sync"
 	"time"
@@ -189,6 +190,13 @@ func (s *Server) Start(ctx context.Context) error {
 	// Runs are written into the store: not into a damaged one.
 	if err := s.opts.Store.Check(ctx); err != nil {
 		return err
+	}
+	// Where runs write, found unusable now rather than at the first POST.
+	if err := os.MkdirAll(s.opts.DataDir, 0o755); err != nil {
+		return fmt.Errorf("data directory: %w", err)
+	}
+	if err := os.MkdirAll(filepath.Dir(s.opts.Store.Path()), 0o755); err != nil {
+		return fmt.Errorf("store directory: %w", err)
 	}
 	ln, err := net.Listen("tcp", s.opts.Addr)
 	if err != nil {
