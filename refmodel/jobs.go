@@ -82,6 +82,9 @@ func (m *jobManager) open() error {
 	if err := os.MkdirAll(filepath.Dir(m.adapterDir("x")), 0o755); err != nil {
 		return err
 	}
+	// An adapter saved when the process was killed left its temporary
+	// directory: no job can finish it now.
+	removeTemporaries(filepath.Dir(m.adapterDir("x")))
 	ents, err := os.ReadDir(m.dir)
 	if err != nil {
 		return err
@@ -96,18 +99,21 @@ func (m *jobManager) open() error {
 		raw, err := os.ReadFile(filepath.Join(dir, jobFile))
 		if errors.Is(err, os.ErrNotExist) {
 			// A create that failed before its record was complete:
-			// removed when it holds nothing a create does not write.
-			// Anything else is not this trainer's, and left alone.
-			if halfCreated(dir) {
-				os.RemoveAll(dir)
-			} else {
+			// removed when it holds nothing a create does not write and
+			// is not being written now. Anything else is not this
+			// trainer's, and left alone.
+			switch {
+			case !halfCreated(dir):
 				m.logger.Warn("not a trainer job directory (no job record); left alone", "dir", dir)
+			case abandoned(dir):
+				os.RemoveAll(dir)
 			}
 			continue
 		}
 		if err != nil {
 			return fmt.Errorf("read job record %s: %w", dir, err)
 		}
+		removeTemporaries(dir)
 		var rec jobRecord
 		if err := json.Unmarshal(raw, &rec); err != nil {
 			return fmt.Errorf("read job record %s: %w", dir, err)
@@ -135,6 +141,34 @@ func (m *jobManager) open() error {
 		m.signal()
 	}
 	return nil
+}
+
+// abandonedAfter is how old a temporary entry, or a job directory
+// without its record, must be to be taken for a killed process's: another
+// process sharing the data directory (two grpo runs on one store) may be
+// writing a younger one.
+const abandonedAfter = 10 * time.Minute
+
+// abandoned reports whether the entry at path was last changed over
+// abandonedAfter ago.
+func abandoned(path string) bool {
+	fi, err := os.Stat(path)
+	return err == nil && time.Since(fi.ModTime()) > abandonedAfter
+}
+
+// removeTemporaries removes dir's abandoned entries named .tmp-* (files
+// written atomically, directories of adapters being saved) left by a
+// killed process.
+func removeTemporaries(dir string) {
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		return
+	}
+	for _, e := range ents {
+		if p := filepath.Join(dir, e.Name()); strings.HasPrefix(e.Name(), ".tmp-") && abandoned(p) {
+			os.RemoveAll(p)
+		}
+	}
 }
 
 // halfCreated reports whether dir holds only what a create writes before

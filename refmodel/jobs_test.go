@@ -11,6 +11,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/grpo-dev/grpo/inference"
 	"github.com/grpo-dev/grpo/rollout"
@@ -377,14 +378,35 @@ func TestJobsDirLeavesForeignDirectories(t *testing.T) {
 	half := mk("r%2Fstep-0002", "request.json", ".tmp-job.json-123")
 	nested := mk("other-run", "note.txt")
 	adapters := mk(filepath.Join("other-run", "adapters", "x-step-0001"), "weights.json")
+	// A killed save's temporary adapter directory goes; saved ones stay.
+	tmpAdapter := filepath.Join(dir, "adapters", ".tmp-r-step-0003-42")
+	saved := filepath.Join(dir, "adapters", "r-step-0001")
+	for _, d := range []string{tmpAdapter, saved} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// A half-created job or a temporary being written now (another
+	// process sharing the directory) is young: left alone; made old, it
+	// is taken for a killed process's.
+	young := mk("r%2Fstep-0009", "request.json")
+	old := time.Now().Add(-time.Hour)
+	for _, p := range []string{empty, half, tmpAdapter} {
+		if err := os.Chtimes(p, old, old); err != nil {
+			t.Fatal(err)
+		}
+	}
 	b2 := mustOpen(t, dir, 7)
 	defer b2.Close()
-	for _, gone := range []string{empty, half} {
+	if _, err := os.Stat(young); err != nil {
+		t.Errorf("a job directory being created was removed: %v", err)
+	}
+	for _, gone := range []string{empty, half, tmpAdapter} {
 		if _, err := os.Stat(gone); !os.IsNotExist(err) {
 			t.Errorf("half-created job directory %s still there: %v", gone, err)
 		}
 	}
-	for _, kept := range []string{nested, filepath.Join(adapters, "weights.json")} {
+	for _, kept := range []string{nested, filepath.Join(adapters, "weights.json"), saved} {
 		if _, err := os.Stat(kept); err != nil {
 			t.Errorf("%s was removed: %v", kept, err)
 		}
