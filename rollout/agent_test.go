@@ -62,3 +62,30 @@ func TestEpisodeCountsTruncatedTurns(t *testing.T) {
 		}
 	}
 }
+
+// TestRunAllStopsWhenCancelled: once its context ends, RunAll starts no
+// further episode (a daemon's cancel of a validation of 258,048 episodes
+// went on building every one of them); those never started are errored.
+func TestRunAllStopsWhenCancelled(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var calls atomic.Int64
+	c := completerFunc(func(ctx context.Context, _ *rollout.Request) (*rollout.Completion, error) {
+		calls.Add(1)
+		cancel() // the run is cancelled while its first call is in flight
+		return nil, ctx.Err()
+	})
+	specs := make([]rollout.EpisodeSpec, 1000)
+	for i := range specs {
+		specs[i] = spec(2, rollout.Sequential)
+	}
+	eps := (&rollout.Runner{Client: c}).RunAll(ctx, specs, 2, nil)
+	if n := calls.Load(); n > 10 {
+		t.Errorf("%d calls after the cancel, from %d episodes: want only those of the episodes already started", n, len(specs))
+	}
+	for i, ep := range eps {
+		if !ep.Errored || ep.Error == "" {
+			t.Fatalf("episode %d after the cancel: %+v, want errored", i, ep)
+		}
+	}
+}

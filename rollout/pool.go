@@ -25,11 +25,23 @@ func (r *Runner) RunAll(ctx context.Context, specs []EpisodeSpec, parallel int, 
 			}
 		}()
 	}
-	for i := range specs {
-		next <- i
+	fed := 0
+	for ; fed < len(specs); fed++ {
+		select {
+		case next <- fed:
+			continue
+		case <-ctx.Done():
+		}
+		break
 	}
 	close(next)
 	wg.Wait()
+	// Cancelled: the episodes never started are errored, not played
+	// (building each one would take as long as the rest of the work).
+	for i := fed; i < len(specs); i++ {
+		out[i].Errored, out[i].Error = true, ctx.Err().Error()
+		out[i].Metrics.Errors = 1
+	}
 	return out
 }
 
