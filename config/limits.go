@@ -8,7 +8,7 @@ import "fmt"
 type Limits struct {
 	MaxN               int // players at the table (env.n, validation.n, test.n, curriculum sizes)
 	MaxRounds          int // env.rounds
-	MaxEpisodesPerStep int // training episodes of a step, resamples included; validation and test episodes per size
+	MaxEpisodesPerStep int // training episodes of a step, resamples included; a validation's or the test split's episodes, over all its sizes
 	MaxSteps           int // run.steps
 }
 
@@ -75,11 +75,25 @@ func (l Limits) check(c Config, hint func(flag string) string) error {
 			return invalid("grpo", "groups %d + max_resamples %d of %d episodes each make %d episodes a step; at most %d"+hint("episodes"),
 				c.GRPO.Groups, c.GRPO.MaxResamples, c.GRPO.EpisodesPerGroup, per, l.MaxEpisodesPerStep)
 		}
-		if over(c.Validation.Episodes, l.MaxEpisodesPerStep) {
-			return invalid("validation.episodes", "is %d; at most %d"+hint("episodes"), c.Validation.Episodes, l.MaxEpisodesPerStep)
+		// A validation (and the test split) plays its episodes at every
+		// one of its sizes (the test split's, when it lists none, are
+		// the validation's).
+		testSizes := len(c.Test.N)
+		if testSizes == 0 {
+			testSizes = len(c.Validation.N)
 		}
-		if over(c.Test.Episodes, l.MaxEpisodesPerStep) {
-			return invalid("test.episodes", "is %d; at most %d"+hint("episodes"), c.Test.Episodes, l.MaxEpisodesPerStep)
+		for _, split := range []struct {
+			key      string
+			episodes int
+			sizes    int
+		}{{"validation", c.Validation.Episodes, len(c.Validation.N)}, {"test", c.Test.Episodes, testSizes}} {
+			if over(split.episodes, l.MaxEpisodesPerStep) {
+				return invalid(split.key+".episodes", "is %d; at most %d"+hint("episodes"), split.episodes, l.MaxEpisodesPerStep)
+			}
+			if total := int64(max(split.episodes, 0)) * int64(split.sizes); total > int64(l.MaxEpisodesPerStep) {
+				return invalid(split.key, "%d episodes at each of %d table sizes make %d; at most %d"+hint("episodes"),
+					split.episodes, split.sizes, total, l.MaxEpisodesPerStep)
+			}
 		}
 	}
 	return nil

@@ -117,6 +117,10 @@ func TestLimits(t *testing.T) {
 		{"validation: {episodes: 5000}", "validation.episodes: is 5000; at most 4096"},
 		{"test: {n: [5], episodes: 5000}", "test.episodes: is 5000; at most 4096"},
 		{"test: {n: [5, 65]}", "test.n[1]: is 65; at most 64"},
+		// 1,366 episodes at each of 3 sizes: 4,098 a validation.
+		{"validation: {episodes: 1366, n: [5, 10, 15]}", "validation: 1366 episodes at each of 3 table sizes make 4098; at most 4096"},
+		{"test: {n: [5, 6], episodes: 2049}", "test: 2049 episodes at each of 2 table sizes make 4098; at most 4096"},
+		{"validation: {n: [5, 6]}\ntest: {episodes: 2049}", "test: 2049 episodes at each of 2 table sizes make 4098; at most 4096"},
 	} {
 		if err := l.Check(mustParse(t, tt.doc)); err == nil || !strings.Contains(err.Error(), tt.want) {
 			t.Errorf("Check(%s)=%v, want an error containing %q", tt.doc, err, tt.want)
