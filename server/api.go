@@ -38,7 +38,29 @@ func (s *Server) routes() http.Handler {
 	mux.HandleFunc("GET /ws", s.serveWS)
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "ok\n") })
 	mux.Handle("GET /", dashboard(dashboardSettings{GrafanaURL: s.opts.GrafanaURL}))
-	return s.guardHost(apiFallback(mux))
+	return s.guardHost(s.hardened(apiFallback(mux)))
+}
+
+// hardened bounds the time to read each request, body included (a client
+// trickling a body held its connection for as long as it liked; the
+// websocket stream keeps its own deadlines), and forbids framing the
+// dashboard on another site's page (clickjacking its Cancel button) and
+// sniffing answers' types.
+func (s *Server) hardened(next http.Handler) http.Handler {
+	timeout := s.opts.BodyTimeout
+	if timeout <= 0 {
+		timeout = DefaultBodyTimeout
+	}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		h := w.Header()
+		h.Set("X-Frame-Options", "DENY")
+		h.Set("Content-Security-Policy", "frame-ancestors 'none'")
+		h.Set("X-Content-Type-Options", "nosniff")
+		if r.URL.Path != "/ws" {
+			http.NewResponseController(w).SetReadDeadline(time.Now().Add(timeout))
+		}
+		next.ServeHTTP(w, r)
+	})
 }
 
 // apiFallback answers, in JSON, a request under /api/ that no API
@@ -129,7 +151,6 @@ func storeError(w http.ResponseWriter, err error) {
 // a posted config could abuse is checked before the run is stored: size,
 // aliases, file paths, peers and credentials, limits, the number of runs.
 func (s *Server) handleCreate(w http.ResponseWriter, r *http.Request) {
-	http.NewResponseController(w).SetReadDeadline(time.Now().Add(bodyTimeout))
 	limit := s.opts.MaxBodyBytes
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, limit))
 	if err != nil {

@@ -2,8 +2,10 @@ package server_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -243,5 +245,54 @@ func TestMaxRuns(t *testing.T) {
 	}
 	if n := listLen(t, base); n != 1 {
 		t.Fatalf("%d runs stored, want 1", n)
+	}
+}
+
+// TestTrickledBodiesAreCut: a request whose body trickles in is cut at the
+// daemon's read deadline on every endpoint (only a posted config had one:
+// promote or a refused create held the connection for as long as the
+// client liked).
+func TestTrickledBodiesAreCut(t *testing.T) {
+	e := newEnv(t)
+	s := e.MustStart(t, server.Options{BodyTimeout: 300 * time.Millisecond})
+	addr := strings.TrimPrefix(s.URL(), "http://")
+	for _, head := range []string{
+		"POST /api/v1/runs/x/promote HTTP/1.1\r\nHost: " + addr + "\r\nContent-Type: application/json\r\nContent-Length: 60000\r\n\r\n{",
+		"POST /api/v1/runs HTTP/1.1\r\nHost: " + addr + "\r\nContent-Type: text/plain\r\nContent-Length: 60000\r\n\r\nx",
+		"GET /healthz HTTP/1.1\r\nHost: " + addr + "\r\nContent-Length: 60000\r\n\r\nx",
+	} {
+		c, err := net.Dial("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := c.Write([]byte(head)); err != nil {
+			t.Fatal(err)
+		}
+		// The client sends nothing more; the daemon must close the
+		// connection (well before this test's own 20 s deadline).
+		c.SetReadDeadline(time.Now().Add(20 * time.Second))
+		_, err = io.ReadAll(c)
+		c.Close()
+		var ne net.Error
+		if errors.As(err, &ne) && ne.Timeout() {
+			t.Errorf("%q: the daemon held the trickling connection open", strings.SplitN(head, "\r\n", 2)[0])
+		}
+	}
+}
+
+// TestNoFraming: every answer forbids framing the dashboard elsewhere and
+// sniffing its type.
+func TestNoFraming(t *testing.T) {
+	e := newEnv(t)
+	s := e.MustStart(t, server.Options{})
+	for _, path := range []string{"/", "/api/v1/runs", "/api/v1/nothing"} {
+		resp, err := http.Get(s.URL() + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.Header.Get("X-Frame-Options") != "DENY" || resp.Header.Get("Content-Security-Policy") != "frame-ancestors 'none'" || resp.Header.Get("X-Content-Type-Options") != "nosniff" {
+			t.Errorf("GET %s headers %v: want X-Frame-Options DENY, frame-ancestors 'none', nosniff", path, resp.Header)
+		}
 	}
 }

@@ -36,9 +36,9 @@ const DefaultAddr = "127.0.0.1:8080"
 // DefaultMaxBodyBytes bounds a posted config unless told otherwise.
 const DefaultMaxBodyBytes = 1 << 20
 
-// bodyTimeout bounds reading a posted config: a client that trickles its
-// body holds a connection no longer.
-const bodyTimeout = 30 * time.Second
+// DefaultBodyTimeout bounds reading a request (its body included): a
+// client that trickles it holds a connection no longer.
+const DefaultBodyTimeout = 30 * time.Second
 
 // Registry is where the daemon's metrics are registered and gathered from.
 type Registry interface {
@@ -51,6 +51,9 @@ var _ Registry = (*prometheus.Registry)(nil)
 // Options configure a Server.
 type Options struct {
 	Store *checkpoint.Store
+	// BodyTimeout bounds reading each request, its body included (not a
+	// websocket's stream); zero means DefaultBodyTimeout.
+	BodyTimeout time.Duration
 	// DataDir holds one directory per run (the embedded backend's adapters
 	// and jobs): <DataDir>/<run>.
 	DataDir string
@@ -207,7 +210,7 @@ func (s *Server) Start(ctx context.Context) error {
 	s.boundAddr = ln.Addr().String()
 	s.mu.Unlock()
 	// No ReadTimeout: it would also cut websocket connections. A posted
-	// body gets its own read deadline (bodyTimeout).
+	// request gets its own read deadline (Options.BodyTimeout).
 	s.httpSrv = &http.Server{Handler: s.handler, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute}
 	s.serveWG.Add(1)
 	go func() {
