@@ -36,6 +36,10 @@ func TestParsePeers(t *testing.T) {
 	}
 	for _, tt := range []struct{ in, want string }{
 		{"inference: {a: {url: 'ftp://x'}}", "inference peer a: url"},
+		// Credentials in a peer's URL would be copied into runs' stored
+		// configs, the API's answers and metric labels.
+		{"inference: {a: {url: 'http://user:pw@127.0.0.1:8/v1'}}", "inference peer a: url: http://user:xxxxx@127.0.0.1:8/v1 carries credentials"},
+		{"trainers: {t: {url: 'http://127.0.0.1:9/?token=pw'}}", "trainer peer t: url"},
 		{"inference: {a: {url: 'http://x', api_key_env: 'A-B'}}", `api_key_env "A-B" is not an environment variable name`},
 		{"inference: {'a/b': {url: 'http://x'}}", `inference peer "a/b"`},
 		{"trainers: {t: {url: 'http://x', kind: embedded}}", `kind "embedded" is not accepted`},

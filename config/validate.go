@@ -352,11 +352,21 @@ func joinNames[T ~string](names []T) string {
 	return strings.Join(s, ", ")
 }
 
-// httpURL checks that s is an absolute http or https URL.
+// httpURL checks that s is an absolute http or https URL that request
+// paths can be appended to: no query or fragment (a posted
+// "http://host/secret?" made the daemon fetch /secret and quote its
+// answer), and no credentials, which the URL would carry into the store,
+// the daemon's answers and metric labels (api_key_env sends a key as a
+// bearer token without showing it).
 func httpURL(s string) error {
 	u, err := url.Parse(s)
-	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+	switch {
+	case err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "":
 		return fmt.Errorf("%q is not an http(s) URL such as http://127.0.0.1:8000/v1", s)
+	case u.User != nil:
+		return fmt.Errorf("%s carries credentials (user:password@): give the key in api_key_env instead", u.Redacted())
+	case u.RawQuery != "" || u.ForceQuery || u.Fragment != "" || strings.Contains(s, "#"):
+		return fmt.Errorf("%q has a query or a fragment: give the server's base URL, such as http://127.0.0.1:8000/v1", s)
 	}
 	return nil
 }
