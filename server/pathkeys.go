@@ -17,34 +17,33 @@ func pathKey(doc []byte) (string, error) {
 	if err != nil || root == nil {
 		return "", nil
 	}
-	return findPathKey(root, ""), nil
+	var keys []string // the path to the node walked, joined only when found
+	return findPathKey(root, &keys), nil
 }
 
-func findPathKey(n *yaml.Node, prefix string) string {
+func findPathKey(n *yaml.Node, keys *[]string) string {
 	switch n.Kind {
 	case yaml.MappingNode:
 		for i := 0; i+1 < len(n.Content); i += 2 {
 			key := n.Content[i].Value
-			full := key
-			if prefix != "" {
-				full = prefix + "." + key
-			}
+			*keys = append(*keys, key)
 			if pathLike(key) {
-				return full
+				return strings.Join(*keys, ".")
 			}
-			if k := findPathKey(n.Content[i+1], full); k != "" {
+			if k := findPathKey(n.Content[i+1], keys); k != "" {
 				return k
 			}
+			*keys = (*keys)[:len(*keys)-1]
 		}
 	case yaml.SequenceNode:
 		for _, c := range n.Content {
-			if k := findPathKey(c, prefix); k != "" {
+			if k := findPathKey(c, keys); k != "" {
 				return k
 			}
 		}
 	case yaml.AliasNode:
 		if n.Alias != nil {
-			return findPathKey(n.Alias, prefix)
+			return findPathKey(n.Alias, keys)
 		}
 	}
 	return ""
