@@ -168,8 +168,13 @@ func (c Config) validateInference() error {
 	case in.OutageWindow < 0:
 		return invalid("inference.outage_window", "is %v; need 0 (fail at once) or a duration such as 2m", in.OutageWindow)
 	}
-	if _, err := json.Marshal(in.ChatTemplateKwargs); err != nil {
+	if d := nesting(in.ChatTemplateKwargs); d > maxKwargsDepth {
+		return invalid("inference.chat_template_kwargs", "nests %d levels deep; at most %d (it is sent with every request)", d, maxKwargsDepth)
+	}
+	if b, err := json.Marshal(in.ChatTemplateKwargs); err != nil {
 		return invalid("inference.chat_template_kwargs", "cannot be sent as JSON: %v", err)
+	} else if len(b) > maxKwargsBytes {
+		return invalid("inference.chat_template_kwargs", "is %d bytes as JSON; at most %d (it is sent with every request)", len(b), maxKwargsBytes)
 	}
 	return nil
 }
@@ -350,6 +355,31 @@ func joinNames[T ~string](names []T) string {
 		s[i] = string(n)
 	}
 	return strings.Join(s, ", ")
+}
+
+// Bounds of inference.chat_template_kwargs, which every request carries
+// (a posted 18 KB value nested 9,000 deep took a daemon's run to 885 MB).
+const (
+	maxKwargsDepth = 32
+	maxKwargsBytes = 16 << 10
+)
+
+// nesting is how deeply v's maps and lists nest (0 for a scalar).
+func nesting(v any) int {
+	deepest := 0
+	switch v := v.(type) {
+	case map[string]any:
+		for _, x := range v {
+			deepest = max(deepest, nesting(x))
+		}
+	case []any:
+		for _, x := range v {
+			deepest = max(deepest, nesting(x))
+		}
+	default:
+		return 0
+	}
+	return deepest + 1
 }
 
 // httpURL checks that s is an absolute http or https URL that request
