@@ -10,11 +10,19 @@ type Limits struct {
 	MaxRounds          int // env.rounds
 	MaxEpisodesPerStep int // training episodes of a step, resamples included; a validation's or the test split's episodes, over all its sizes
 	MaxSteps           int // run.steps
+	// MaxStepSize bounds episodes x n x rounds^2 of a step's training
+	// episodes (at its largest table size), of a validation and of the
+	// test split (summed over their sizes): a step's memory, since every
+	// turn of a conversation resends it so far (and a sampled turn keeps
+	// its prompt's token ids). Each of the other limits alone let a run
+	// take gigabytes: 4,096 episodes of 5 x 5 rounds took 2.8 GB, 16
+	// episodes of 64 philosophers x 200 rounds over 6 GB.
+	MaxStepSize int64
 }
 
 // DefaultLimits are the daemon's limits unless its operator sets others.
 func DefaultLimits() Limits {
-	return Limits{MaxN: 64, MaxRounds: 200, MaxEpisodesPerStep: 4096, MaxSteps: 100000}
+	return Limits{MaxN: 64, MaxRounds: 200, MaxEpisodesPerStep: 4096, MaxSteps: 100000, MaxStepSize: 500000}
 }
 
 // MachineLimits bound every run, wherever it is played: beyond them a
@@ -94,6 +102,46 @@ func (l Limits) check(c Config, hint func(flag string) string) error {
 				return invalid(split.key, "%d episodes at each of %d table sizes make %d; at most %d"+hint("episodes"),
 					split.episodes, split.sizes, total, l.MaxEpisodesPerStep)
 			}
+		}
+	}
+	return l.checkStepSize(c, hint)
+}
+
+// checkStepSize checks c against MaxStepSize.
+func (l Limits) checkStepSize(c Config, hint func(flag string) string) error {
+	if l.MaxStepSize <= 0 {
+		return nil
+	}
+	r2 := int64(max(c.Env.Rounds, 0)) * int64(max(c.Env.Rounds, 0))
+	sum := func(ns []int) (t int64) {
+		for _, n := range ns {
+			t += int64(max(n, 0))
+		}
+		return t
+	}
+	n := c.Env.N
+	for _, s := range c.Curriculum.Promote.Sizes {
+		n = max(n, s)
+	}
+	if sched, err := ParseSchedule(c.Curriculum.Schedule); err == nil {
+		for _, p := range sched {
+			n = max(n, p.N)
+		}
+	}
+	testN := c.Test.N
+	if len(testN) == 0 {
+		testN = c.Validation.N
+	}
+	episodes := (int64(max(c.GRPO.Groups, 0)) + int64(max(c.GRPO.MaxResamples, 0))) * int64(max(c.GRPO.EpisodesPerGroup, 0))
+	for _, part := range []struct {
+		key      string
+		episodes int64
+		n        int64 // philosophers over the sizes played
+	}{{"grpo", episodes, int64(n)}, {"validation", int64(max(c.Validation.Episodes, 0)), sum(c.Validation.N)}, {"test", int64(max(c.Test.Episodes, 0)), sum(testN)}} {
+		// In floating point: huge values cannot wrap below the limit.
+		if size := float64(part.episodes) * float64(part.n) * float64(r2); size > float64(l.MaxStepSize) {
+			return invalid(part.key, "%d episodes x %d philosophers x %d rounds squared make a step of size %.0f; at most %d (memory grows so: each turn resends the conversation so far)"+hint("step-size"),
+				part.episodes, part.n, c.Env.Rounds, size, l.MaxStepSize)
 		}
 	}
 	return nil

@@ -125,13 +125,23 @@ func TestLimits(t *testing.T) {
 		{"validation: {episodes: 1366, n: [5, 10, 15]}", "validation: 1366 episodes at each of 3 table sizes make 4098; at most 4096"},
 		{"test: {n: [5, 6], episodes: 2049}", "test: 2049 episodes at each of 2 table sizes make 4098; at most 4096"},
 		{"validation: {n: [5, 6]}\ntest: {episodes: 2049}", "test: 2049 episodes at each of 2 table sizes make 4098; at most 4096"},
+		// 16 episodes x 64 philosophers x 200^2 = 40,960,000.
+		{"env: {n: 64, rounds: 200}\ngrpo: {groups: 4, episodes_per_group: 4, max_resamples: 0}\nvalidation: {episodes: 2}", "grpo: 16 episodes x 64 philosophers x 200 rounds squared make a step of size 40960000; at most 500000"},
+		// Validation: 24 episodes x (5 + 10 + 15) x 30^2 = 648,000.
+		{"env: {rounds: 30}\nvalidation: {n: [5, 10, 15]}", "validation: 24 episodes x 30 philosophers x 30 rounds squared make a step of size 648000; at most 500000 (memory grows so: each turn resends the conversation so far) (a limit of this daemon: grpo serve --max-step-size)"},
+		// Training at its largest curriculum size: (2 + 4 resamples) x 3
+		// x 64 x 40^2 = 1,843,200.
+		{"env: {rounds: 40}\ncurriculum: {schedule: '5@0,64@3'}\nvalidation: {episodes: 2}", "grpo: 18 episodes x 64 philosophers x 40 rounds squared make a step of size 1843200"},
 	} {
 		if err := l.Check(mustParse(t, tt.doc)); err == nil || !strings.Contains(err.Error(), tt.want) {
 			t.Errorf("Check(%s)=%v, want an error containing %q", tt.doc, err, tt.want)
 		}
 	}
-	// 2 groups + 4 resamples of 682 episodes = 4092: allowed.
-	if err := l.Check(mustParse(t, "grpo: {episodes_per_group: 682}")); err != nil {
+	// The default run, and 2 groups + 4 resamples of 682 episodes = 4092
+	// (x 5 x 25 = 511,500 > 500,000: the step size is raised for it).
+	l2 := l
+	l2.MaxStepSize = 600000
+	if err := l2.Check(mustParse(t, "grpo: {episodes_per_group: 682}")); err != nil {
 		t.Errorf("Check(4092 episodes a step)=%v, want nil", err)
 	}
 	if err := (config.Limits{}).Check(mustParse(t, "env: {rounds: 1000000000}")); err != nil {

@@ -83,6 +83,7 @@ func (m *Main) serve(ctx context.Context, args []string) error {
 	fs.IntVar(&lim.MaxRounds, "max-rounds", lim.MaxRounds, "largest env.rounds a posted config may ask")
 	fs.IntVar(&lim.MaxEpisodesPerStep, "max-episodes", lim.MaxEpisodesPerStep, "most episodes a step (or a validation or test size) may ask")
 	fs.IntVar(&lim.MaxSteps, "max-steps", lim.MaxSteps, "largest run.steps a posted config may ask")
+	fs.Int64Var(&lim.MaxStepSize, "max-step-size", lim.MaxStepSize, "largest episodes x philosophers x rounds^2 of a step's training episodes, a validation or the test split (memory grows so)")
 	maxBody := fs.Int64("max-body", server.DefaultMaxBodyBytes, "largest posted config in bytes")
 	maxRuns := fs.Int("max-runs", 8, "most runs playing at once")
 	maxFailedStarts := fs.Int("max-failed-starts", server.DefaultMaxFailedStarts, "a run this daemon resumed this many times in a row, dying each time before the run committed a step, is marked failed at the next start instead of resumed")
@@ -94,7 +95,7 @@ func (m *Main) serve(ctx context.Context, args []string) error {
 	if fs.NArg() > 0 {
 		return usagef("unexpected argument %q", fs.Arg(0))
 	}
-	for name, v := range map[string]int64{"max-n": int64(lim.MaxN), "max-rounds": int64(lim.MaxRounds), "max-episodes": int64(lim.MaxEpisodesPerStep), "max-steps": int64(lim.MaxSteps), "max-body": *maxBody, "max-runs": int64(*maxRuns), "max-failed-starts": int64(*maxFailedStarts)} {
+	for name, v := range map[string]int64{"max-n": int64(lim.MaxN), "max-rounds": int64(lim.MaxRounds), "max-episodes": int64(lim.MaxEpisodesPerStep), "max-steps": int64(lim.MaxSteps), "max-step-size": lim.MaxStepSize, "max-body": *maxBody, "max-runs": int64(*maxRuns), "max-failed-starts": int64(*maxFailedStarts)} {
 		if v < 1 {
 			return usagef("--%s %d: need at least 1", name, v)
 		}
