@@ -225,8 +225,8 @@ func (c Config) validateTrainer() error {
 		return invalid("trainer.hyperparameters.epsilon_high", "is %v; need a number >= 0 (0: same as epsilon)", h.EpsilonHigh)
 	case !nonNegative(h.KLBeta):
 		return invalid("trainer.hyperparameters.kl_beta", "is %v; need a number >= 0", h.KLBeta)
-	case h.Epochs < 1:
-		return invalid("trainer.hyperparameters.epochs", "is %d; need at least 1", h.Epochs)
+	case h.Epochs < 1 || h.Epochs > 1000:
+		return invalid("trainer.hyperparameters.epochs", "is %d; accepted: 1 to 1000 (the reference trainers refuse more)", h.Epochs)
 	case t.JobTimeout <= 0:
 		return invalid("trainer.job_timeout", "is %v; need a duration > 0 such as 30m", t.JobTimeout)
 	case !(t.BaseCoordination >= MinBaseCoordination && t.BaseCoordination <= MaxBaseCoordination):
