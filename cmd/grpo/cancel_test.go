@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"os"
 	"path/filepath"
@@ -75,6 +76,24 @@ func TestServeBadFlags(t *testing.T) {
 		code, _, errOut := cli(t, args...)
 		if code != 2 || !strings.Contains(errOut, tt.want) {
 			t.Errorf("grpo %v = %d %q, want 2 and %q", args, code, errOut, tt.want)
+		}
+	}
+}
+
+// TestServeBlankToken: a token with white space around it cannot be sent
+// in a header, so the daemon refuses it rather than refuse every request.
+func TestServeBlankToken(t *testing.T) {
+	for _, tok := range []string{" ", "s3cret\n", " s3cret"} {
+		var out, errb bytes.Buffer
+		m := &Main{Stdin: strings.NewReader(""), Stdout: &out, Stderr: &errb, Getenv: func(k string) string {
+			if k == "GRPO_TOKEN" {
+				return tok
+			}
+			return ""
+		}}
+		code := m.Run(context.Background(), []string{"serve", "--addr", "127.0.0.1:0", "--db", filepath.Join(t.TempDir(), "g.db")})
+		if code != 2 || !strings.Contains(errb.String(), "$GRPO_TOKEN begins or ends with white space") {
+			t.Errorf("token %q: exit %d\n%s", tok, code, errb.String())
 		}
 	}
 }

@@ -123,6 +123,11 @@ func (m *Main) serve(ctx context.Context, args []string) error {
 		return usagef("--addr %q: want HOST:PORT, e.g. 127.0.0.1:8080 (port 0: any free port)", *addr)
 	}
 	token := m.Getenv(*tokenEnv)
+	if token != "" && strings.TrimSpace(token) != token {
+		// A client's header cannot carry it: every mutating request
+		// would be refused.
+		return usagef("$%s begins or ends with white space, which no Authorization header can carry: remove it", *tokenEnv)
+	}
 	if token == "" && !server.Loopback(*addr) {
 		return usagef("--addr %s is not loopback: set a bearer token in $%s (or name another variable with --token-env)", *addr, *tokenEnv)
 	}
