@@ -12,6 +12,7 @@ import (
 // hold up a run.
 type hub struct {
 	buf     int
+	max     int // clients at once
 	mu      sync.Mutex
 	clients map[*client]struct{}
 	closed  bool
@@ -32,16 +33,23 @@ const (
 	reasonShutdown = "daemon shutting down"
 )
 
-func newHub(buf int) *hub {
-	return &hub{buf: buf, clients: make(map[*client]struct{})}
+func newHub(buf, max int) *hub {
+	return &hub{buf: buf, max: max, clients: make(map[*client]struct{})}
+}
+
+// full reports whether the hub has as many clients as it takes.
+func (h *hub) full() bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return len(h.clients) >= h.max
 }
 
 // subscribe adds a client for run's events ("" = all runs). It returns
-// nil when the hub is closed.
+// nil when the hub is closed or full.
 func (h *hub) subscribe(run string) *client {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	if h.closed {
+	if h.closed || len(h.clients) >= h.max {
 		return nil
 	}
 	c := &client{run: run, send: make(chan []byte, h.buf), gone: make(chan struct{})}

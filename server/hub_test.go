@@ -9,7 +9,7 @@ import (
 )
 
 func TestHubDropsSlowClient(t *testing.T) {
-	h := newHub(2)
+	h := newHub(2, 100)
 	slow := h.subscribe("")
 	fast := h.subscribe("a")
 	other := h.subscribe("b")

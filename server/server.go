@@ -36,6 +36,9 @@ const DefaultAddr = "127.0.0.1:8080"
 // DefaultMaxBodyBytes bounds a posted config unless told otherwise.
 const DefaultMaxBodyBytes = 1 << 20
 
+// DefaultMaxStreams bounds the websocket event streams open at once.
+const DefaultMaxStreams = 1024
+
 // DefaultBodyTimeout bounds reading a request (its body included): a
 // client that trickles it holds a connection no longer.
 const DefaultBodyTimeout = 30 * time.Second
@@ -100,6 +103,10 @@ type Options struct {
 	// ClientBuffer bounds the events queued for one websocket client; a
 	// client that falls this far behind is dropped (default 256).
 	ClientBuffer int
+	// MaxStreams bounds the websocket event streams open at once (each
+	// holds a connection, a goroutine pair and ClientBuffer events);
+	// zero means DefaultMaxStreams.
+	MaxStreams int
 	// ResumeRetry is how often a stored running run that another process
 	// held at start is tried again (default 5 s).
 	ResumeRetry time.Duration
@@ -142,6 +149,9 @@ func New(opts Options) *Server {
 	if opts.Getenv == nil {
 		opts.Getenv = os.Getenv
 	}
+	if opts.MaxStreams <= 0 {
+		opts.MaxStreams = DefaultMaxStreams
+	}
 	if opts.ClientBuffer <= 0 {
 		opts.ClientBuffer = 256
 	}
@@ -166,7 +176,7 @@ func New(opts Options) *Server {
 		opts:    opts,
 		logger:  opts.Logger,
 		metrics: newMetrics(opts.Registry),
-		hub:     newHub(opts.ClientBuffer),
+		hub:     newHub(opts.ClientBuffer, opts.MaxStreams),
 		runs:    make(map[string]*hosted),
 	}
 	s.ctx, s.cancel = context.WithCancel(context.Background())

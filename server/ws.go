@@ -1,6 +1,7 @@
 package server
 
 import (
+	"fmt"
 	"net/http"
 	"time"
 
@@ -16,6 +17,10 @@ const (
 // serveWS streams run events as JSON text messages, one event per
 // message; ?run=NAME keeps only that run's events.
 func (s *Server) serveWS(w http.ResponseWriter, r *http.Request) {
+	if s.hub.full() {
+		writeError(w, http.StatusServiceUnavailable, fmt.Sprintf("this daemon streams events to at most %d clients at once (grpo serve --max-streams); close a dashboard or a watch", s.opts.MaxStreams))
+		return
+	}
 	up := websocket.Upgrader{CheckOrigin: s.checkOrigin}
 	conn, err := up.Upgrade(w, r, nil)
 	if err != nil {
@@ -23,7 +28,7 @@ func (s *Server) serveWS(w http.ResponseWriter, r *http.Request) {
 	}
 	defer conn.Close()
 	c := s.hub.subscribe(r.URL.Query().Get("run"))
-	if c == nil {
+	if c == nil { // closed, or filled since the check above
 		conn.WriteControl(websocket.CloseMessage, websocket.FormatCloseMessage(websocket.CloseGoingAway, reasonShutdown), time.Now().Add(wsWriteWait))
 		return
 	}

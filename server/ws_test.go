@@ -102,3 +102,50 @@ func TestWebsocketClosedOnShutdown(t *testing.T) {
 	}
 	<-done
 }
+
+// TestWSStreamsAreBounded: past MaxStreams open streams a new one is
+// refused with 503 (3,000 clients that never read were all accepted, each
+// holding a connection and a queue of events); one that closes frees its
+// place.
+func TestWSStreamsAreBounded(t *testing.T) {
+	e := newEnv(t)
+	s := e.MustStart(t, server.Options{MaxStreams: 2})
+	url := "ws" + strings.TrimPrefix(s.URL(), "http") + "/ws"
+	var open []*websocket.Conn
+	for range 2 {
+		c, _, err := websocket.DefaultDialer.Dial(url, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		open = append(open, c)
+	}
+	// The daemon subscribes a stream after its handshake: wait until
+	// both count.
+	var resp *http.Response
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		c, r, err := websocket.DefaultDialer.Dial(url, nil)
+		if err != nil {
+			resp = r
+			break
+		}
+		c.Close()
+		if time.Now().After(deadline) {
+			t.Fatal("a third stream was accepted beyond MaxStreams 2")
+		}
+	}
+	if resp == nil || resp.StatusCode != http.StatusServiceUnavailable {
+		t.Fatalf("third stream: %v, want 503", resp)
+	}
+	open[0].Close()
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		c, _, err := websocket.DefaultDialer.Dial(url, nil)
+		if err == nil {
+			c.Close()
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no stream accepted after one closed: %v", err)
+		}
+	}
+	open[1].Close()
+}

@@ -86,6 +86,7 @@ func (m *Main) serve(ctx context.Context, args []string) error {
 	fs.Int64Var(&lim.MaxStepSize, "max-step-size", lim.MaxStepSize, "largest episodes x philosophers x rounds^2 of a step's training episodes, a validation or the test split (memory grows so)")
 	maxBody := fs.Int64("max-body", server.DefaultMaxBodyBytes, "largest posted config in bytes")
 	maxRuns := fs.Int("max-runs", 8, "most runs playing at once")
+	maxStreams := fs.Int("max-streams", server.DefaultMaxStreams, "most websocket event streams (dashboards, grpo watch) open at once")
 	maxFailedStarts := fs.Int("max-failed-starts", server.DefaultMaxFailedStarts, "a run this daemon resumed this many times in a row, dying each time before the run committed a step, is marked failed at the next start instead of resumed")
 	grafana := fs.String("grafana-url", "", "Grafana dashboard the web dashboard links to, e.g. http://127.0.0.1:3000/d/grpo")
 	verbose := fs.Bool("verbose", false, "log at debug level")
@@ -95,7 +96,7 @@ func (m *Main) serve(ctx context.Context, args []string) error {
 	if fs.NArg() > 0 {
 		return usagef("unexpected argument %q", fs.Arg(0))
 	}
-	for name, v := range map[string]int64{"max-n": int64(lim.MaxN), "max-rounds": int64(lim.MaxRounds), "max-episodes": int64(lim.MaxEpisodesPerStep), "max-steps": int64(lim.MaxSteps), "max-step-size": lim.MaxStepSize, "max-body": *maxBody, "max-runs": int64(*maxRuns), "max-failed-starts": int64(*maxFailedStarts)} {
+	for name, v := range map[string]int64{"max-n": int64(lim.MaxN), "max-rounds": int64(lim.MaxRounds), "max-episodes": int64(lim.MaxEpisodesPerStep), "max-steps": int64(lim.MaxSteps), "max-step-size": lim.MaxStepSize, "max-body": *maxBody, "max-runs": int64(*maxRuns), "max-streams": int64(*maxStreams), "max-failed-starts": int64(*maxFailedStarts)} {
 		if v < 1 {
 			return usagef("--%s %d: need at least 1", name, v)
 		}
@@ -147,7 +148,7 @@ func (m *Main) serve(ctx context.Context, args []string) error {
 	s := server.New(server.Options{
 		Store: checkpoint.New(*db, checkpoint.Options{}), DataDir: *dataDir, Registry: reg,
 		Logger: logger, Token: token, Addr: *addr, AllowedOrigins: origins, AllowedHosts: hosts, Getenv: m.Getenv,
-		Peers: peers, PeersOnly: *peersOnly, Limits: lim, MaxBodyBytes: *maxBody, MaxRuns: *maxRuns,
+		Peers: peers, PeersOnly: *peersOnly, Limits: lim, MaxBodyBytes: *maxBody, MaxRuns: *maxRuns, MaxStreams: *maxStreams,
 		MaxFailedStarts: *maxFailedStarts,
 		GrafanaURL:      *grafana,
 	})
