@@ -18,6 +18,9 @@ var vllmMetrics = map[string]bool{
 	"vllm:lora_requests_info": true, "vllm:request_success_total": true,
 }
 
+// splitSeries are the daemon's series with a split label.
+var splitSeries = []string{"grpo_episodes_total", "grpo_episode_duration_seconds_bucket", "grpo_tool_calls_total", "grpo_invalid_outputs_total", "grpo_deadlocks_total"}
+
 type grafanaPanel struct {
 	Type            string                                `json:"type"`
 	Title           string                                `json:"title"`
@@ -61,6 +64,13 @@ func TestGrafanaStepVLLMAndTrainerPanels(t *testing.T) {
 			}
 			if strings.Contains(tg.Expr, `n!="all"`) && strings.Contains(tg.Expr, "grpo_reward_mean") {
 				perN = true
+			}
+			for _, m := range splitSeries {
+				// Training and validation episodes play at other
+				// temperatures and sizes: a sum over both mixes them.
+				if strings.Contains(tg.Expr, m+"{") && strings.Contains(tg.Expr, "sum") && !strings.Contains(tg.Expr, "split") {
+					t.Errorf("panel %q sums %s over its splits: %s", p.Title, m, tg.Expr)
+				}
 			}
 			if strings.HasPrefix(tg.Expr, "grpo_trainer_") && strings.Contains(tg.Expr, "{") && !strings.Contains(tg.Expr, "job") {
 				t.Errorf("panel %q: %s is served by both the daemon and the trainer; say which job", p.Title, tg.Expr)
