@@ -72,7 +72,11 @@ func (s *Store) CommitStep(ctx context.Context, name string, step Step, eval *Ev
 			return err
 		}
 		if inf != nil && inf.Step <= step.Step {
-			if err := b.Delete(inflightKey); err != nil {
+			if next := inf.Next; next != nil && next.Step > step.Step {
+				if err := putInFlight(b, *next); err != nil {
+					return err
+				}
+			} else if err := b.Delete(inflightKey); err != nil {
 				return err
 			}
 		}
@@ -110,27 +114,43 @@ func (s *Store) LastStep(ctx context.Context, name string) (step int, ok bool, e
 }
 
 // SetInFlight records the trainer job submitted for a step not yet
-// committed, replacing any earlier record. A committed step fails with
+// committed. It replaces a record of the same or a later step; a record
+// of an earlier step not yet committed (being validated) keeps it as its
+// Next, until that step commits. A committed step fails with
 // ErrStepExists.
 func (s *Store) SetInFlight(ctx context.Context, name string, inf InFlight) error {
-	v, err := json.Marshal(inf)
-	if err != nil {
-		return fmt.Errorf("set in-flight job of run %s: encode: %w", name, err)
-	}
-	err = s.update(ctx, func(tx *bolt.Tx) error {
+	inf.Next = nil
+	err := s.update(ctx, func(tx *bolt.Tx) error {
 		b, err := runBucket(tx, name)
 		if err != nil {
 			return err
 		}
-		if last, ok := lastKey(b.Bucket(stepsBucket)); ok && inf.Step <= last {
+		last, ok := lastKey(b.Bucket(stepsBucket))
+		if ok && inf.Step <= last {
 			return fmt.Errorf("step %d: %w", inf.Step, ErrStepExists)
 		}
-		return b.Put(inflightKey, v)
+		cur, err := getInFlight(b, name)
+		if err != nil {
+			return err
+		}
+		if cur != nil && cur.Step < inf.Step && (!ok || cur.Step > last) {
+			cur.Next = &inf
+			return putInFlight(b, *cur)
+		}
+		return putInFlight(b, inf)
 	})
 	if err != nil {
 		return fmt.Errorf("set in-flight job of run %s: %w", name, err)
 	}
 	return nil
+}
+
+func putInFlight(b *bolt.Bucket, inf InFlight) error {
+	v, err := json.Marshal(inf)
+	if err != nil {
+		return fmt.Errorf("encode: %w", err)
+	}
+	return b.Put(inflightKey, v)
 }
 
 // GetInFlight returns a run's in-flight job, or nil when there is none.

@@ -209,3 +209,74 @@ func BenchmarkSnapshot(b *testing.B) {
 		}
 	}
 }
+
+// TestStore_InFlightNested: the job of step s+1, submitted while step s
+// (trained) is still being validated, is kept under s's record and
+// becomes the record when s commits; a restart finds both.
+func TestStore_InFlightNested(t *testing.T) {
+	ctx := context.Background()
+	s := mustOpen(t)
+	mustCreateRun(t, s, "dp5")
+	if err := s.CommitStep(ctx, "dp5", testStep(0), nil); err != nil {
+		t.Fatal(err)
+	}
+	set := func(step int, job string) {
+		t.Helper()
+		if err := s.SetInFlight(ctx, "dp5", InFlight{Step: step, JobID: job, Request: json.RawMessage(`{}`)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	get := func() *InFlight {
+		t.Helper()
+		inf, err := New(s.Path(), Options{}).GetInFlight(ctx, "dp5")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return inf
+	}
+	set(1, "j1")
+	set(2, "j2")
+	inf := get()
+	if inf == nil || inf.Step != 1 || inf.JobID != "j1" || inf.Next == nil || inf.Next.Step != 2 || inf.Next.JobID != "j2" || inf.Next.Next != nil {
+		t.Fatalf("after jobs 1 and 2: %+v, want step 1 with step 2 next", inf)
+	}
+	if inf.For(1) != inf || inf.For(2) != inf.Next || inf.For(3) != nil || inf.For(0) != nil || (*InFlight)(nil).For(1) != nil {
+		t.Fatalf("For: %+v %+v %+v", inf.For(1), inf.For(2), inf.For(3))
+	}
+	set(2, "j2b") // the same step again replaces the nested record
+	if inf := get(); inf.Step != 1 || inf.Next == nil || inf.Next.JobID != "j2b" {
+		t.Fatalf("after job 2 again: %+v", inf)
+	}
+	if err := s.CommitStep(ctx, "dp5", testStep(1), nil); err != nil {
+		t.Fatal(err)
+	}
+	if inf := get(); inf == nil || inf.Step != 2 || inf.JobID != "j2b" || inf.Next != nil {
+		t.Fatalf("after step 1 committed: %+v, want step 2's job alone", inf)
+	}
+	set(3, "j3")
+	if err := s.CommitStep(ctx, "dp5", testStep(2), nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.CommitStep(ctx, "dp5", testStep(3), nil); err != nil {
+		t.Fatal(err)
+	}
+	if inf := get(); inf != nil {
+		t.Fatalf("after step 3 committed: %+v, want none", inf)
+	}
+	// A record of an earlier step is replaced by a later one once that
+	// step is committed (it would have been deleted by the commit).
+	set(4, "j4")
+	set(6, "j6")
+	if inf := get(); inf.Step != 4 || inf.Next == nil || inf.Next.Step != 6 {
+		t.Fatalf("%+v", inf)
+	}
+	if err := s.CommitStep(ctx, "dp5", testStep(4), nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.CommitStep(ctx, "dp5", testStep(5), nil); err != nil {
+		t.Fatal(err)
+	}
+	if inf := get(); inf == nil || inf.Step != 6 {
+		t.Fatalf("after 5: %+v, want 6", inf)
+	}
+}

@@ -215,4 +215,23 @@ type InFlight struct {
 	// before the job was submitted, to tell after a restart whether it ran
 	// (ART: its step before training); empty for the job API.
 	TrainerState json.RawMessage `json:"trainer_state,omitempty"`
+	// Next is the job of the following step, submitted while this one's
+	// validation was still being played (an asynchronous pipeline
+	// validates step s while step s+1 trains); it becomes the record when
+	// this step commits.
+	Next *InFlight `json:"next,omitempty"`
+}
+
+// For returns the record of step s: r itself, or the next step's job
+// nested in it; nil when neither is of step s.
+func (r *InFlight) For(s int) *InFlight {
+	switch {
+	case r == nil:
+		return nil
+	case r.Step == s:
+		return r
+	case r.Next != nil && r.Next.Step == s:
+		return r.Next
+	}
+	return nil
 }

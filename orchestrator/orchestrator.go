@@ -346,6 +346,9 @@ type run struct {
 	// next would have used had the run not stopped (pipeline.go).
 	past map[int]policy
 	pipe *pipeline
+	// pending is the trained step validating while the next one trains
+	// (overlapValidation); it commits before anything else does.
+	pending *pendingStep
 }
 
 // emit sends e, stamped with the run's name and the time, to the observer.
@@ -409,7 +412,7 @@ func (r *run) loop(ctx context.Context, resumed bool) error {
 		return err
 	}
 	next := first
-	if inf != nil && inf.Step == first {
+	for inf.For(next) != nil {
 		next++ // its rollouts are in the job already
 	}
 	p := r.newPipeline(ctx, next)
@@ -419,10 +422,18 @@ func (r *run) loop(ctx context.Context, resumed bool) error {
 	p.fill()
 	for s := first; s <= r.cfg.Run.Steps; s++ {
 		if err := r.step(ctx, s, p); err != nil {
+			// The step before, validated meanwhile, still commits
+			// when it can: its training is not lost.
+			if ctx.Err() == nil {
+				if serr := r.settle(ctx); serr != nil {
+					r.o.opts.Logger.Warn("commit the step validated while the failed one trained", "run", r.name, "err", serr)
+				}
+			}
+			r.abandon()
 			return fmt.Errorf("step %d: %w", s, err)
 		}
 	}
-	return nil
+	return r.settle(ctx)
 }
 
 // restore rebuilds the run's state from the store after a restart: the
@@ -475,7 +486,7 @@ func (r *run) restore(ctx context.Context) error {
 func (r *run) baseStep(ctx context.Context) error {
 	r.emit(Event{Type: EventStepStarted, Step: 0, StepStarted: &StepStarted{N: r.cfg.TableSize(0, 0), Validation: r.validationEpisodes()}})
 	t0 := time.Now()
-	ev, err := r.validate(ctx, 0)
+	ev, err := r.validate(ctx, 0, r.model())
 	if err != nil {
 		return fmt.Errorf("validate base model: %w", err)
 	}
@@ -489,12 +500,13 @@ func (r *run) step(ctx context.Context, s int, p *pipeline) error {
 	n := r.cfg.TableSize(s, r.promoted)
 	step := checkpoint.Step{Step: s, N: n, Seconds: map[string]float64{}}
 
-	inf, err := store.GetInFlight(ctx, r.name)
+	all, err := store.GetInFlight(ctx, r.name)
 	if err != nil {
 		return err
 	}
+	inf := all.For(s)
 	var req *trainer.JobRequest
-	if inf != nil && inf.Step == s {
+	if inf != nil {
 		// A job was submitted before a restart: reattach to it rather
 		// than sampling (and training) the step again.
 		req = new(trainer.JobRequest)
@@ -547,15 +559,24 @@ func (r *run) step(ctx context.Context, s int, p *pipeline) error {
 		}
 	}
 
+	var adapter trainer.Adapter
 	if req != nil {
 		t0 := time.Now()
-		job, adapter, err := r.train(ctx, s, *req)
+		job, a, err := r.train(ctx, s, *req)
 		step.Seconds["train"] = time.Since(t0).Seconds()
 		if err != nil {
 			return err
 		}
-		step.Job = job
-		t0 = time.Now()
+		step.Job, adapter = job, a
+	}
+	// The step before, trained and loaded, validated meanwhile: it
+	// commits first, and before this step's adapter loads (which could
+	// unload the adapter it was validated with).
+	if err := r.settle(ctx); err != nil {
+		return err
+	}
+	if req != nil {
+		t0 := time.Now()
 		if err := r.load(ctx, s, adapter); err != nil {
 			return err
 		}
@@ -570,16 +591,82 @@ func (r *run) step(ctx context.Context, s int, p *pipeline) error {
 		step.Adapter = &a
 	}
 
-	var ev *checkpoint.Evaluation
-	if r.validationDue(s) {
-		t0 := time.Now()
-		if ev, err = r.validate(ctx, s); err != nil {
-			return fmt.Errorf("validate: %w", err)
-		}
-		step.Seconds["validate"] = time.Since(t0).Seconds()
+	if !r.validationDue(s) {
+		step.Committed = r.o.now()
+		return r.commit(ctx, step, nil)
 	}
+	if r.overlapValidation(s) {
+		// Step s+1 trains while s validates; s commits once both are
+		// done (settle), so its commit still carries its validation.
+		r.pending = r.startValidation(ctx, step, r.model())
+		return nil
+	}
+	v, err := r.playValidation(ctx, s, r.model())
+	if err != nil {
+		return fmt.Errorf("validate: %w", err)
+	}
+	r.logValidation(ctx, s, v.episodes)
+	step.Seconds["validate"] = v.seconds
 	step.Committed = r.o.now()
-	return r.commit(ctx, step, ev)
+	return r.commit(ctx, step, v.ev)
+}
+
+// pendingStep is a trained step whose validation is being played while
+// the next step trains.
+type pendingStep struct {
+	step   checkpoint.Step
+	done   chan struct{} // closed when v and err are set
+	v      validated
+	err    error
+	cancel context.CancelFunc
+}
+
+// overlapValidation reports whether step s validates while step s+1
+// trains: with an asynchronous pipeline, for every step but the last,
+// unless the trainer is ART (whose own vLLM serves validation while it
+// trains, and which logs a validation at its current step).
+func (r *run) overlapValidation(s int) bool {
+	return r.cfg.GRPO.MaxOffPolicySteps > 0 && s < r.cfg.Run.Steps && r.cfg.Trainer.Kind != config.TrainerART
+}
+
+// startValidation plays step's validation with model in the background.
+func (r *run) startValidation(ctx context.Context, step checkpoint.Step, model string) *pendingStep {
+	ctx, cancel := context.WithCancel(ctx)
+	p := &pendingStep{step: step, done: make(chan struct{}), cancel: cancel}
+	go func() {
+		defer close(p.done)
+		p.v, p.err = r.playValidation(ctx, step.Step, model)
+	}()
+	return p
+}
+
+// settle waits for the pending step's validation, if any, and commits
+// the step with it.
+func (r *run) settle(ctx context.Context) error {
+	p := r.pending
+	if p == nil {
+		return nil
+	}
+	r.pending = nil
+	defer p.cancel()
+	<-p.done
+	if p.err != nil {
+		return fmt.Errorf("step %d: validate: %w", p.step.Step, p.err)
+	}
+	r.logValidation(ctx, p.step.Step, p.v.episodes)
+	p.step.Seconds["validate"] = p.v.seconds
+	p.step.Committed = r.o.now()
+	return r.commit(ctx, p.step, p.v.ev)
+}
+
+// abandon stops a pending step's validation and waits for it: the step
+// is not committed, and a resumed run validates it again.
+func (r *run) abandon() {
+	if p := r.pending; p != nil {
+		r.pending = nil
+		p.cancel()
+		<-p.done
+	}
 }
 
 // commit stores the step (and its evaluation) in one transaction, then

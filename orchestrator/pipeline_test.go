@@ -14,6 +14,7 @@ import (
 	"github.com/grpo-dev/grpo/config"
 	"github.com/grpo-dev/grpo/orchestrator"
 	"github.com/grpo-dev/grpo/refmodel"
+	"github.com/grpo-dev/grpo/rollout"
 	"github.com/grpo-dev/grpo/trainer"
 )
 
@@ -228,6 +229,10 @@ func TestAsyncRunIsDeterministicAndResumes(t *testing.T) {
 		{"adapter 2 loaded, not committed", orchestrator.EventAdapterLoaded, 2},
 		{"just committed", orchestrator.EventStepCommitted, 2},
 		{"step 3 episodes", orchestrator.EventEpisodeFinished, 3},
+		// Step 2 validates while step 3 trains: neither is committed,
+		// and the store holds step 3's job under step 2's.
+		{"step 3 training while step 2 validates", orchestrator.EventJobState, 3},
+		{"step 2 validated, not committed", orchestrator.EventValidationDone, 2},
 	} {
 		t.Run(stop.name, func(t *testing.T) {
 			sub := t.TempDir()
@@ -246,14 +251,144 @@ func TestAsyncRunIsDeterministicAndResumes(t *testing.T) {
 			if run, _, _ := snapshot(t, e.store, "r"); run.State != checkpoint.StateCancelled {
 				t.Fatalf("state after interruption %s", run.State)
 			}
+			if stop.event == orchestrator.EventJobState && stop.step == 3 {
+				inf, err := e.store.GetInFlight(context.Background(), "r")
+				if err != nil {
+					t.Fatal(err)
+				}
+				if inf.For(2) == nil || inf.For(3) == nil {
+					t.Fatalf("in-flight record %+v, want step 2's job with step 3's", inf)
+				}
+			}
 			e.stop()
 			e2 := newEnv(t, data, db)
-			if err := e2.orchestrator(nil).Resume(context.Background(), "r"); err != nil {
+			var mu sync.Mutex
+			resampled := map[int]int{} // training episodes played again, by step
+			if err := e2.orchestrator(func(ev orchestrator.Event) {
+				if f := ev.EpisodeFinished; f != nil && f.Split == "train" {
+					mu.Lock()
+					resampled[ev.Step]++
+					mu.Unlock()
+				}
+			}).Resume(context.Background(), "r"); err != nil {
 				t.Fatal(err)
+			}
+			if stop.event == orchestrator.EventJobState && stop.step == 3 && (resampled[2] != 0 || resampled[3] != 0) {
+				t.Errorf("resumed run sampled steps 2 and 3 again (%d, %d episodes): their jobs were submitted, it must reattach to them", resampled[2], resampled[3])
 			}
 			if got := rewards(t, e2.store, "r"); got != want {
 				t.Fatalf("resumed run differs from uninterrupted run:\n%s\nwant\n%s", got, want)
 			}
 		})
+	}
+}
+
+// gatedCompleter holds validation requests (told apart by their
+// temperature) while armed, until released or a deadline passes.
+type gatedCompleter struct {
+	rollout.Completer
+	temperature float32
+	mu          sync.Mutex
+	gate        chan struct{} // non-nil while armed; closed to release
+	timedOut    bool
+}
+
+func (g *gatedCompleter) arm() {
+	g.mu.Lock()
+	g.gate = make(chan struct{})
+	g.mu.Unlock()
+}
+
+func (g *gatedCompleter) release() {
+	g.mu.Lock()
+	if g.gate != nil {
+		close(g.gate)
+		g.gate = nil
+	}
+	g.mu.Unlock()
+}
+
+func (g *gatedCompleter) Complete(ctx context.Context, req *rollout.Request) (*rollout.Completion, error) {
+	g.mu.Lock()
+	gate := g.gate
+	g.mu.Unlock()
+	if gate != nil && req.Temperature == g.temperature {
+		select {
+		case <-gate:
+		case <-time.After(20 * time.Second):
+			g.mu.Lock()
+			g.timedOut = true
+			g.mu.Unlock()
+			g.release()
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
+	return g.Completer.Complete(ctx, req)
+}
+
+// TestAsyncValidationOverlapsTraining: with k=1, step 1's validation is
+// played while step 2's job trains (it is held until that job is
+// submitted), and step 1 still commits with its validation, before step
+// 2, with the same results as a run whose validations are not held.
+func TestAsyncValidationOverlapsTraining(t *testing.T) {
+	const steps = 3
+	dir := t.TempDir()
+	ref := newEnv(t, filepath.Join(dir, "ref-data"), filepath.Join(dir, "ref.db"))
+	cfg := asyncConfig(t, "async", steps, 1)
+	cfg.Validation.Temperature = 0.75
+	if err := ref.orchestrator(nil).Start(context.Background(), cfg); err != nil {
+		t.Fatal(err)
+	}
+	want := rewards(t, ref.store, "async")
+
+	e := newEnv(t, filepath.Join(dir, "data"), filepath.Join(dir, "grpo.db"))
+	gc := &gatedCompleter{Completer: e.chat, temperature: 0.75}
+	gt := &gatedTrainer{Trainer: e.trainer}
+	var mu sync.Mutex
+	var order []string
+	events := func(ev orchestrator.Event) {
+		if ev.Type == orchestrator.EventAdapterLoaded && ev.Step == 1 {
+			gc.arm() // step 1's validation waits from here on...
+		}
+		if ev.Type == orchestrator.EventStepCommitted || ev.Type == orchestrator.EventValidationDone {
+			mu.Lock()
+			order = append(order, fmt.Sprintf("%s %d", ev.Type, ev.Step))
+			mu.Unlock()
+		}
+	}
+	var submitted2 bool
+	gt.beforeWait = func(id string) {
+		if strings.HasSuffix(id, "/step-0002") {
+			mu.Lock()
+			submitted2 = true
+			mu.Unlock()
+			gc.release() // ...until step 2's job is submitted
+		}
+	}
+	o := orchestrator.New(orchestrator.Options{Store: e.store, Completer: gc, Trainer: gt, Adapters: e.fleet, Events: events})
+	if err := o.Start(context.Background(), cfg); err != nil {
+		t.Fatal(err)
+	}
+	if !submitted2 {
+		t.Fatal("step 2 trained nothing: the test shows nothing")
+	}
+	if gc.timedOut {
+		t.Fatal("step 1's validation waited for step 2's job to be submitted, and it never was: validation does not overlap training")
+	}
+	if gt.overlap {
+		t.Error("two trainer jobs were in flight at once")
+	}
+	wantOrder := "validation_done 0,step_committed 0,validation_done 1,step_committed 1,validation_done 2,step_committed 2,validation_done 3,step_committed 3"
+	if got := strings.Join(order, ","); got != wantOrder {
+		t.Errorf("events %s\nwant %s", got, wantOrder)
+	}
+	if got := rewards(t, e.store, "async"); got != want {
+		t.Fatalf("held validation changed the results:\n%s\nwant\n%s", got, want)
+	}
+	// The last step validates before the run ends (nothing to overlap).
+	_, stored, evals := snapshot(t, e.store, "async")
+	if len(stored) != steps+1 || len(evals) != steps+1 {
+		t.Fatalf("%d steps and %d evaluations stored, want %d each", len(stored), len(evals), steps+1)
 	}
 }

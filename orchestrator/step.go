@@ -315,13 +315,32 @@ func (r *run) validationEpisodesAt(s int) int {
 	return r.validationEpisodes()
 }
 
-// validate plays the held-out episodes with the current model. Every
-// validation uses the same seeds (disjoint from training seeds), so steps
-// are compared on the same tables.
-func (r *run) validate(ctx context.Context, s int) (*checkpoint.Evaluation, error) {
+// validated is a step's validation: its evaluation and the episodes, for
+// a trainer that logs them.
+type validated struct {
+	ev       *checkpoint.Evaluation
+	episodes []rollout.Episode
+	seconds  float64
+}
+
+// validate plays the held-out episodes with model and tells a trainer
+// that logs validations. Every validation uses the same seeds (disjoint
+// from training seeds), so steps are compared on the same tables.
+func (r *run) validate(ctx context.Context, s int, model string) (*checkpoint.Evaluation, error) {
+	v, err := r.playValidation(ctx, s, model)
+	if err != nil {
+		return nil, err
+	}
+	r.logValidation(ctx, s, v.episodes)
+	return v.ev, nil
+}
+
+// playValidation plays step s's validation episodes with model.
+func (r *run) playValidation(ctx context.Context, s int, model string) (validated, error) {
+	t0 := time.Now()
 	v := r.cfg.Validation
 	set := evaluate.Set{
-		Model: r.model(), Env: r.env(0, 0), Reward: r.reward(), Sampling: r.sampling(v.Temperature),
+		Model: model, Env: r.env(0, 0), Reward: r.reward(), Sampling: r.sampling(v.Temperature),
 		N: v.N, Episodes: v.Episodes, What: "validation", Transcripts: v.Transcripts,
 		Seeds: func(n, i int) (int64, int64) {
 			seed := r.cfg.ValidationSeed(i)
@@ -335,20 +354,24 @@ func (r *run) validate(ctx context.Context, s int) (*checkpoint.Evaluation, erro
 		Replays:   r.cfg.Inference.EpisodeReplays, MaxErroredFraction: r.cfg.Inference.MaxErroredFraction,
 	}, set)
 	if err != nil {
-		return nil, err
+		return validated{}, err
 	}
 	if res.Stats.Errored > 0 {
 		r.o.opts.Logger.Warn("validation episodes errored after replays; the figures leave them out", "run", r.name, "step", s, "errored", res.Stats.Errored, "episodes", len(res.Episodes), "first_error", firstError(res.Episodes))
 	}
 	ev := res.Evaluation(s)
 	r.emit(Event{Type: EventValidationDone, Step: s, ValidationDone: validationDone(ev)})
+	return validated{ev: &ev, episodes: res.Episodes, seconds: time.Since(t0).Seconds()}, nil
+}
+
+// logValidation sends step s's validation episodes to a trainer that logs
+// them (ART); not fatal: the store has the validation.
+func (r *run) logValidation(ctx context.Context, s int, eps []rollout.Episode) {
 	if l, ok := r.o.opts.Trainer.(ValidationLogger); ok {
-		if err := l.LogValidation(ctx, s, validationTrajectories(s, res.Episodes)); err != nil {
-			// Not fatal: the store has the validation.
+		if err := l.LogValidation(ctx, s, validationTrajectories(s, eps)); err != nil {
 			r.o.opts.Logger.Warn("log validation with the trainer", "run", r.name, "step", s, "err", err)
 		}
 	}
-	return &ev, nil
 }
 
 // validationTrajectories are the scored validation episodes as trainer

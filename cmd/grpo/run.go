@@ -325,7 +325,10 @@ func (v *runView) event(e orchestrator.Event) {
 			v.bar.Describe(fmt.Sprintf("step %2d job %s %3.0f%%", e.Step, j.State, 100*j.Progress))
 		}
 	case e.StepCommitted != nil:
-		if v.bar != nil {
+		// With an asynchronous pipeline a step may commit after the next
+		// one started (it validated while that one trained): the next
+		// step's bar stays.
+		if v.bar != nil && e.Step >= v.step {
 			v.bar.Finish()
 			v.bar = nil
 		}
