@@ -83,8 +83,12 @@ def write_atomic(path: Path, data: bytes) -> None:
 
 def job_dir_name(job_id: str) -> str:
     """A directory name for a job id: escaped (so "run/step-0003" and ".."
-    are safe), or hashed when the escaped id would be too long."""
+    are safe), or hashed when the escaped id would be too long. A leading
+    "." is escaped too: "." and ".." would name the jobs directory or its
+    parent, and open() skips dot-names (temporary files)."""
     name = quote(job_id, safe="-_")
+    if name.startswith("."):
+        name = "%2E" + name[1:]
     if len(name) > 200:
         name = "sha256-" + sha256(job_id.encode()).hexdigest()
     return name

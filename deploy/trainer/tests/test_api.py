@@ -268,3 +268,33 @@ def test_restart_answers_old_jobs_and_reruns_unfinished(tmp_path, model_dir, tra
         job = wait(client, "run/step-0003")
         assert job["state"] == "succeeded", job
         assert job["adapter"]["path"] == str((tmp_path / "adapters" / "s3").resolve())
+
+
+@pytest.mark.parametrize("job_id", [".", "..", ".x", "run/.."])
+def test_ids_with_dots_survive_a_restart(tmp_path, job_id):
+    # "." and ".." must not name the jobs directory or its parent, and a
+    # record directory must not be hidden from the reload (which skips
+    # dot-names, where temporary files live).
+    from grpo_trainer.api import JobRequest
+    from grpo_trainer.jobs import JobManager
+
+    def never(req, ctl):
+        raise AssertionError("not started")
+
+    body = {
+        "id": job_id,
+        "output_adapter": "a",
+        "trajectories": [{"messages_and_choices": [{"role": "user"}], "advantage": 1.0}],
+    }
+    req = JobRequest.model_validate(body)
+    jobs = tmp_path / "data" / "jobs"
+    m = JobManager(jobs, never)
+    m.open()
+    assert m.create(req, json.dumps(body).encode())[1]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["data"]
+    assert sorted(p.name for p in (tmp_path / "data").iterdir()) == ["jobs"]
+    assert all(p.is_dir() for p in jobs.iterdir())
+
+    again = JobManager(jobs, never)
+    again.open()
+    assert again.get(job_id).state == "queued"
