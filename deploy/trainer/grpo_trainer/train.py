@@ -115,7 +115,8 @@ def completion_logprobs(model: Any, batch: Batch) -> torch.Tensor:
 
 
 def attach_lora(base: Any, req: JobRequest, server_seed: int) -> PeftModel:
-    """Wraps base with the job's fresh LoRA, or with its parent's weights."""
+    """Wraps base with the job's fresh LoRA, or with its parent's weights
+    (rank, alpha and target modules the job leaves at 0 are the parent's)."""
     rank, alpha, targets = req.lora.resolved()
     parent = req.parent_adapter
     if parent is not None:
@@ -126,6 +127,8 @@ def attach_lora(base: Any, req: JobRequest, server_seed: int) -> PeftModel:
                 f"the job asks for lora.rank {rank}"
             )
         rank = int(pcfg.get("r", rank))
+        if not req.lora.alpha and isinstance(pcfg.get("lora_alpha"), (int, float)):
+            alpha = pcfg["lora_alpha"]  # the parent's scale, as its sampler used it
         if not req.lora.target_modules and pcfg.get("target_modules"):
             targets = pcfg["target_modules"]
             targets = sorted(targets) if isinstance(targets, list) else targets

@@ -278,6 +278,37 @@ def test_parent_adapter_is_the_starting_point(model_dir, tmp_path):
     assert type(model.model.layers[0].self_attn.q_proj) is torch.nn.Linear
 
 
+def test_parent_alpha_is_kept_when_the_job_leaves_lora_unset(model_dir, tmp_path):
+    # Zero lora values take the parent's shape, alpha included (as the Go
+    # reference does): a parent of rank 4 and alpha 8 (scale 2) continued
+    # with lora {} must start from the parent's policy, not from alpha 2 * 8
+    # (scale 4), which would make the first ratios differ from 1.
+    model, tok = load(model_dir, torch.float64)
+    trajs = [make_trajectory(model, tok, 1.0, seed=72, turns=1)]
+    req1 = _req(trajs, hyperparameters={"learning_rate": 5e-2})
+    _, parent = run_job(req1, model, tok, tmp_path, TrainOptions(), Control())
+    req2 = _req(
+        trajs,
+        id="run/step-0002",
+        output_adapter="run-step-0002",
+        lora={},
+        parent_adapter={"name": "run-step-0001", "path": str(parent)},
+    )
+    seqs = _seqs(req2, tok)
+    batch = make_batch(seqs, tok.pad_token_id, torch.device("cpu"))
+    with torch.no_grad():
+        sampler = PeftModel.from_pretrained(model, str(parent))
+        want = completion_logprobs(sampler, batch)
+        sampler.unload()
+        peft_model = attach_lora(model, req2, server_seed=0)
+        try:
+            assert peft_model.peft_config["default"].lora_alpha == 8
+            got = completion_logprobs(peft_model, batch)
+        finally:
+            peft_model.unload()
+    assert ((got - want) * batch.mask).abs().max().item() < 1e-12
+
+
 def test_unknown_target_module_fails_clearly(tiny):
     model, tok = tiny
     req = _req(
