@@ -65,10 +65,12 @@ class Batch:
     temperature: torch.Tensor | None = None  # [B], divides the logits when set
 
 
-def job_seed(server_seed: int, job_id: str) -> int:
-    """A seed for the job's fresh adapter: the same job trains the same way
-    after a restart, and different jobs start differently."""
-    h = hashlib.sha256(f"{server_seed}\x00{job_id}".encode()).digest()
+def adapter_seed(server_seed: int) -> int:
+    """The seed of a fresh adapter's initialisation: the server seed alone,
+    as in the Go reference. The job id is not mixed in: it carries the run's
+    name and store id, and a run's results must not depend on them (DESIGN
+    §11). A job re-run after a restart still trains the same way."""
+    h = hashlib.sha256(f"{server_seed}\x00fresh-adapter".encode()).digest()
     return int.from_bytes(h[:8], "big") & 0x7FFF_FFFF_FFFF_FFFF
 
 
@@ -140,7 +142,7 @@ def attach_lora(base: Any, req: JobRequest, server_seed: int) -> PeftModel:
         bias="none",
         task_type="CAUSAL_LM",
     )
-    torch.manual_seed(job_seed(server_seed, req.id))
+    torch.manual_seed(adapter_seed(server_seed))
     try:
         model = get_peft_model(base, config)
     except ValueError as e:

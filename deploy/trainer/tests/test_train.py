@@ -206,6 +206,20 @@ def test_deterministic_for_a_seed(model_dir, tmp_path):
         assert torch.equal(outs[0][k], outs[1][k]), k
 
 
+def test_adapter_does_not_depend_on_the_job_id(model_dir, tmp_path):
+    # DESIGN §11: a run's results depend on its config, not on its name or
+    # its store; job ids carry both ("<run>.<random run id>/step-0000").
+    model, tok = load(model_dir)
+    trajs = [make_trajectory(model, tok, a, seed=s) for s, a in [(53, 1.0), (54, -1.0)]]
+    outs = []
+    for job_id in ("dp5.3f9a1c2b4d5e6f70/step-0000", "other.0123456789abcdef/step-0000"):
+        req = _req(trajs, id=job_id, hyperparameters={"learning_rate": 1e-2})
+        _, path = run_job(req, model, tok, tmp_path / str(len(outs)), TrainOptions(), Control())
+        outs.append(load_file(str(path / "adapter_model.safetensors")))
+    for k in outs[0]:
+        assert torch.equal(outs[0][k], outs[1][k]), k
+
+
 def test_adapter_round_trip_through_peft(model_dir, tmp_path):
     model, tok = load(model_dir)
     trajs = [make_trajectory(model, tok, a, seed=s) for s, a in [(61, 1.0), (62, -1.0)]]
