@@ -23,7 +23,7 @@ from grpo_trainer.api import ErrorBody, Job, JobRequest, Metrics
 from grpo_trainer.jobs import JobEvents, JobManager, JobNotFound
 from grpo_trainer.metrics import TrainerMetrics
 from grpo_trainer.models import ModelNotFound, ModelStore
-from grpo_trainer.train import Control, TrainOptions, run_job
+from grpo_trainer.train import Control, TrainOptions, remove_abandoned_saves, run_job
 
 log = logging.getLogger("grpo_trainer")
 
@@ -80,6 +80,7 @@ def create_app(cfg: Config) -> FastAPI:
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         cfg.adapters_dir.mkdir(parents=True, exist_ok=True)
+        remove_abandoned_saves(cfg.adapters_dir)
         manager.open()
         manager.start()
         log.info("trainer serving data_dir=%s", cfg.data_dir)

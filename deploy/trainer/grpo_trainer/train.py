@@ -15,6 +15,7 @@ import hashlib
 import json
 import os
 import shutil
+import time
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
@@ -306,6 +307,24 @@ def save_adapter(model: PeftModel, base_model: str, dest: Path) -> None:
     finally:
         if tmp.exists():
             shutil.rmtree(tmp, ignore_errors=True)
+
+
+# A temporary adapter directory untouched this long belongs to no save in
+# progress (as in the Go reference).
+ABANDONED_AFTER = 600.0
+
+
+def remove_abandoned_saves(adapters_dir: Path) -> None:
+    """Removes the temporary directories (.tmp-*) of adapter saves that a
+    killed trainer left half-written, once untouched for ABANDONED_AFTER."""
+    now = time.time()
+    for d in adapters_dir.glob(".tmp-*"):
+        try:
+            abandoned = now - d.stat().st_mtime > ABANDONED_AFTER
+        except OSError:
+            continue
+        if abandoned:
+            shutil.rmtree(d, ignore_errors=True)
 
 
 def _fsync_path(p: Path) -> None:

@@ -5,6 +5,7 @@ input, /healthz and /metrics."""
 from __future__ import annotations
 
 import json
+import os
 import time
 from pathlib import Path
 from typing import Any
@@ -298,3 +299,20 @@ def test_ids_with_dots_survive_a_restart(tmp_path, job_id):
     again = JobManager(jobs, never)
     again.open()
     assert again.get(job_id).state == "queued"
+
+
+def test_start_removes_adapters_left_half_saved(tmp_path, model_dir):
+    # A trainer killed while saving leaves its temporary adapter directory
+    # (.tmp-<name>-<hex>); the next start removes it once it is abandoned
+    # (untouched for 10 minutes, so a save in progress elsewhere is spared).
+    adapters = tmp_path / "adapters"
+    old_tmp = adapters / ".tmp-run-step-0001-0123abcd"
+    young_tmp = adapters / ".tmp-run-step-0002-4567ef01"
+    for d in (old_tmp, young_tmp, adapters / "run-step-0000"):
+        d.mkdir(parents=True)
+        (d / "adapter_model.safetensors").write_bytes(b"partial")
+    long_ago = time.time() - 3600
+    os.utime(old_tmp, (long_ago, long_ago))
+    with TestClient(make_app(tmp_path, model_dir)) as client:
+        assert client.get("/healthz").status_code == 200
+    assert sorted(p.name for p in adapters.iterdir()) == [young_tmp.name, "run-step-0000"]
