@@ -147,13 +147,30 @@ func usagef(format string, a ...any) error { return &usageError{fmt.Sprintf(form
 // whose --help prints the synopsis and defaults on stdout.
 func (m *Main) newFlags(name, synopsis string) *flag.FlagSet {
 	fs := flag.NewFlagSet(name, flag.ContinueOnError)
-	fs.SetOutput(io.Discard)
+	// The flag package writes a parse error to the output before it
+	// calls Usage, and writes nothing before Usage for --help: the usage
+	// goes to stdout only for --help, the error to stderr through Run.
+	out := new(flagErrors)
+	fs.SetOutput(out)
 	fs.Usage = func() {
+		if out.seen {
+			return
+		}
 		fs.SetOutput(m.Stdout)
+		defer fs.SetOutput(out)
 		fmt.Fprintf(m.Stdout, "%s\nFlags:\n", strings.TrimSpace(synopsis))
 		fs.PrintDefaults()
 	}
 	return fs
+}
+
+// flagErrors is a flag set's output: it drops the messages (Run prints
+// the error) and remembers that one was written.
+type flagErrors struct{ seen bool }
+
+func (w *flagErrors) Write(p []byte) (int, error) {
+	w.seen = true
+	return len(p), nil
 }
 
 // parse parses flags that may come before, between or after the

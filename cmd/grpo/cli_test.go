@@ -188,3 +188,26 @@ func TestURLFlagsWithoutSchemeNameTheFlag(t *testing.T) {
 		t.Fatalf("exit %d: %s", code, errs)
 	}
 }
+
+// TestBadFlagLeavesStdoutEmpty checks that a flag the parser refuses
+// (unknown, or a value of the wrong type) is reported on stderr only:
+// the usage text belongs to --help, and stdout may be a pipe into jq.
+func TestBadFlagLeavesStdoutEmpty(t *testing.T) {
+	t.Chdir(t.TempDir())
+	for _, args := range [][]string{
+		{"compare", "a.jsonl", "b.jsonl", "--json", "--bogus"},
+		{"run", "--steps", "abc"},
+		{"runs", "--jsn"},
+		{"eval", "--episodes", "x"},
+		{"version", "--x"},
+	} {
+		code, out, errs := cli(t, args...)
+		if code != 2 || out != "" || !strings.Contains(errs, "Run 'grpo "+args[0]+" --help'") {
+			t.Errorf("grpo %q: exit %d\nstdout %.80q...\nstderr %q\nwant exit 2, empty stdout, the error on stderr", args, code, out, errs)
+		}
+	}
+	// --help still prints the usage on stdout.
+	if code, out, _ := cli(t, "run", "--help"); code != 0 || !strings.Contains(out, "Usage: grpo run") || !strings.Contains(out, "-steps") {
+		t.Errorf("grpo run --help: exit %d\n%s", code, out)
+	}
+}
