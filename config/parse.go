@@ -54,6 +54,29 @@ func Parse(data []byte, opts ...Option) (Config, error) {
 	return parse("", data, opts)
 }
 
+// Decode decodes the YAML document data into v, a pointer to a struct,
+// with the checks Parse makes of a config, for the other files grpo reads:
+// an unknown key or a value of the wrong type is an *Error naming the key
+// path, line and column, and what is accepted. A field of type yaml.Node
+// takes any value unchecked. An empty document leaves v as it is.
+func Decode(data []byte, v any) error {
+	doc, err := document("", data)
+	if err != nil || doc == nil {
+		return err
+	}
+	if err := checkAliases(doc, false); err != nil {
+		return err
+	}
+	w := walker{set: make(map[string]bool), active: make(map[*yaml.Node]bool)}
+	if err := w.walk(doc, reflect.TypeOf(v).Elem(), ""); err != nil {
+		return err
+	}
+	if err := doc.Decode(v); err != nil {
+		return yamlError("", err)
+	}
+	return nil
+}
+
 // Document returns the node tree of a config document as Parse reads it
 // (JSON as JSON, anything else as YAML), unchecked, for callers that look
 // at keys before parsing; nil for an empty document.
@@ -200,7 +223,10 @@ type walker struct {
 // merge keys over aliases can make a small document exponentially large.
 const maxVisits = 100000
 
-var unmarshalerType = reflect.TypeFor[yaml.Unmarshaler]()
+var (
+	unmarshalerType = reflect.TypeFor[yaml.Unmarshaler]()
+	nodeType        = reflect.TypeFor[yaml.Node]()
+)
 
 func (w *walker) errorf(n *yaml.Node, key, format string, args ...any) *Error {
 	return &Error{File: w.file, Line: n.Line, Column: n.Column, Key: key, Msg: fmt.Sprintf(format, args...)}
@@ -219,8 +245,11 @@ func (w *walker) walk(n *yaml.Node, t reflect.Type, path string) error {
 	}
 	w.active[n] = true
 	defer delete(w.active, n)
-	if n.ShortTag() == "!!null" {
+	if n.ShortTag() == "!!null" || t == nodeType {
 		return nil
+	}
+	if t.Kind() == reflect.Pointer {
+		t = t.Elem()
 	}
 	if reflect.PointerTo(t).Implements(unmarshalerType) {
 		return w.leaf(n, t, path)

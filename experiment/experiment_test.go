@@ -340,3 +340,34 @@ func TestPlotsKeepLegendAndTitleClear(t *testing.T) {
 		}
 	}
 }
+
+// TestLoadNamesBadKeys checks that a misspelt key or a value of the wrong
+// type in the experiment's own sections is refused naming its key path
+// and what is accepted, as a run config's are, and not with the Go types
+// the file is decoded into.
+func TestLoadNamesBadKeys(t *testing.T) {
+	dir := t.TempDir()
+	p := filepath.Join(dir, "e.yaml")
+	for _, c := range []struct{ doc, want string }{
+		{"experiment: {name: x, seeds: [1], bogus: 1}\narms: [{name: a}]\n",
+			"line 1, column 35: experiment.bogus: unknown key; accepted: name, seeds, db, out"},
+		{"experimentt: {name: x, seeds: [1]}\narms: [{name: a}]\n",
+			"line 1, column 1: experimentt: unknown key (did you mean experiment?); accepted: experiment, base, arms, test"},
+		{"experiment: {name: x, seeds: [1]}\narms: [{name: a, sett: {}}]\n",
+			"line 2, column 18: arms[0].sett: unknown key (did you mean set?); accepted: name, set"},
+		{"experiment: {name: x, seeds: [1]}\narms: [{name: a}]\ntest: {nn: [5]}\n",
+			"line 3, column 8: test.nn: unknown key (did you mean n?); accepted: n, episodes, seed, steps"},
+		{"experiment: {name: x, seeds: [1, a]}\narms: [{name: a}]\n",
+			`line 1, column 34: experiment.seeds[1]: expected an integer, got "a"`},
+		{"experiment: {name: x, seeds: [1]}\narms: [{name: a}]\ntest: {n: 5}\n",
+			`line 3, column 11: test.n: expected a list of integers, got "5"`},
+		{"experiment: {name: x, seeds: [1]}\narms: {name: a}\n",
+			"line 2, column 7: arms: expected a list of mappings with keys name, set, got a mapping"},
+	} {
+		os.WriteFile(p, []byte(c.doc), 0o644)
+		_, err := Load(p)
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("Load(%q) = %v\nwant an error holding %q", c.doc, err, c.want)
+		}
+	}
+}

@@ -5,7 +5,6 @@
 package experiment
 
 import (
-	"bytes"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -77,9 +76,7 @@ func Load(path string) (*File, error) {
 		return nil, fmt.Errorf("read experiment file: %w", err)
 	}
 	var doc fileDoc
-	dec := yaml.NewDecoder(bytes.NewReader(data))
-	dec.KnownFields(true)
-	if err := dec.Decode(&doc); err != nil {
+	if err := config.Decode(data, &doc); err != nil {
 		return nil, fmt.Errorf("experiment file %s: %v (want experiment: {name, seeds, db, out}, base, arms: [{name, set}], test)", path, err)
 	}
 	e := doc.Experiment

@@ -177,7 +177,7 @@ func TestExperimentBadFile(t *testing.T) {
 		{"experiment: {name: x, seeds: [1]}\narms: [{name: a}, {name: a}]\n", "two arms are named a"},
 		{"experiment: {name: x, seeds: [1]}\narms: [{name: a, set: {grpo: {grops: 2}}}]\n", "grpo.grops"},
 		{"experiment: {name: x, seeds: [1]}\narms: [{name: a}]\ntest: {steps: [best, worst]}\n", `"worst" is not one of base, best, last`},
-		{"experiment: {name: x, seeds: [1]}\narm: []\n", "field arm not found"},
+		{"experiment: {name: x, seeds: [1]}\narm: []\n", "line 2, column 1: arm: unknown key (did you mean arms?); accepted: experiment, base, arms, test"},
 	} {
 		p := filepath.Join(dir, "bad.yaml")
 		os.WriteFile(p, []byte(tt.file), 0o644)
