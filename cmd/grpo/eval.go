@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -12,6 +13,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"text/tabwriter"
 	"time"
 
@@ -525,11 +527,13 @@ func (m *Main) runEval(ctx context.Context, o evalOptions) error {
 		defer sink.Close()
 	}
 	// A record --out refuses stops the evaluation: its error is the cause.
+	interrupt := ctx
 	ctx, stop := context.WithCancelCause(ctx)
 	defer stop(nil)
 	limit := rollout.NewLimiter(o.concurrency)
 	total := len(o.targets) * len(o.ns) * o.episodes
 	bar := newProgress(m.Stderr, total, "episodes")
+	var finished atomic.Int64
 	var results []evalResult
 	for i, t := range o.targets {
 		opts := evaluate.Options{
@@ -539,6 +543,7 @@ func (m *Main) runEval(ctx context.Context, o evalOptions) error {
 			Replays:     o.replays, MaxErroredFraction: o.maxErrored,
 			OnEpisode: func(ep rollout.Episode) {
 				bar.Add(1)
+				finished.Add(1)
 				if sink != nil {
 					if err := sink.Write(ep); err != nil {
 						stop(err)
@@ -555,6 +560,15 @@ func (m *Main) runEval(ctx context.Context, o evalOptions) error {
 				}
 			}
 			res, err := evaluate.Run(ctx, opts, set)
+			if interrupt.Err() != nil {
+				// Ctrl-C: say what is kept, not "context canceled".
+				msg := fmt.Sprintf("interrupted after %d of %d episodes", finished.Load(), total)
+				if sink != nil {
+					sink.Close()
+					msg += fmt.Sprintf("; %s keeps %d whole records", o.out, sink.lines())
+				}
+				return errors.New(msg)
+			}
 			if ctx.Err() != nil {
 				return context.Cause(ctx)
 			}
