@@ -72,7 +72,16 @@ func newJobManager(dir string, adapterDir func(string) string, seed uint64, base
 	}
 }
 
-func (m *jobManager) jobDir(id string) string { return filepath.Join(m.dir, url.PathEscape(id)) }
+// jobDir is job id's record directory: the id escaped as one path
+// segment, with a leading dot escaped too ("." and ".." would name the
+// jobs directory or its parent).
+func (m *jobManager) jobDir(id string) string {
+	name := url.PathEscape(id)
+	if strings.HasPrefix(name, ".") {
+		name = "%2E" + name[1:]
+	}
+	return filepath.Join(m.dir, name)
+}
 
 // open creates the directories and reloads the records.
 func (m *jobManager) open() error {

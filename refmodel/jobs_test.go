@@ -3,6 +3,7 @@ package refmodel
 import (
 	"bytes"
 	"encoding/json"
+	"io/fs"
 	"math"
 	"net/http"
 	"net/http/httptest"
@@ -410,5 +411,44 @@ func TestJobsDirLeavesForeignDirectories(t *testing.T) {
 		if _, err := os.Stat(kept); err != nil {
 			t.Errorf("%s was removed: %v", kept, err)
 		}
+	}
+}
+
+// TestJobIDsWithDots: a job id that is "." or "..", or starts with a dot,
+// gets its own record directory under jobs/ ("..", escaped as a path
+// segment alone, named the data directory), and is known after a restart,
+// so that creating it again does not train it twice.
+func TestJobIDsWithDots(t *testing.T) {
+	for _, id := range []string{".", "..", ".x", "../x"} {
+		t.Run(id, func(t *testing.T) {
+			dir := t.TempDir()
+			b := mustOpen(t, dir, 7)
+			b.Close() // no worker: the job stays queued
+			srv := httptest.NewServer(b.Handler())
+			req := jobRequest(id, "dots", nil, oneTurn(stateFirstRound, outThink, 1))
+			if code, _ := createJob(t, srv.URL, req); code != http.StatusAccepted {
+				t.Fatalf("create %q: %d", id, code)
+			}
+			srv.Close()
+			err := filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
+				if err != nil || d.Name() != jobFile {
+					return err
+				}
+				if rel, _ := filepath.Rel(dir, path); filepath.Dir(filepath.Dir(rel)) != "jobs" || strings.HasPrefix(filepath.Base(filepath.Dir(rel)), ".") {
+					t.Errorf("job %q recorded at %s, want jobs/<its directory>/%s", id, rel, jobFile)
+				}
+				return nil
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			b2 := mustOpen(t, dir, 7)
+			b2.Close()
+			srv2 := httptest.NewServer(b2.Handler())
+			defer srv2.Close()
+			if code, j := createJob(t, srv2.URL, req); code != http.StatusOK || j.ID != id {
+				t.Fatalf("create %q after a restart: %d %+v, want 200 with the recorded job", id, code, j)
+			}
+		})
 	}
 }
