@@ -25,10 +25,11 @@ const experimentSynopsis = `Usage: grpo experiment FILE.yaml [--out DIR] [--json
 
 Runs an experiment (DESIGN §11): one run per arm and seed, named
 <experiment>/<arm>/<seed>, in one store; measures each run's base, best
-and last checkpoints on the test split; and writes report.md and
-summary.json into the experiment's out directory. Running the file again
-reuses finished runs and stored test measurements, and resumes unfinished
-runs: nothing is trained twice.
+and last checkpoints on the test split; and writes report.md,
+summary.json and two plots (curves.png: the validation curves;
+test.png: test reward by checkpoint and arm) into the experiment's out
+directory. Running the file again reuses finished runs and stored test
+measurements, and resumes unfinished runs: nothing is trained twice.
 
   experiment: {name: NAME, seeds: [1, 2, 3], db: NAME.db, out: NAME}
   base: {run: {steps: 16}}                   # a run config every arm starts from
@@ -48,7 +49,7 @@ type ExperimentCommand struct {
 // ParseFlags parses the command line of `grpo experiment`.
 func (c *ExperimentCommand) ParseFlags(args []string) error {
 	fs := c.newFlags("experiment", experimentSynopsis)
-	fs.StringVar(&c.out, "out", "", "directory for report.md and summary.json (default: experiment.out)")
+	fs.StringVar(&c.out, "out", "", "directory for report.md, summary.json, curves.png and test.png (default: experiment.out)")
 	fs.BoolVar(&c.json, "json", false, "print summary.json on stdout")
 	if err := parse(fs, args); err != nil {
 		return err
