@@ -813,11 +813,26 @@ func (c *EvalCommand) runCheckpoints(ctx context.Context) error {
 		episodes = cfg.Test.Episodes
 	}
 
-	results, done, err := testCheckpoints(ctx, c.Getenv, c.Stderr, cfg, k.run, picks, ns, episodes, o)
+	keep, err := testStorer(ctx, c.Stderr, store, k.run, cfg.Test.Seed)
 	if err != nil {
 		return err
 	}
-	if err := storeTests(ctx, c.Stderr, store, k.run, cfg.Test.Seed, done); err != nil {
+	var stored []string
+	results, _, err := testCheckpoints(ctx, c.Getenv, c.Stderr, cfg, k.run, picks, ns, episodes, o, func(s int, res evaluate.Result) error {
+		if err := keep(s, res); err != nil {
+			return err
+		}
+		stored = append(stored, strconv.Itoa(s))
+		return nil
+	})
+	if err != nil {
+		if ctx.Err() != nil {
+			kept := "no checkpoint's measurement was finished"
+			if len(stored) > 0 {
+				kept = "the test measurements of step " + strings.Join(stored, ", ") + " are stored in " + k.db
+			}
+			return fmt.Errorf("interrupted: %s (the same command measures the rest): %w", kept, err)
+		}
 		return err
 	}
 	if o.json {
@@ -837,7 +852,10 @@ func (c *EvalCommand) runCheckpoints(ctx context.Context) error {
 // (the run's data directory), or the run's endpoints, into which the
 // adapters are loaded (and unloaded after). It returns one result per pick
 // and n, and each step's full result (episodes in TestSet order).
-func testCheckpoints(ctx context.Context, getenv func(string) string, stderr io.Writer, cfg config.Config, name string, picks []pick, ns []int, episodes int, o evalOptions) ([]evalResult, map[int]evaluate.Result, error) {
+//
+// keep, when not nil, is given each step's result as soon as it is
+// measured (storeTest: an interrupted evaluation keeps what it finished).
+func testCheckpoints(ctx context.Context, getenv func(string) string, stderr io.Writer, cfg config.Config, name string, picks []pick, ns []int, episodes int, o evalOptions, keep func(step int, res evaluate.Result) error) ([]evalResult, map[int]evaluate.Result, error) {
 	var err error
 	// The run's own peers: the embedded backend, or its endpoints.
 	var eps []run.Endpoint
@@ -932,6 +950,11 @@ func testCheckpoints(ctx context.Context, getenv func(string) string, stderr io.
 				return nil, nil, fmt.Errorf("run %s step %d: %w", name, p.step, err)
 			}
 			done[p.step] = res
+			if keep != nil {
+				if err := keep(p.step, res); err != nil {
+					return nil, nil, err
+				}
+			}
 		} else {
 			bar.Add(len(ns) * episodes)
 		}
@@ -950,33 +973,28 @@ func testCheckpoints(ctx context.Context, getenv func(string) string, stderr io.
 	return results, done, nil
 }
 
-// storeTests keeps every test episode measured, per step, in the run's
-// store. A step's earlier measurement is replaced; when it was taken with
-// other settings (seed, table sizes, episodes), a note on w says so.
-func storeTests(ctx context.Context, w io.Writer, store *checkpoint.Store, name string, seed int64, done map[int]evaluate.Result) error {
+// testStorer returns a function that keeps a step's test measurement in
+// run name's store as soon as it is taken. A step's earlier measurement is
+// replaced; when it was taken with other settings (seed, table sizes,
+// episodes), a note on w says so.
+func testStorer(ctx context.Context, w io.Writer, store *checkpoint.Store, name string, seed int64) (func(step int, res evaluate.Result) error, error) {
 	old, err := store.TestEvaluations(ctx, name, checkpoint.SplitTest)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	before := map[int]checkpoint.TestEvaluation{}
 	for _, te := range old {
 		before[te.Evaluation.Step] = te
 	}
-	steps := make([]int, 0, len(done))
-	for s := range done {
-		steps = append(steps, s)
-	}
-	slices.Sort(steps)
-	for _, s := range steps {
-		te := checkpoint.TestEvaluation{Split: checkpoint.SplitTest, Seed: seed, Evaluation: done[s].Evaluation(s)}
+	return func(s int, res evaluate.Result) error {
+		te := checkpoint.TestEvaluation{Split: checkpoint.SplitTest, Seed: seed, Evaluation: res.Evaluation(s)}
 		if prev, ok := before[s]; ok && testSettings(prev) != testSettings(te) {
 			fmt.Fprintf(w, "note: step %d's stored test measurement (%s) is replaced by this one (%s)\n", s, testSettings(prev), testSettings(te))
 		}
-		if err := store.PutTestEvaluation(ctx, name, te); err != nil {
-			return err
-		}
-	}
-	return nil
+		// Not under the evaluation's context: a measurement taken is
+		// kept even when an interruption comes as it is stored.
+		return store.PutTestEvaluation(context.WithoutCancel(ctx), name, te)
+	}, nil
 }
 
 // testSettings describes what a test measurement was taken on: its seed

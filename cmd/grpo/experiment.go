@@ -278,12 +278,13 @@ func (c *ExperimentCommand) measure(ctx context.Context, f *experiment.File, sto
 	}
 	measured := "test results reused"
 	if len(need) > 0 {
-		_, done, err := testCheckpoints(ctx, c.Getenv, c.Stderr, cfg, name, need, f.Test.N, f.Test.Episodes,
-			evalOptions{concurrency: cfg.Inference.Concurrency, timeout: time.Duration(cfg.Inference.RequestTimeout), retries: cfg.Inference.Retries, retryBudget: time.Duration(cfg.Inference.RetryBudget), outage: time.Duration(cfg.Inference.OutageWindow)})
+		keep, err := testStorer(ctx, c.Stderr, store, name, f.Test.Seed)
 		if err != nil {
 			return experiment.RunResult{}, "", err
 		}
-		if err := storeTests(ctx, c.Stderr, store, name, f.Test.Seed, done); err != nil {
+		_, done, err := testCheckpoints(ctx, c.Getenv, c.Stderr, cfg, name, need, f.Test.N, f.Test.Episodes,
+			evalOptions{concurrency: cfg.Inference.Concurrency, timeout: time.Duration(cfg.Inference.RequestTimeout), retries: cfg.Inference.Retries, retryBudget: time.Duration(cfg.Inference.RetryBudget), outage: time.Duration(cfg.Inference.OutageWindow)}, keep)
+		if err != nil {
 			return experiment.RunResult{}, "", err
 		}
 		for s, res := range done {

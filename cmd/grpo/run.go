@@ -541,12 +541,13 @@ func (r *report) printTest(ctx context.Context, m *Main, cfg config.Config) erro
 		return err
 	}
 	t := cfg.Test
-	results, done, err := testCheckpoints(ctx, m.Getenv, m.Stderr, cfg, r.run.Name, picks, t.N, t.Episodes,
-		evalOptions{concurrency: cfg.Inference.Concurrency, timeout: time.Duration(cfg.Inference.RequestTimeout), retries: cfg.Inference.Retries, retryBudget: time.Duration(cfg.Inference.RetryBudget), outage: time.Duration(cfg.Inference.OutageWindow)})
+	keep, err := testStorer(ctx, m.Stderr, checkpoint.New(cfg.Run.DB, checkpoint.Options{}), r.run.Name, t.Seed)
 	if err != nil {
 		return err
 	}
-	if err := storeTests(ctx, m.Stderr, checkpoint.New(cfg.Run.DB, checkpoint.Options{}), r.run.Name, t.Seed, done); err != nil {
+	results, done, err := testCheckpoints(ctx, m.Getenv, m.Stderr, cfg, r.run.Name, picks, t.N, t.Episodes,
+		evalOptions{concurrency: cfg.Inference.Concurrency, timeout: time.Duration(cfg.Inference.RequestTimeout), retries: cfg.Inference.Retries, retryBudget: time.Duration(cfg.Inference.RetryBudget), outage: time.Duration(cfg.Inference.OutageWindow)}, keep)
+	if err != nil {
 		return err
 	}
 	fmt.Fprintf(m.Stdout, "test split: %d tables per n from seed %d, never used for training or selection\n", t.Episodes, t.Seed)
