@@ -43,6 +43,13 @@ type PeerTrainer struct {
 
 var peerName = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$`)
 
+// peerField and peerType find the Go type names in yaml's errors, which
+// mean nothing to the file's author.
+var (
+	peerField = regexp.MustCompile(`field (\S+) not found in type config\.\w+`)
+	peerType  = regexp.MustCompile(`map\[string\]config\.\w+|config\.\w+`)
+)
+
 // LoadPeers reads and checks a peers file.
 func LoadPeers(path string) (Peers, error) {
 	data, err := os.ReadFile(path)
@@ -66,7 +73,10 @@ func ParsePeers(data []byte) (Peers, error) {
 	dec := yaml.NewDecoder(bytes.NewReader(data))
 	dec.KnownFields(true)
 	if err := dec.Decode(&p); err != nil && !errors.Is(err, io.EOF) {
-		return p, fmt.Errorf("%s (want inference: {NAME: {url, api_key_env}}, trainers: {NAME: {url, kind, api_key_env}})", strings.TrimPrefix(err.Error(), "yaml: "))
+		msg := strings.TrimPrefix(err.Error(), "yaml: ")
+		msg = peerField.ReplaceAllString(msg, "unknown key $1")
+		msg = peerType.ReplaceAllString(msg, "a map of peers by name")
+		return p, fmt.Errorf("%s (want inference: {NAME: {url, api_key_env}}, trainers: {NAME: {url, kind, api_key_env}})", msg)
 	}
 	for _, name := range sortedKeys(p.Inference) {
 		e := p.Inference[name]

@@ -45,7 +45,9 @@ func TestParsePeers(t *testing.T) {
 		{"trainers: {t: {url: 'http://x', kind: embedded}}", `kind "embedded" is not accepted`},
 		{"trainers: {t: {url: 'http://x', api_key_env: '1X'}}", `trainer peer t: api_key_env "1X" is not an environment variable name`},
 		{"trainers: {t: {url: 'http://x', kind: art, api_key_env: K}}", "trainer peer t: api_key_env is sent to the job API only"},
-		{"inference: {a: {url: 'http://x', key: 1}}", "field key not found"},
+		{"inference: {a: {url: 'http://x', key: 1}}", "line 1: unknown key key (want inference"},
+		{"trainers: 3", "cannot unmarshal !!int `3` into a map of peers by name (want"},
+		{"inference: {a: {url: [1]}}", "cannot unmarshal !!seq into string"},
 		{"a: &a [*a]", "alias"},
 	} {
 		if _, err := config.ParsePeers([]byte(tt.in)); err == nil || !strings.Contains(err.Error(), tt.want) {
