@@ -64,6 +64,12 @@ def build_parser() -> argparse.ArgumentParser:
         choices=["raw", "processed"],
         help="as vLLM's --logprobs-mode: raw (its default) or processed (after temperature)",
     )
+    s.add_argument(
+        "--max-job-bytes",
+        type=positive_int,
+        default=256 << 20,
+        help="largest job request accepted, in bytes (larger: 413)",
+    )
     s.add_argument("--threads", type=int, default=0, help="CPU threads for torch (0: its default)")
     s.add_argument("--log-level", default="info")
     return p
@@ -116,6 +122,7 @@ def serve(args: argparse.Namespace) -> int:
             gradient_checkpointing=args.gradient_checkpointing,
             logprobs_mode=args.logprobs_mode,
         ),
+        max_job_bytes=args.max_job_bytes,
     )
     app = create_app(cfg)
     # uvicorn shuts down gracefully on SIGINT/SIGTERM (the lifespan stops

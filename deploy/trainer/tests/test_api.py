@@ -316,3 +316,28 @@ def test_start_removes_adapters_left_half_saved(tmp_path, model_dir):
     with TestClient(make_app(tmp_path, model_dir)) as client:
         assert client.get("/healthz").status_code == 200
     assert sorted(p.name for p in adapters.iterdir()) == [young_tmp.name, "run-step-0000"]
+
+
+def test_job_requests_over_the_size_limit_are_refused(tmp_path, model_dir, trajs):
+    app = make_app(tmp_path, model_dir)
+    body = json.dumps(job_body(trajs)).encode()
+    app.state.config.max_job_bytes = len(body) - 1
+    with TestClient(app) as client:
+        r = client.post("/v1/jobs", content=body, headers={"content-type": "application/json"})
+        assert r.status_code == 413, r.text
+        assert r.json()["error"].startswith(
+            f"a job request of {len(body)} bytes; this trainer accepts at most {len(body) - 1}"
+        )
+        assert client.get("/v1/jobs/run/step-0001").status_code == 404
+
+        def chunks():
+            yield body
+
+        r = client.post("/v1/jobs", content=chunks(), headers={"content-type": "application/json"})
+        assert r.status_code == 411, r.text
+        assert "Content-Length" in r.json()["error"]
+    app = make_app(tmp_path / "b", model_dir)
+    app.state.config.max_job_bytes = len(body)
+    with TestClient(app) as client:
+        r = client.post("/v1/jobs", content=body, headers={"content-type": "application/json"})
+        assert r.status_code == 202, r.text
