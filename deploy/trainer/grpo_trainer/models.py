@@ -79,7 +79,27 @@ def load_model(path: Path, device: torch.device, dtype: torch.dtype) -> tuple[An
     model = AutoModelForCausalLM.from_pretrained(str(path), dtype=dtype, local_files_only=True)
     model.to(device)
     model.eval()
+    disable_dropout(model)
     for p in model.parameters():
         p.requires_grad_(False)
     tok = AutoTokenizer.from_pretrained(str(path), local_files_only=True)
     return model, tok
+
+
+def disable_dropout(model: Any) -> int:
+    """Sets every dropout rate of model to 0 and returns how many it changed:
+    dropout modules' p and the rates attention modules apply themselves
+    (attention_dropout, dropout) in training mode. Training must compute the
+    policy that sampled (vLLM serves without dropout), or the importance
+    ratio of an on-policy token is not 1 and a job is not deterministic."""
+    changed = 0
+    for m in model.modules():
+        if isinstance(m, torch.nn.Dropout) and m.p > 0:
+            m.p = 0.0
+            changed += 1
+        for attr in ("attention_dropout", "dropout"):
+            v = getattr(m, attr, None)
+            if isinstance(v, float) and v > 0:
+                setattr(m, attr, 0.0)
+                changed += 1
+    return changed

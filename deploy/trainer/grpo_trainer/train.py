@@ -213,7 +213,7 @@ def train(
     device = next(p for p in model.parameters()).device
     params = [p for p in model.parameters() if p.requires_grad]
     opt = torch.optim.AdamW(params, lr=hp.learning_rate, weight_decay=opts.weight_decay)
-    model.train()  # LoRA dropout is 0, so train and eval compute the same
+    model.train()  # no dropout (lora_dropout 0, the base's off: models.disable_dropout)
 
     n_steps = max(1, min(opts.steps_per_epoch, len(seqs)))
     slices = [

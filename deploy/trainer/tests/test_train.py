@@ -6,7 +6,7 @@ import json
 
 import pytest
 import torch
-from conftest import job_body, load, make_trajectory
+from conftest import build_model, build_tokenizer, job_body, load, make_trajectory
 from peft import PeftModel
 from safetensors.torch import load_file
 
@@ -372,3 +372,33 @@ def test_processed_logprobs_are_at_the_sampling_temperature(base64):
     finally:
         peft_model.unload()
     assert m.ratio_mean == pytest.approx(1.0, abs=1e-12)
+
+
+def test_dropout_is_off_in_training(tmp_path):
+    """A base model with dropout (attention_dropout 0.5 here) trains the
+    policy vLLM sampled: its forward pass in training mode is the one
+    without dropout, so an on-policy token's ratio is 1."""
+    from transformers import AutoModelForCausalLM
+
+    from grpo_trainer.models import load_model
+
+    tok = build_tokenizer()
+    model = build_model(len(tok))
+    model.config.attention_dropout = 0.5
+    model.save_pretrained(tmp_path)
+    tok.save_pretrained(tmp_path)
+    ids = torch.tensor([list(range(3, 40))])
+
+    raw = AutoModelForCausalLM.from_pretrained(tmp_path, local_files_only=True)
+    raw.train()
+    with torch.no_grad():
+        a, b = raw(ids).logits, raw(ids).logits
+    assert not torch.equal(a, b), "the test model has no dropout to turn off"
+
+    loaded, _ = load_model(tmp_path, torch.device("cpu"), torch.float32)
+    with torch.no_grad():
+        want = loaded(ids).logits  # eval mode
+        loaded.train()
+        a, b = loaded(ids).logits, loaded(ids).logits
+    assert torch.equal(a, b)
+    assert torch.allclose(a, want)
