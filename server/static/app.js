@@ -5,7 +5,7 @@
 
 const $ = (sel) => document.querySelector(sel);
 const SVGNS = "http://www.w3.org/2000/svg";
-const state = { selected: null, run: null, jobs: {}, episodes: 0, refresh: null, runsRefresh: null, compare: new Set(), others: {} };
+const state = { selected: null, run: null, jobs: {}, live: new Map(), committed: -1, refresh: null, runsRefresh: null, compare: new Set(), others: {} };
 
 // view returns the chart controls: EMA smoothing weight and step range.
 function view() {
@@ -73,7 +73,8 @@ function select(name) {
   state.selected = name;
   history.replaceState(null, "", "?run=" + encodeURIComponent(name));
   state.jobs = {};
-  state.episodes = 0;
+  state.live = new Map();
+  state.committed = -1;
   state.tx = null;
   $("#tx-list").replaceChildren();
   $("#tx-replay").hidden = true;
@@ -337,23 +338,39 @@ function onEvent(ev) {
       renderJobs();
       break;
     }
-    case "step_started":
-      state.episodes = 0;
-      $("#progress").textContent = "step " + ev.step + ": " + ev.data.episodes + " training and " + ev.data.validation + " validation episodes";
+    // With an asynchronous pipeline several steps play at once (a step's
+    // validation while the next one trains, later steps' training sampled
+    // ahead): each step's episodes are counted apart.
+    case "step_started": {
+      const p = liveStep(ev.step);
+      p.trainTotal = ev.data.episodes;
+      p.valTotal = ev.data.validation;
+      showProgress();
       break;
+    }
     case "episode_finished":
-      state.episodes++;
-      $("#progress").textContent = "step " + ev.step + ": " + state.episodes + " episodes played";
+      liveStep(ev.step)[ev.data.split === "validation" ? "val" : "train"]++;
+      showProgress();
       break;
     case "validation_done": {
       // The step's validation figure is its mean over every episode.
       const v = ev.data;
-      $("#progress").textContent = "step " + ev.step + " validation reward " + fmt(v.reward_mean) +
+      liveStep(ev.step).done = "step " + ev.step + " validation reward " + fmt(v.reward_mean) +
         " [" + fmt(v.reward_ci95[0]) + ", " + fmt(v.reward_ci95[1]) + "] over " + v.episodes + " episodes";
+      showProgress();
       scheduleRefresh();
       break;
     }
+    case "step_committed":
+      // A committed step's count goes; the last line stays until the
+      // next step shows.
+      state.committed = Math.max(state.committed, ev.step);
+      showProgress();
+      scheduleRefresh();
+      break;
     case "run_finished":
+      state.live = new Map();
+      state.committed = -1;
       // running: the daemon stopped; its next start resumes the run.
       $("#progress").textContent = ev.data.state === "running" ? "run interrupted: it resumes when the daemon restarts" : "run " + ev.data.state;
       scheduleRefresh();
@@ -361,6 +378,28 @@ function onEvent(ev) {
     default:
       scheduleRefresh();
   }
+}
+
+// liveStep is the episode count of a step not committed yet.
+function liveStep(step) {
+  if (!state.live.has(step)) state.live.set(step, { train: 0, val: 0, trainTotal: 0, valTotal: 0, done: "" });
+  return state.live.get(step);
+}
+
+// showProgress says, per step in play, how many of its training and
+// validation episodes finished (of how many, when its step_started said).
+function showProgress() {
+  if ([...state.live.keys()].some((step) => step > state.committed)) {
+    for (const step of [...state.live.keys()]) if (step <= state.committed) state.live.delete(step);
+  }
+  const parts = [...state.live.entries()].sort((a, b) => a[0] - b[0]).map(([step, p]) => {
+    if (p.done) return p.done;
+    const counts = [];
+    if (p.train || p.trainTotal) counts.push(p.train + (p.trainTotal ? " of " + p.trainTotal : "") + " training");
+    if (p.val || p.valTotal) counts.push(p.val + (p.valTotal ? " of " + p.valTotal : "") + " validation");
+    return "step " + step + ": " + (counts.join(", ") || "no") + " episodes";
+  });
+  $("#progress").textContent = parts.join(" · ");
 }
 
 function connect() {
