@@ -80,3 +80,30 @@ func TestDashboardProgressAsyncSteps(t *testing.T) {
 		t.Errorf("after step 1 committed, progress %q: want steps 2 and 3 only", got)
 	}
 }
+
+// TestDashboardProgressClearedOnSelect: the progress line belongs to the
+// run shown; picking another run in the list left the first run's line
+// ("step 2: 3 training episodes") over the second run's page.
+func TestDashboardProgressClearedOnSelect(t *testing.T) {
+	e := newEnv(t)
+	storeRun(t, e.store, t.TempDir(), "one")
+	storeRun(t, e.store, t.TempDir(), "two")
+	s := e.MustStart(t, server.Options{})
+	ctx := openDashboard(t, s.URL()+"/?run=one", 1280, 900)
+	got, err := chromedp.Run(ctx, chromedp.Evaluate[string](`(() => {
+	  onEvent({type: "step_started", run: "one", step: 2, time: new Date().toISOString(), data: {n: 5, episodes: 6, validation: 4}});
+	  const before = document.querySelector("#progress").textContent;
+	  document.querySelector('#runs tbody tr[data-run="two"] a').click();
+	  return before + "|" + document.querySelector("#progress").textContent;
+	})()`))
+	if err != nil {
+		t.Fatalf("chromium: %v", err)
+	}
+	before, after, _ := strings.Cut(got, "|")
+	if !strings.Contains(before, "step 2") || after != "" {
+		t.Errorf("progress of run one %q, then after selecting run two %q: want it empty", before, after)
+	}
+	if _, err := chromedp.Run(ctx, chromedp.Poll[bool](`document.querySelector("#run-name").textContent === "two"`)); err != nil {
+		t.Fatalf("run two not shown: %v", err)
+	}
+}

@@ -80,6 +80,7 @@ function select(name) {
   $("#tx-replay").hidden = true;
   $("#tx-none").textContent = "No step selected.";
   $("#promote-result").textContent = "";
+  $("#progress").textContent = "";
   for (const tr of document.querySelectorAll("#runs tbody tr")) tr.classList.toggle("selected", tr.dataset.run === name);
   loadRun();
 }
