@@ -445,13 +445,15 @@ api("/dashboard.json").then((d) => {
 }).catch(console.error);
 
 // promotable enables Promote only where it can work: a run with a
-// selected step whose config names inference endpoints (the embedded
+// selected step that has an adapter (not the base model, step 0) and
+// whose config names inference endpoints (the embedded
 // backend's server stopped with its run; ART's vLLM is not the run's).
 function promotable(r) {
   const btn = $("#promote");
   const eps = (r.config && r.config.inference && r.config.inference.endpoints) || [];
   let why = "";
   if (!r.best) why = "no step is selected yet";
+  else if (!r.best.adapter) why = "the selected step " + r.best.step + " is the base model: no adapter to load";
   else if (eps.length === 0) why = "the run names no inference endpoint (embedded backend or ART): use grpo promote --endpoint URL";
   btn.disabled = why !== "";
   btn.title = why ? "cannot promote: " + why : btn.dataset.title;
