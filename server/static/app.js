@@ -81,6 +81,7 @@ function select(name) {
   $("#tx-none").textContent = "No step selected.";
   $("#promote-result").textContent = "";
   $("#progress").textContent = "";
+  $("#cancel-error").textContent = "";
   for (const tr of document.querySelectorAll("#runs tbody tr")) tr.classList.toggle("selected", tr.dataset.run === name);
   loadRun();
 }
@@ -125,6 +126,7 @@ function render(r) {
   st.className = "state " + r.state;
   $("#run-error").textContent = r.error || "";
   $("#cancel").hidden = !r.hosted;
+  if (!r.hosted) $("#cancel-error").textContent = "";
   const best = r.best ? r.best.step : null;
   promotable(r);
 
@@ -428,12 +430,15 @@ $("#launch").addEventListener("submit", async (e) => {
   }
 });
 
+// A refused cancel is said apart from the run's error, which every
+// redraw takes from the store.
 $("#cancel").addEventListener("click", async () => {
+  $("#cancel-error").textContent = "";
   try {
     await api("/api/v1/runs/" + encodeURIComponent(state.selected) + "/cancel", { method: "POST", headers: { "Content-Type": "application/json", ...authHeaders() } });
     scheduleRefresh();
   } catch (err) {
-    $("#run-error").textContent = err.message;
+    $("#cancel-error").textContent = "cancel: " + err.message;
   }
 });
 
