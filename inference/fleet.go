@@ -80,6 +80,18 @@ type FleetOptions struct {
 	Metrics *FleetMetrics
 	Run     string
 	Logger  *slog.Logger
+	// OnEndpoint, when set, is told each time an endpoint is drained or
+	// readmitted; it must neither block for long nor call the fleet.
+	OnEndpoint func(EndpointChange)
+}
+
+// EndpointChange is an endpoint drained (Up false: the error that drained
+// it, and when it is probed next) or readmitted (Up true).
+type EndpointChange struct {
+	URL     string
+	Up      bool
+	Err     error
+	ProbeIn time.Duration
 }
 
 // Fleet is the set of endpoints (replicas serving the same models) of one

@@ -323,8 +323,8 @@ func (f *Fleet) signalLocked() {
 // saw: a failure from before a readmission does not drain it again.
 func (f *Fleet) drain(ep *endpoint, epoch int, err error) {
 	f.mu.Lock()
-	defer f.mu.Unlock()
 	if !ep.live || (epoch >= 0 && epoch != ep.epoch) {
+		f.mu.Unlock()
 		return
 	}
 	ep.live = false
@@ -337,5 +337,14 @@ func (f *Fleet) drain(ep *endpoint, epoch int, err error) {
 	ep.m.setUp(false)
 	ep.m.drained()
 	f.signalLocked()
+	f.mu.Unlock()
 	f.opts.Logger.Warn("inference endpoint drained", "endpoint", ep.url, "err", err, "probe_in", backoff)
+	f.changedEndpoint(EndpointChange{URL: ep.url, Err: err, ProbeIn: backoff})
+}
+
+// changedEndpoint tells FleetOptions.OnEndpoint, if set.
+func (f *Fleet) changedEndpoint(c EndpointChange) {
+	if f.opts.OnEndpoint != nil {
+		f.opts.OnEndpoint(c)
+	}
 }

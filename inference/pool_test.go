@@ -109,7 +109,14 @@ func TestPool_ReadmissionLoadsAdaptersFirst(t *testing.T) {
 	a, sa := newFakeVLLM(t)
 	b, sb := newFakeVLLM(t)
 	reg := NewFleetMetrics(prometheus.NewRegistry())
-	p := testFleet(t, FleetOptions{Metrics: reg, Run: "r"}, sa.URL, sb.URL)
+	var mu sync.Mutex
+	var changes []string
+	onEndpoint := func(c EndpointChange) {
+		mu.Lock()
+		defer mu.Unlock()
+		changes = append(changes, fmt.Sprintf("%s up=%v err=%v probe_in>0=%v", c.URL, c.Up, c.Err != nil, c.ProbeIn > 0))
+	}
+	p := testFleet(t, FleetOptions{Metrics: reg, Run: "r", OnEndpoint: onEndpoint}, sa.URL, sb.URL)
 	ctx := context.Background()
 	if err := p.LoadEverywhere(ctx, "r-step-0001", "/a/1"); err != nil {
 		t.Fatal(err)
@@ -150,6 +157,12 @@ func TestPool_ReadmissionLoadsAdaptersFirst(t *testing.T) {
 	}
 	if got := metricValue(t, reg.readmissions.WithLabelValues("r", sb.URL+"/v1")); got != 1 {
 		t.Fatalf("readmissions=%v, want 1", got)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	want := []string{sb.URL + "/v1 up=false err=true probe_in>0=true", sb.URL + "/v1 up=true err=false probe_in>0=false"}
+	if !slices.Equal(changes, want) {
+		t.Fatalf("OnEndpoint was told %q, want %q", changes, want)
 	}
 }
 

@@ -152,14 +152,15 @@ func (f *Fleet) readmit(ctx context.Context, ep *endpoint) {
 		ep.loaded[a.name] = a.path
 	}
 	f.mu.Lock()
-	defer f.mu.Unlock()
 	ep.live = true
 	ep.ctx, ep.cancel = context.WithCancel(context.Background())
 	ep.peak = 0
 	ep.m.setUp(true)
 	ep.m.readmitted()
 	f.signalLocked()
+	f.mu.Unlock()
 	f.opts.Logger.Info("inference endpoint readmitted", "endpoint", ep.url, "adapters", len(f.adapters))
+	f.changedEndpoint(EndpointChange{URL: ep.url, Up: true})
 }
 
 // Probe checks every endpoint as AdminClient.Probe does, before a run

@@ -22,6 +22,7 @@ const (
 	EventBestChanged     = "best_changed"     // BestChanged
 	EventStepCommitted   = "step_committed"   // StepCommitted
 	EventRunFinished     = "run_finished"     // RunFinished
+	EventEndpointState   = "endpoint_state"   // EndpointState
 )
 
 // Event is one thing that happened in a run. Exactly one payload field is
@@ -44,6 +45,7 @@ type Event struct {
 	BestChanged     *BestChanged     `json:"-"`
 	StepCommitted   *StepCommitted   `json:"-"`
 	RunFinished     *RunFinished     `json:"-"`
+	EndpointState   *EndpointState   `json:"-"`
 }
 
 // RunStarted opens a run's event stream.
@@ -207,6 +209,16 @@ type RunFinished struct {
 	Error string `json:"error,omitempty"`
 }
 
+// EndpointState reports an inference endpoint drained (its requests go to
+// the others, or wait for it up to inference.outage_window when none is
+// live) or readmitted. The event's step is the run's step then.
+type EndpointState struct {
+	Endpoint string  `json:"endpoint"`
+	Up       bool    `json:"up"`
+	Error    string  `json:"error,omitempty"`            // what drained it
+	ProbeIn  float64 `json:"probe_in_seconds,omitempty"` // when it is probed again
+}
+
 // wireEvent is an Event's JSON form.
 type wireEvent struct {
 	Type string          `json:"type"`
@@ -238,6 +250,8 @@ func (e *Event) payload() any {
 		return &e.StepCommitted
 	case EventRunFinished:
 		return &e.RunFinished
+	case EventEndpointState:
+		return &e.EndpointState
 	}
 	return nil
 }

@@ -161,6 +161,7 @@ func TestFleet_ReplicaKilledAfterFirstStep(t *testing.T) {
 	opts.FleetMetrics = inference.NewFleetMetrics(reg)
 	var mu sync.Mutex
 	var adapters []orchestrator.Adapter
+	var down []orchestrator.Event
 	opts.Events = func(e orchestrator.Event) {
 		switch {
 		case e.AdapterLoaded != nil:
@@ -170,6 +171,10 @@ func TestFleet_ReplicaKilledAfterFirstStep(t *testing.T) {
 		case e.StepCommitted != nil && e.Step == 1:
 			a.srv.CloseClientConnections()
 			a.srv.Close()
+		case e.EndpointState != nil:
+			mu.Lock()
+			down = append(down, e)
+			mu.Unlock()
 		}
 	}
 	r := MustOpen(t, cfg, opts)
@@ -204,6 +209,18 @@ func TestFleet_ReplicaKilledAfterFirstStep(t *testing.T) {
 	}
 	if v := gauge(t, reg, "grpo_inference_endpoint_drains_total", a.srv.URL+"/v1"); v < 1 {
 		t.Fatalf("drains of the killed replica=%v, want at least 1", v)
+	}
+	// The drain is an endpoint_state event of the run, at a step after 1.
+	mu.Lock()
+	defer mu.Unlock()
+	if len(down) == 0 {
+		t.Fatal("no endpoint_state event for the killed replica")
+	}
+	for _, e := range down {
+		s := e.EndpointState
+		if e.Run != "o3-fleet" || e.Step < 1 || s.Endpoint != a.srv.URL+"/v1" || s.Up || s.Error == "" || s.ProbeIn <= 0 {
+			t.Fatalf("endpoint_state event %+v %+v, want the killed replica down at a step >= 1 with its error and next probe", e, *s)
+		}
 	}
 }
 

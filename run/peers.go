@@ -16,6 +16,7 @@ import (
 	"github.com/grpo-dev/grpo/config"
 	"github.com/grpo-dev/grpo/inference"
 	"github.com/grpo-dev/grpo/internal/httpx"
+	"github.com/grpo-dev/grpo/orchestrator"
 	"github.com/grpo-dev/grpo/trainer"
 )
 
@@ -148,6 +149,20 @@ func fleetOptions(cfg config.Config, opts Options) inference.FleetOptions {
 	}
 	if cfg.Inference.Adapters.Naming == config.NamingInplace {
 		fo.Inplace = cfg.Inference.Adapters.Inplace
+	}
+	if opts.Events != nil {
+		events, step, name := opts.Events, opts.step, cfg.Run.Name
+		fo.OnEndpoint = func(c inference.EndpointChange) {
+			s := &orchestrator.EndpointState{Endpoint: c.URL, Up: c.Up, ProbeIn: c.ProbeIn.Seconds()}
+			if c.Err != nil {
+				s.Error = c.Err.Error()
+			}
+			e := orchestrator.Event{Type: orchestrator.EventEndpointState, Run: name, Time: time.Now(), EndpointState: s}
+			if step != nil {
+				e.Step = int(step.Load())
+			}
+			events(e)
+		}
 	}
 	return fo
 }

@@ -24,6 +24,7 @@ import (
 	"log/slog"
 	"os"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/grpo-dev/grpo/checkpoint"
@@ -63,6 +64,10 @@ type Options struct {
 	// a run no longer running in the store once it holds its lease (see
 	// orchestrator.Options.OnlyRunning).
 	OnlyRunning bool
+
+	// step is the step of the last step_started event, for the events
+	// that come from outside the step loop (the fleet's endpoint_state).
+	step *atomic.Int64
 }
 
 // Run is one run, opened and ready to play.
@@ -161,6 +166,16 @@ func (o Options) check() (Options, error) {
 	}
 	if o.Interrupted != checkpoint.StateCancelled && o.Interrupted != checkpoint.StateRunning {
 		return o, fmt.Errorf("run: Interrupted %q: want %s or %s", o.Interrupted, checkpoint.StateCancelled, checkpoint.StateRunning)
+	}
+	if o.Events != nil && o.step == nil {
+		events, step := o.Events, new(atomic.Int64)
+		o.Events = func(e orchestrator.Event) {
+			if e.Type == orchestrator.EventRunStarted || e.Type == orchestrator.EventStepStarted {
+				step.Store(int64(e.Step))
+			}
+			events(e)
+		}
+		o.step = step
 	}
 	return o, nil
 }

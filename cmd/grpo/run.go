@@ -346,6 +346,9 @@ func (v *runView) event(e orchestrator.Event) {
 		fmt.Fprintf(v.w, "step %2d validation %.3f [%.3f, %.3f] deadlock %.2f\n", e.Step, ev.RewardMean, ev.RewardCI95[0], ev.RewardCI95[1], ev.DeadlockRate)
 	case e.BestChanged != nil:
 		fmt.Fprintf(v.w, "best step is now %d (%.3f)\n", e.BestChanged.Step, e.BestChanged.Value)
+	case e.EndpointState != nil && e.EndpointState.Up:
+		// A drain is already a warning of the run's log.
+		fmt.Fprintln(v.w, endpointLine(*e.EndpointState))
 	}
 }
 

@@ -487,6 +487,8 @@ func eventLine(e orchestrator.Event) string {
 		if t := e.StepCommitted.Train; t != nil {
 			tail = fmt.Sprintf("train reward %.3f", t.RewardMean)
 		}
+	case e.EndpointState != nil:
+		tail = endpointLine(*e.EndpointState)
 	case e.RunFinished != nil:
 		tail = e.RunFinished.State
 		if msg := e.RunFinished.Error; msg != "" {
@@ -494,4 +496,20 @@ func eventLine(e orchestrator.Event) string {
 		}
 	}
 	return strings.TrimRight(head+" "+tail, " ")
+}
+
+// endpointLine says an inference endpoint is down (why, and when it is
+// probed again) or back.
+func endpointLine(d orchestrator.EndpointState) string {
+	if d.Up {
+		return "inference endpoint " + d.Endpoint + " answers again: readmitted"
+	}
+	line := "inference endpoint " + d.Endpoint + " down"
+	if d.Error != "" {
+		line += ": " + d.Error
+	}
+	if d.ProbeIn > 0 {
+		line += fmt.Sprintf(" (probed again in %.0f s)", d.ProbeIn)
+	}
+	return line
 }

@@ -22,6 +22,9 @@ func TestEventLine(t *testing.T) {
 		{`{"type":"best_changed","run":"r","step":2,"data":{"step":1,"value":0.75}}`, "best step 1 (0.750)"},
 		{`{"type":"step_committed","run":"r","step":2,"data":{"step":2,"train":{"reward_mean":0.125}}}`, "train reward 0.125"},
 		{`{"type":"run_finished","run":"r","step":4,"data":{"state":"failed","error":"boom"}}`, "failed: boom"},
+		{`{"type":"endpoint_state","run":"r","step":3,"data":{"endpoint":"http://a/v1","up":false,"error":"connection refused","probe_in_seconds":2}}`,
+			"inference endpoint http://a/v1 down: connection refused (probed again in 2 s)"},
+		{`{"type":"endpoint_state","run":"r","step":3,"data":{"endpoint":"http://a/v1","up":true}}`, "inference endpoint http://a/v1 answers again: readmitted"},
 		{`{"type":"from_the_future","run":"r","step":4,"data":{"x":1}}`, "from_the_future"},
 	} {
 		var e orchestrator.Event

@@ -5,7 +5,7 @@
 
 const $ = (sel) => document.querySelector(sel);
 const SVGNS = "http://www.w3.org/2000/svg";
-const state = { selected: null, run: null, jobs: {}, live: new Map(), committed: -1, refresh: null, runsRefresh: null, compare: new Set(), others: {} };
+const state = { selected: null, run: null, jobs: {}, live: new Map(), committed: -1, endpoints: new Map(), refresh: null, runsRefresh: null, compare: new Set(), others: {} };
 
 // view returns the chart controls: EMA smoothing weight and step range.
 function view() {
@@ -82,6 +82,8 @@ function select(name) {
   $("#promote-result").textContent = "";
   $("#progress").textContent = "";
   $("#cancel-error").textContent = "";
+  state.endpoints = new Map();
+  showEndpoints();
   for (const tr of document.querySelectorAll("#runs tbody tr")) tr.classList.toggle("selected", tr.dataset.run === name);
   loadRun();
 }
@@ -371,9 +373,20 @@ function onEvent(ev) {
       showProgress();
       scheduleRefresh();
       break;
+    case "endpoint_state": {
+      // An endpoint drained (its requests go to the others, or wait for
+      // it when none is left) or readmitted.
+      const d = ev.data;
+      if (d.up) state.endpoints.delete(d.endpoint);
+      else state.endpoints.set(d.endpoint, { since: state.endpoints.has(d.endpoint) ? state.endpoints.get(d.endpoint).since : ev.time, error: d.error || "", probe: d.probe_in_seconds || 0 });
+      showEndpoints();
+      break;
+    }
     case "run_finished":
       state.live = new Map();
       state.committed = -1;
+      state.endpoints = new Map();
+      showEndpoints();
       // running: the daemon stopped; its next start resumes the run.
       $("#progress").textContent = ev.data.state === "running" ? "run interrupted: it resumes when the daemon restarts" : "run " + ev.data.state;
       scheduleRefresh();
@@ -381,6 +394,16 @@ function onEvent(ev) {
     default:
       scheduleRefresh();
   }
+}
+
+// showEndpoints lists the run's inference endpoints that are down: since
+// when, why, and when they are probed again.
+function showEndpoints() {
+  const lines = [...state.endpoints.entries()].map(([url, e]) =>
+    "inference endpoint " + url + " down since " + new Date(e.since).toLocaleTimeString() +
+    (e.error ? ": " + e.error : "") + (e.probe ? " (probed again in " + Math.round(e.probe) + " s)" : ""));
+  $("#endpoints").textContent = lines.join("\n");
+  $("#endpoints").hidden = lines.length === 0;
 }
 
 // liveStep is the episode count of a step not committed yet.
