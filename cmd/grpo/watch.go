@@ -340,6 +340,12 @@ func (p *stepPrinter) catchUp(v checkpoint.RunView) {
 			continue
 		}
 		if sl := p.pending[v.Run]; sl != nil && sl.step == s.Step {
+			if sl.line != "" {
+				// Its commit arrived on the stream, the line only
+				// waits for the next step's events: print it as seen.
+				p.flushRun(v.Run)
+				continue
+			}
 			delete(p.pending, v.Run) // its events arrived in part; the stored step is whole
 		}
 		p.flushRun(v.Run)

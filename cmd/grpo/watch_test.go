@@ -5,6 +5,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/grpo-dev/grpo/checkpoint"
 	"github.com/grpo-dev/grpo/orchestrator"
 )
 
@@ -122,5 +123,47 @@ func TestDaemonURL(t *testing.T) {
 		if _, err := daemonURL(in); err == nil || !strings.Contains(err.Error(), "--addr") {
 			t.Errorf("daemonURL(%q): %v, want an error naming --addr", in, err)
 		}
+	}
+}
+
+// TestWatchPollKeepsLiveLine: a step whose commit arrived on the live
+// stream but whose line is still held (no best change: it waits for the
+// next step's events) is printed as it arrived when the quiet-stream poll
+// finds it stored, not as a step caught up "(while reconnecting)" with
+// its job's finish time: watch never reconnected.
+func TestWatchPollKeepsLiveLine(t *testing.T) {
+	var b strings.Builder
+	p := &stepPrinter{w: &b}
+	// watch joins after step 0.
+	p.catchUp(checkpoint.RunView{Run: "r", State: checkpoint.StateRunning, Steps: []checkpoint.StepView{{Step: 0, N: 5}}})
+	for _, e := range decodeEvents(t,
+		`{"type":"validation_done","run":"r","step":1,"time":"2026-01-02T15:04:05.123Z","data":{"step":1,"reward_mean":0.5,"reward_ci95":[0.25,0.75],"deadlock_rate":0.5,"meals_mean":2}}`,
+		`{"type":"step_committed","run":"r","step":1,"time":"2026-01-02T15:04:05.123Z","data":{"step":1,"n":5,"train":{"reward_mean":0.75},"job":{"id":"r/step-0001","state":"succeeded","metrics":{"loss":0.125,"kl":0.01}}}}`,
+	) {
+		p.event(e)
+	}
+	// The poll while the stream is quiet: step 1 is stored.
+	val := &checkpoint.Evaluation{Step: 1, RewardMean: 0.5, RewardCI95: [2]float64{0.25, 0.75}, DeadlockRate: 0.5, MealsMean: 2}
+	p.catchUp(checkpoint.RunView{Run: "r", State: checkpoint.StateRunning, Steps: []checkpoint.StepView{
+		{Step: 0, N: 5},
+		{Step: 1, N: 5, Train: &checkpoint.TrainStats{RewardMean: 0.75}, Validation: val,
+			Job: &checkpoint.Job{ID: "r/step-0001", State: "succeeded", Metrics: map[string]float64{"loss": 0.125, "kl": 0.01}}},
+	}})
+	// Step 2's events flush whatever is still held.
+	for _, e := range decodeEvents(t,
+		`{"type":"step_committed","run":"r","step":2,"data":{"step":2,"n":5,"train":{"reward_mean":0.5}}}`,
+	) {
+		p.event(e)
+	}
+	p.flush()
+	text := b.String()
+	if strings.Contains(text, "reconnecting") {
+		t.Errorf("a step seen live is printed as caught up after a reconnect:\n%s", text)
+	}
+	if n := strings.Count(text, "step  1 n=5  train 0.750  validation 0.500"); n != 1 {
+		t.Errorf("step 1 printed %d times, want once with its validation:\n%s", n, text)
+	}
+	if n := strings.Count(text, "step  2 n=5"); n != 1 {
+		t.Errorf("step 2 printed %d times, want once:\n%s", n, text)
 	}
 }
