@@ -166,27 +166,9 @@ func (c *watchCommand) ended() error {
 // it committed that p has not printed (while watch reconnected) are
 // printed now.
 func (c *watchCommand) checkRun(ctx context.Context, p *stepPrinter) (done bool, err error) {
-	// The name is one path segment: exp/arm/1 is sent as exp%2Farm%2F1.
-	u := c.base.JoinPath("api", "v1", "runs", url.PathEscape(c.run))
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u.String(), nil)
+	v, err := c.getRun(ctx, c.run)
 	if err != nil {
 		return false, err
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return false, fmt.Errorf("ask the daemon at %s about run %s: %w", c.base, c.run, err)
-	}
-	defer resp.Body.Close()
-	switch {
-	case resp.StatusCode == http.StatusNotFound:
-		return false, fmt.Errorf("no such run %q on the daemon at %s (see GET %s)", c.run, c.base, c.base.JoinPath("api", "v1", "runs"))
-	case resp.StatusCode != http.StatusOK:
-		b, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
-		return false, fmt.Errorf("ask the daemon at %s about run %s: %s: %s", c.base, c.run, resp.Status, strings.TrimSpace(string(b)))
-	}
-	var v checkpoint.RunView
-	if err := json.NewDecoder(resp.Body).Decode(&v); err != nil {
-		return false, fmt.Errorf("decode run %s from %s: %w", c.run, u, err)
 	}
 	if !c.json {
 		p.catchUp(v)
@@ -198,6 +180,49 @@ func (c *watchCommand) checkRun(ctx context.Context, p *stepPrinter) (done bool,
 	fmt.Fprintln(c.end, endLine(v))
 	c.endState = v.State
 	return true, nil
+}
+
+// getRun asks the daemon about run name.
+func (c *watchCommand) getRun(ctx context.Context, name string) (checkpoint.RunView, error) {
+	var v checkpoint.RunView
+	// The name is one path segment: exp/arm/1 is sent as exp%2Farm%2F1.
+	u := c.base.JoinPath("api", "v1", "runs", url.PathEscape(name))
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u.String(), nil)
+	if err != nil {
+		return v, err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return v, fmt.Errorf("ask the daemon at %s about run %s: %w", c.base, name, err)
+	}
+	defer resp.Body.Close()
+	switch {
+	case resp.StatusCode == http.StatusNotFound:
+		return v, fmt.Errorf("no such run %q on the daemon at %s (see GET %s)", name, c.base, c.base.JoinPath("api", "v1", "runs"))
+	case resp.StatusCode != http.StatusOK:
+		b, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
+		return v, fmt.Errorf("ask the daemon at %s about run %s: %s: %s", c.base, name, resp.Status, strings.TrimSpace(string(b)))
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&v); err != nil {
+		return v, fmt.Errorf("decode run %s from %s: %w", name, u, err)
+	}
+	return v, nil
+}
+
+// storedValidation is step's validation as the daemon stored it, nil when
+// the step has none or the daemon cannot say.
+func (c *watchCommand) storedValidation(ctx context.Context, run string, step int) *orchestrator.ValidationDone {
+	v, err := c.getRun(ctx, run)
+	if err != nil {
+		return nil
+	}
+	for _, s := range v.Steps {
+		if s.Step == step {
+			_, val := storedStep(run, s)
+			return val
+		}
+	}
+	return nil
 }
 
 // endLine sums up a run that has finished.
@@ -232,6 +257,7 @@ func (c *watchCommand) stream(ctx context.Context, p *stepPrinter, stdout io.Wri
 	stop := context.AfterFunc(ctx, func() { conn.Close() })
 	defer stop()
 	connected()
+	p.connected(func(run string, step int) *orchestrator.ValidationDone { return c.storedValidation(ctx, run, step) })
 	type message struct {
 		b   []byte
 		err error
@@ -318,6 +344,18 @@ type stepPrinter struct {
 	// when watch first asked about the run: a step at or before it is
 	// not printed again.
 	last map[string]int
+	// streamed holds the runs with a step committed on this connection:
+	// a run's first committed step may have validated before the stream
+	// began (with an asynchronous pipeline, a whole training step before
+	// its commit), so its validation is read from the daemon (stored).
+	streamed map[string]bool
+	stored   func(run string, step int) *orchestrator.ValidationDone
+}
+
+// connected starts a new connection's stream; stored reads a committed
+// step's validation from the daemon.
+func (p *stepPrinter) connected(stored func(run string, step int) *orchestrator.ValidationDone) {
+	p.streamed, p.stored = map[string]bool{}, stored
 }
 
 // catchUp prints v's committed steps after the last one printed: those
@@ -425,6 +463,12 @@ func (p *stepPrinter) event(e orchestrator.Event) {
 		p.get(e).val = e.ValidationDone
 	case e.StepCommitted != nil:
 		sl := p.get(e)
+		if sl.val == nil && !p.streamed[e.Run] && p.stored != nil {
+			sl.val = p.stored(e.Run, e.Step)
+		}
+		if p.streamed != nil {
+			p.streamed[e.Run] = true
+		}
 		sl.line = stepSummary(e, sl.val)
 	case e.BestChanged != nil:
 		sl := p.get(e)

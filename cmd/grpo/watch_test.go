@@ -2,6 +2,8 @@ package main
 
 import (
 	"encoding/json"
+	"fmt"
+	"slices"
 	"strings"
 	"testing"
 
@@ -165,5 +167,46 @@ func TestWatchPollKeepsLiveLine(t *testing.T) {
 	}
 	if n := strings.Count(text, "step  2 n=5"); n != 1 {
 		t.Errorf("step 2 printed %d times, want once:\n%s", n, text)
+	}
+}
+
+// TestWatchReadsAMissedValidation: a stream that begins after a step's
+// validation_done (with an asynchronous pipeline it comes a whole training
+// step before the commit) prints that step with its stored validation;
+// later steps take theirs from the stream, without asking the daemon.
+func TestWatchReadsAMissedValidation(t *testing.T) {
+	events := decodeEvents(t,
+		`{"type":"step_started","run":"r","step":5,"data":{"n":5,"episodes":0,"validation":2}}`,
+		`{"type":"step_committed","run":"r","step":4,"data":{"step":4,"n":5,"train":{"reward_mean":0.5}}}`,
+		`{"type":"validation_done","run":"r","step":5,"data":{"step":5,"reward_mean":0.625,"reward_ci95":[0.5,0.75],"deadlock_rate":0.25,"meals_mean":3}}`,
+		`{"type":"step_committed","run":"r","step":5,"data":{"step":5,"n":5,"train":{"reward_mean":0.75}}}`,
+		`{"type":"step_committed","run":"r","step":6,"data":{"step":6,"n":5,"train":{"reward_mean":0.25}}}`,
+	)
+	var b strings.Builder
+	p := &stepPrinter{w: &b}
+	var asked []string
+	p.connected(func(run string, step int) *orchestrator.ValidationDone {
+		asked = append(asked, fmt.Sprintf("%s/%d", run, step))
+		return &orchestrator.ValidationDone{RewardMean: 0.375, RewardCI95: [2]float64{0.25, 0.5}, DeadlockRate: 0.5, MealsMean: 2}
+	})
+	for _, e := range events {
+		p.event(e)
+	}
+	p.flush()
+	lines := strings.Split(strings.TrimSpace(b.String()), "\n")
+	if len(lines) != 3 {
+		t.Fatalf("%d lines:\n%s", len(lines), b.String())
+	}
+	for i, want := range []string{
+		"step  4 n=5  train 0.500  validation 0.375 [0.250, 0.500] deadlock 0.50 meals 2.00",
+		"step  5 n=5  train 0.750  validation 0.625 [0.500, 0.750] deadlock 0.25 meals 3.00",
+		"step  6 n=5  train 0.250  (no signal: no job)",
+	} {
+		if !strings.Contains(lines[i], want) {
+			t.Errorf("line %d %q, want it to contain %q", i, lines[i], want)
+		}
+	}
+	if !slices.Equal(asked, []string{"r/4"}) {
+		t.Errorf("asked the daemon for %v, want only the first step's validation (r/4)", asked)
 	}
 }
