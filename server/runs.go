@@ -41,9 +41,17 @@ func (s *Server) launch(ctx context.Context, cfg config.Config) (*hosted, error)
 	return s.host(ctx, cfg.Run.Name, func(opts run.Options) (*run.Run, error) { return run.Open(ctx, cfg, opts) })
 }
 
-// resume reopens stored run name and plays it in its own goroutine.
+// resume reopens stored run name and plays it in its own goroutine. An
+// embedded run keeps the data directory its adapters (and trainer jobs)
+// are in: one started by grpo run (<db>.data), not only this daemon's
+// <data-dir>/<run>, whose trainer would train its job in flight again.
 func (s *Server) resume(ctx context.Context, name string) error {
-	_, err := s.host(ctx, name, func(opts run.Options) (*run.Run, error) { return run.Reopen(ctx, name, opts) })
+	_, err := s.host(ctx, name, func(opts run.Options) (*run.Run, error) {
+		if dir, ok := run.StoredDataDir(ctx, opts.Store, name); ok {
+			opts.DataDir = dir
+		}
+		return run.Reopen(ctx, name, opts)
+	})
 	return err
 }
 

@@ -7,7 +7,6 @@ import (
 	"io"
 	"net/url"
 	"os"
-	"path/filepath"
 	"slices"
 	"sync"
 	"time"
@@ -110,7 +109,7 @@ func (c *runCommand) open(ctx context.Context, opts run.Options) (*run.Run, erro
 		if c.dataDir == "" {
 			// Where the run kept its adapters: a daemon's run under
 			// <db>.data/<run>, or another --data-dir given before.
-			if dir, ok := storedDataDir(ctx, opts.Store, c.resume); ok {
+			if dir, ok := run.StoredDataDir(ctx, opts.Store, c.resume); ok {
 				opts.DataDir = dir
 			}
 		}
@@ -134,35 +133,6 @@ func (c *runCommand) open(ctx context.Context, opts run.Options) (*run.Run, erro
 		return nil, err
 	}
 	return run.Open(ctx, cfg, opts)
-}
-
-// storedDataDir is the data directory the embedded backend of stored run
-// name wrote its last adapter under (<dir>/adapters/<adapter>), when the
-// run is on the embedded backend and that directory is on this machine.
-func storedDataDir(ctx context.Context, store *checkpoint.Store, name string) (string, bool) {
-	rec, steps, _, err := store.Curve(ctx, name)
-	if err != nil {
-		return "", false
-	}
-	if cfg, err := config.FromJSON(rec.Config); err != nil || !cfg.Embedded() {
-		return "", false
-	}
-	for i := len(steps) - 1; i >= 0; i-- {
-		a := steps[i].Adapter
-		if a == nil || a.Path == "" {
-			continue
-		}
-		adapters := filepath.Dir(a.Path)
-		if filepath.Base(adapters) != "adapters" {
-			return "", false
-		}
-		dir := filepath.Dir(adapters)
-		if fi, err := os.Stat(dir); err != nil || !fi.IsDir() {
-			return "", false
-		}
-		return dir, true
-	}
-	return "", false
 }
 
 // withExistsHint adds to err, when it says the run's name is taken, how

@@ -1,0 +1,71 @@
+package server_test
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/grpo-dev/grpo/checkpoint"
+	"github.com/grpo-dev/grpo/config"
+	"github.com/grpo-dev/grpo/orchestrator"
+	"github.com/grpo-dev/grpo/run"
+	"github.com/grpo-dev/grpo/server"
+)
+
+// TestDaemonResumesInTheRunsDataDir: a run grpo run started (its embedded
+// trainer under <db>.data) and left running with step 2's job submitted
+// is resumed by the daemon in that directory: the job is reattached there,
+// not trained again under the daemon's <data-dir>/<run>.
+func TestDaemonResumesInTheRunsDataDir(t *testing.T) {
+	e := newEnv(t)
+	cli := e.store.Path() + ".data"
+	cfg, err := config.Parse([]byte(smallRun("cli", 3)), config.WithEmbedded(run.ConfigDefaults()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var once sync.Once
+	r, err := run.Open(ctx, cfg, run.Options{Store: e.store, DataDir: cli, Interrupted: checkpoint.StateRunning,
+		Events: func(ev orchestrator.Event) {
+			if j := ev.JobState; j != nil && ev.Step == 2 && j.State == "succeeded" {
+				once.Do(cancel) // as a SIGKILL would: step 2 trained, not committed
+			}
+		}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := r.Play(ctx); err == nil {
+		t.Fatal("the interrupted run finished")
+	}
+	r.Close()
+	if inf, err := e.store.GetInFlight(context.Background(), "cli"); err != nil || inf.For(2) == nil {
+		t.Fatalf("in-flight record %+v, %v: want step 2's job", inf, err)
+	}
+
+	s := e.MustStart(t, server.Options{})
+	got := waitRun(t, s.URL(), "cli", time.Minute, "finish", finished)
+	if got.State != checkpoint.StateSucceeded {
+		t.Fatalf("state %s (%s), want succeeded", got.State, got.Error)
+	}
+	_, steps, _, err := e.store.Snapshot(context.Background(), "cli")
+	if err != nil || len(steps) != 4 {
+		t.Fatalf("%d steps, %v; want 4", len(steps), err)
+	}
+	for _, st := range steps[1:] {
+		if st.Adapter == nil || !strings.HasPrefix(st.Adapter.Path, cli+string(filepath.Separator)) {
+			t.Fatalf("step %d's adapter %+v, want it under the run's own %s", st.Step, st.Adapter, cli)
+		}
+	}
+	jobs, err := os.ReadDir(filepath.Join(cli, "jobs"))
+	if err != nil || len(jobs) != 3 {
+		t.Fatalf("%d jobs under %s (%v), want one per step", len(jobs), cli, err)
+	}
+	if _, err := os.Stat(filepath.Join(e.dir, "data", "cli")); !os.IsNotExist(err) {
+		t.Fatalf("the daemon made a data directory of its own for the run (%v): its trainer trained step 2 again", err)
+	}
+}
