@@ -276,6 +276,14 @@ func (v *runView) event(e orchestrator.Event) {
 	v.mu.Lock()
 	defer v.mu.Unlock()
 	switch {
+	case e.RunStarted != nil && e.RunStarted.Resumed:
+		fmt.Fprintf(v.w, "resuming at step %d of %d (the steps before it are stored)\n", e.RunStarted.From, e.RunStarted.Steps)
+	case e.StepStarted != nil && e.StepStarted.Reattach:
+		fmt.Fprintf(v.w, "step %2d: its trainer job was submitted before the restart; waiting for it\n", e.Step)
+		if v.tty {
+			v.bar = newProgress(v.w, -1, fmt.Sprintf("step %2d", e.Step))
+			v.step = e.Step
+		}
 	case e.StepStarted != nil:
 		if v.tty {
 			total := e.StepStarted.Episodes + e.StepStarted.Validation

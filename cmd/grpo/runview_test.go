@@ -27,3 +27,22 @@ func TestRunViewKeepsTheNextStepsBar(t *testing.T) {
 		t.Fatalf("output %q lacks the commit lines", got)
 	}
 }
+
+// TestRunViewSaysWhereAResumeStarts: a resumed run says from which step
+// it goes on, and a step whose job was submitted before the restart says
+// it waits for that job.
+func TestRunViewSaysWhereAResumeStarts(t *testing.T) {
+	var out bytes.Buffer
+	v := &runView{w: &out}
+	v.event(orchestrator.Event{Type: orchestrator.EventRunStarted, Step: 3, RunStarted: &orchestrator.RunStarted{Steps: 8, Resumed: true, From: 3}})
+	v.event(orchestrator.Event{Type: orchestrator.EventStepStarted, Step: 3, StepStarted: &orchestrator.StepStarted{N: 5, Reattach: true}})
+	want := "resuming at step 3 of 8 (the steps before it are stored)\nstep  3: its trainer job was submitted before the restart; waiting for it\n"
+	if out.String() != want {
+		t.Fatalf("output %q, want %q", out.String(), want)
+	}
+	out.Reset()
+	v.event(orchestrator.Event{Type: orchestrator.EventRunStarted, RunStarted: &orchestrator.RunStarted{Steps: 8}})
+	if out.Len() != 0 {
+		t.Fatalf("a new run printed %q", out.String())
+	}
+}
