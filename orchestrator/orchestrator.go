@@ -521,11 +521,13 @@ func (r *run) step(ctx context.Context, s int, p *pipeline) error {
 		step.N, step.Train = inf.N, inf.Train
 		r.emit(Event{Type: EventStepStarted, Step: s, StepStarted: &StepStarted{N: inf.N, Validation: r.validationEpisodesAt(s), Reattach: true}})
 	} else {
-		episodes := r.cfg.GRPO.Groups * r.cfg.GRPO.EpisodesPerGroup
-		if p.sampledAhead(s) {
-			episodes = 0 // sampled while earlier steps trained
+		episodes, size := r.cfg.GRPO.Groups*r.cfg.GRPO.EpisodesPerGroup, n
+		if f := p.ahead[s]; f != nil {
+			// Sampled while earlier steps trained, at the size of the
+			// promotions then (pipeline.fill).
+			episodes, size = 0, f.n
 		}
-		r.emit(Event{Type: EventStepStarted, Step: s, StepStarted: &StepStarted{N: n, Episodes: episodes, Validation: r.validationEpisodesAt(s)}})
+		r.emit(Event{Type: EventStepStarted, Step: s, StepStarted: &StepStarted{N: size, Episodes: episodes, Validation: r.validationEpisodesAt(s)}})
 		t0 := time.Now()
 		batch, secs, err := p.take(ctx, s, n)
 		if err != nil {

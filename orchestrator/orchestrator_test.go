@@ -634,8 +634,23 @@ func TestResumeAsyncPromotion(t *testing.T) {
 	}
 	dir := t.TempDir()
 	ref := newEnv(t, filepath.Join(dir, "ref-data"), filepath.Join(dir, "ref.db"))
-	if err := ref.orchestrator(nil).Start(context.Background(), cfg(t)); err != nil {
+	var mu sync.Mutex
+	announced := map[int]int{} // step_started's n, by step
+	if err := ref.orchestrator(func(ev orchestrator.Event) {
+		if ev.StepStarted != nil {
+			mu.Lock()
+			announced[ev.Step] = ev.StepStarted.N
+			mu.Unlock()
+		}
+	}).Start(context.Background(), cfg(t)); err != nil {
 		t.Fatal(err)
+	}
+	// Each step_started says the table size the step then stores.
+	_, refSteps, _ := snapshot(t, ref.store, "p")
+	for _, s := range refSteps {
+		if announced[s.Step] != s.N {
+			t.Errorf("step %d: step_started said n=%d, stored n=%d", s.Step, announced[s.Step], s.N)
+		}
 	}
 	sizes := func(store *checkpoint.Store) string {
 		_, steps, _ := snapshot(t, store, "p")

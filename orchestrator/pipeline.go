@@ -101,10 +101,6 @@ func (p *pipeline) fill() {
 	}
 }
 
-// sampledAhead reports whether step s's rollouts were sampled ahead (or are
-// being sampled).
-func (p *pipeline) sampledAhead(s int) bool { return p.ahead[s] != nil }
-
 // take returns step s's batch and the seconds its sampling took: the one
 // sampled ahead when its model is recent enough (at most k steps older
 // than the model step s trains from), else one sampled now with the
