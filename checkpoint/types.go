@@ -34,6 +34,11 @@ type Run struct {
 	Error   string          `json:"error,omitempty"`
 	Created time.Time       `json:"created"`
 	Updated time.Time       `json:"updated"`
+	// DataDir is the directory of the embedded backend's adapters and
+	// trainer jobs the run was started with (absolute), so that a resume
+	// finds them wherever it runs; empty for runs on other backends and
+	// runs stored before it was recorded.
+	DataDir string `json:"data_dir,omitempty"`
 }
 
 // RunSummary is one line of ListRuns.

@@ -157,6 +157,9 @@ type Options struct {
 	// EndTimeout bounds recording a run's end and releasing its lease,
 	// counted from when the step loop stops; default 30 s.
 	EndTimeout time.Duration
+	// DataDir, recorded with a new run (checkpoint.Run.DataDir), is the
+	// embedded backend's directory; empty for other backends.
+	DataDir string
 }
 
 // Orchestrator runs training runs.
@@ -198,6 +201,7 @@ func (o *Orchestrator) Start(ctx context.Context, cfg config.Config) error {
 	err := o.opts.Store.CreateRun(ctx, checkpoint.Run{
 		Name: cfg.Run.Name, Config: cfg.JSON(), State: checkpoint.StateRunning,
 		Steps: cfg.Run.Steps, Policy: sel.Selection, Metric: sel.Metric, EMA: sel.EMA,
+		DataDir: o.opts.DataDir,
 	})
 	if err != nil {
 		return err // names the run

@@ -9,9 +9,11 @@ import (
 	"github.com/grpo-dev/grpo/config"
 )
 
-// StoredDataDir is the data directory the embedded backend of stored run
-// name wrote its last adapter under (<dir>/adapters/<adapter>), when the
-// run is on the embedded backend and that directory is on this machine.
+// StoredDataDir is the data directory of stored run name's embedded
+// backend, when the run is on the embedded backend and that directory is
+// on this machine: the one recorded when the run was created, or, for
+// runs stored before it was recorded, the one its last adapter was
+// written under (<dir>/adapters/<adapter>).
 func StoredDataDir(ctx context.Context, store *checkpoint.Store, name string) (string, bool) {
 	rec, steps, _, err := store.Curve(ctx, name)
 	if err != nil {
@@ -19,6 +21,11 @@ func StoredDataDir(ctx context.Context, store *checkpoint.Store, name string) (s
 	}
 	if cfg, err := config.FromJSON(rec.Config); err != nil || !cfg.Embedded() {
 		return "", false
+	}
+	if rec.DataDir != "" {
+		if fi, err := os.Stat(rec.DataDir); err == nil && fi.IsDir() {
+			return rec.DataDir, true
+		}
 	}
 	for i := len(steps) - 1; i >= 0; i-- {
 		a := steps[i].Adapter

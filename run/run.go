@@ -23,6 +23,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"path/filepath"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -197,6 +198,18 @@ func (r *Run) start(ctx context.Context) error {
 	return nil
 }
 
+// dataDir is the embedded backend's directory, absolute, recorded with
+// the run (StoredDataDir); empty for other backends.
+func (r *Run) dataDir() string {
+	if !r.cfg.Embedded() || r.opts.DataDir == "" {
+		return ""
+	}
+	if abs, err := filepath.Abs(r.opts.DataDir); err == nil {
+		return abs
+	}
+	return r.opts.DataDir
+}
+
 // Name returns the run's name.
 func (r *Run) Name() string { return r.cfg.Run.Name }
 
@@ -214,6 +227,7 @@ func (r *Run) Finished() bool { return r.finished }
 func (r *Run) Play(ctx context.Context) error {
 	opts := orchestrator.Options{
 		Store:       r.opts.Store,
+		DataDir:     r.dataDir(),
 		Events:      r.opts.Events,
 		OnCall:      r.opts.OnCall,
 		Logger:      r.opts.Logger,

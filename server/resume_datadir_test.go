@@ -2,6 +2,7 @@ package server_test
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -17,10 +18,18 @@ import (
 )
 
 // TestDaemonResumesInTheRunsDataDir: a run grpo run started (its embedded
-// trainer under <db>.data) and left running with step 2's job submitted
-// is resumed by the daemon in that directory: the job is reattached there,
-// not trained again under the daemon's <data-dir>/<run>.
+// trainer under <db>.data) and left running with a step's job trained is
+// resumed by the daemon in that directory: the job is reattached there,
+// not trained again under the daemon's <data-dir>/<run>. Stopped at step
+// 1, no adapter of the run is stored yet: the directory is the one
+// recorded with the run.
 func TestDaemonResumesInTheRunsDataDir(t *testing.T) {
+	for _, stop := range []int{1, 2} {
+		t.Run(fmt.Sprintf("stopped at step %d", stop), func(t *testing.T) { testDaemonResumesInTheRunsDataDir(t, stop) })
+	}
+}
+
+func testDaemonResumesInTheRunsDataDir(t *testing.T, stop int) {
 	e := newEnv(t)
 	cli := e.store.Path() + ".data"
 	cfg, err := config.Parse([]byte(smallRun("cli", 3)), config.WithEmbedded(run.ConfigDefaults()))
@@ -32,8 +41,8 @@ func TestDaemonResumesInTheRunsDataDir(t *testing.T) {
 	var once sync.Once
 	r, err := run.Open(ctx, cfg, run.Options{Store: e.store, DataDir: cli, Interrupted: checkpoint.StateRunning,
 		Events: func(ev orchestrator.Event) {
-			if j := ev.JobState; j != nil && ev.Step == 2 && j.State == "succeeded" {
-				once.Do(cancel) // as a SIGKILL would: step 2 trained, not committed
+			if j := ev.JobState; j != nil && ev.Step == stop && j.State == "succeeded" {
+				once.Do(cancel) // as a SIGKILL would: the step trained, not committed
 			}
 		}})
 	if err != nil {
@@ -43,8 +52,8 @@ func TestDaemonResumesInTheRunsDataDir(t *testing.T) {
 		t.Fatal("the interrupted run finished")
 	}
 	r.Close()
-	if inf, err := e.store.GetInFlight(context.Background(), "cli"); err != nil || inf.For(2) == nil {
-		t.Fatalf("in-flight record %+v, %v: want step 2's job", inf, err)
+	if inf, err := e.store.GetInFlight(context.Background(), "cli"); err != nil || inf.For(stop) == nil {
+		t.Fatalf("in-flight record %+v, %v: want step %d's job", inf, err, stop)
 	}
 
 	s := e.MustStart(t, server.Options{})
@@ -66,6 +75,6 @@ func TestDaemonResumesInTheRunsDataDir(t *testing.T) {
 		t.Fatalf("%d jobs under %s (%v), want one per step", len(jobs), cli, err)
 	}
 	if _, err := os.Stat(filepath.Join(e.dir, "data", "cli")); !os.IsNotExist(err) {
-		t.Fatalf("the daemon made a data directory of its own for the run (%v): its trainer trained step 2 again", err)
+		t.Fatalf("the daemon made a data directory of its own for the run (%v): its trainer trained step %d again", err, stop)
 	}
 }
