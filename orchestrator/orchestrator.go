@@ -420,6 +420,11 @@ func (r *run) loop(ctx context.Context, resumed bool) error {
 		next++ // its rollouts are in the job already
 	}
 	p := r.newPipeline(ctx, next)
+	// A job of a later step, submitted while a step without one validated
+	// (the record is that job alone), is reattached too: not sampled.
+	for i := inf; i != nil; i = i.Next {
+		p.reattach[i.Step] = true
+	}
 	r.pipe = p
 	defer p.stop()
 	r.advance(first - 1)

@@ -62,13 +62,16 @@ type pipeline struct {
 	wg     sync.WaitGroup
 	next   int // first step whose sampling has not started
 	ahead  map[int]*prefetch
+	// reattach holds the steps whose jobs were submitted before a
+	// restart: their rollouts are in the job, nothing is sampled for them.
+	reattach map[int]bool
 }
 
 // newPipeline returns the run's pipeline; next is the first step that
 // still needs rollouts.
 func (r *run) newPipeline(ctx context.Context, next int) *pipeline {
 	ctx, cancel := context.WithCancel(ctx)
-	return &pipeline{r: r, k: r.cfg.GRPO.MaxOffPolicySteps, ctx: ctx, cancel: cancel, next: next, ahead: map[int]*prefetch{}}
+	return &pipeline{r: r, k: r.cfg.GRPO.MaxOffPolicySteps, ctx: ctx, cancel: cancel, next: next, ahead: map[int]*prefetch{}, reattach: map[int]bool{}}
 }
 
 // fill starts sampling every step the bound allows with the current
@@ -79,6 +82,9 @@ func (p *pipeline) fill() {
 	}
 	cur := p.r.current()
 	for ; p.next <= min(cur.step+1+p.k, p.r.cfg.Run.Steps); p.next++ {
+		if p.reattach[p.next] {
+			continue
+		}
 		pol := cur
 		if old, ok := p.r.past[max(0, p.next-1-p.k)]; ok && old.step < cur.step {
 			pol = old
