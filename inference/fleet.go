@@ -81,7 +81,9 @@ type FleetOptions struct {
 	Run     string
 	Logger  *slog.Logger
 	// OnEndpoint, when set, is told each time an endpoint is drained or
-	// readmitted; it must neither block for long nor call the fleet.
+	// readmitted, one call at a time and in the order of the changes (a
+	// change already undone when it would be told is not told); it must
+	// neither block for long nor call the fleet.
 	OnEndpoint func(EndpointChange)
 }
 
@@ -120,6 +122,9 @@ type Fleet struct {
 	adMu     sync.Mutex
 	adapters []loadedAdapter // the adapters every live endpoint serves, in load order
 
+	// tellMu serialises calls of FleetOptions.OnEndpoint.
+	tellMu sync.Mutex
+
 	cancel    context.CancelFunc
 	wg        sync.WaitGroup
 	startOnce sync.Once
@@ -146,6 +151,10 @@ type endpoint struct {
 	lastErr  error
 	retryAt  time.Time // earliest readmission probe
 	drains   int       // consecutive drains without a success, for the probe backoff
+	changes  int       // drains and readmissions so far, to tell them in order
+
+	// guarded by Fleet.tellMu
+	told int // the last change told to FleetOptions.OnEndpoint
 
 	// guarded by Fleet.adMu
 	loaded    map[string]string // adapter name -> path loaded here

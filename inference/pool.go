@@ -337,14 +337,26 @@ func (f *Fleet) drain(ep *endpoint, epoch int, err error) {
 	ep.m.setUp(false)
 	ep.m.drained()
 	f.signalLocked()
+	ep.changes++
+	change := ep.changes
 	f.mu.Unlock()
 	f.opts.Logger.Warn("inference endpoint drained", "endpoint", ep.url, "err", err, "probe_in", backoff)
-	f.changedEndpoint(EndpointChange{URL: ep.url, Err: err, ProbeIn: backoff})
+	f.changedEndpoint(ep, change, EndpointChange{URL: ep.url, Err: err, ProbeIn: backoff})
 }
 
-// changedEndpoint tells FleetOptions.OnEndpoint, if set.
-func (f *Fleet) changedEndpoint(c EndpointChange) {
-	if f.opts.OnEndpoint != nil {
-		f.opts.OnEndpoint(c)
+// changedEndpoint tells FleetOptions.OnEndpoint, if set, of ep's change
+// number change (ep.changes when it was made). It is called after the
+// fleet's lock is released, so a later change may be told first: then
+// this one, no longer true, is not told.
+func (f *Fleet) changedEndpoint(ep *endpoint, change int, c EndpointChange) {
+	if f.opts.OnEndpoint == nil {
+		return
 	}
+	f.tellMu.Lock()
+	defer f.tellMu.Unlock()
+	if change <= ep.told {
+		return
+	}
+	ep.told = change
+	f.opts.OnEndpoint(c)
 }

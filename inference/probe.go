@@ -158,9 +158,11 @@ func (f *Fleet) readmit(ctx context.Context, ep *endpoint) {
 	ep.m.setUp(true)
 	ep.m.readmitted()
 	f.signalLocked()
+	ep.changes++
+	change := ep.changes
 	f.mu.Unlock()
 	f.opts.Logger.Info("inference endpoint readmitted", "endpoint", ep.url, "adapters", len(f.adapters))
-	f.changedEndpoint(EndpointChange{URL: ep.url, Up: true})
+	f.changedEndpoint(ep, change, EndpointChange{URL: ep.url, Up: true})
 }
 
 // Probe checks every endpoint as AdminClient.Probe does, before a run
