@@ -378,7 +378,8 @@ function onEvent(ev) {
       // it when none is left) or readmitted.
       const d = ev.data;
       if (d.up) state.endpoints.delete(d.endpoint);
-      else state.endpoints.set(d.endpoint, { since: state.endpoints.has(d.endpoint) ? state.endpoints.get(d.endpoint).since : ev.time, error: d.error || "", probe: d.probe_in_seconds || 0 });
+      else state.endpoints.set(d.endpoint, { since: state.endpoints.has(d.endpoint) ? state.endpoints.get(d.endpoint).since : ev.time, error: d.error || "",
+        probe: d.probe_in_seconds ? new Date(new Date(ev.time).getTime() + 1000 * d.probe_in_seconds) : null });
       showEndpoints();
       break;
     }
@@ -401,7 +402,7 @@ function onEvent(ev) {
 function showEndpoints() {
   const lines = [...state.endpoints.entries()].map(([url, e]) =>
     "inference endpoint " + url + " down since " + new Date(e.since).toLocaleTimeString() +
-    (e.error ? ": " + e.error : "") + (e.probe ? " (probed again in " + Math.round(e.probe) + " s)" : ""));
+    (e.error ? ": " + e.error : "") + (e.probe ? " (next probe at " + e.probe.toLocaleTimeString() + ")" : ""));
   $("#endpoints").textContent = lines.join("\n");
   $("#endpoints").hidden = lines.length === 0;
 }
