@@ -56,9 +56,10 @@ func (s *Server) resume(ctx context.Context, name string) error {
 }
 
 // host registers run name, opens it and plays it in its own goroutine. It
-// returns once the run's record exists in the store (its first event), or
-// with the error that ended it before that. A run interrupted by the
-// daemon's shutdown is left running, so that the next start resumes it.
+// returns once the run's record exists in the store (its first event from
+// the run loop), or with the error that ended it before that. A run
+// interrupted by the daemon's shutdown is left running, so that the next
+// start resumes it.
 func (s *Server) host(ctx context.Context, name string, open func(run.Options) (*run.Run, error)) (*hosted, error) {
 	runCtx, cancel := context.WithCancelCause(s.ctx)
 	h := &hosted{name: name, cancel: cancel, done: make(chan struct{}), started: make(chan struct{})}
@@ -91,7 +92,12 @@ func (s *Server) host(ctx context.Context, name string, open func(run.Options) (
 		Getenv:  s.opts.Getenv,
 		Logger:  s.logger.With("run", name),
 		Events: func(e orchestrator.Event) {
-			h.startOne.Do(func() { close(h.started) })
+			// The fleet's endpoint_state can come while the run is
+			// opened, before its record exists; every other event
+			// comes from the run loop, after it.
+			if e.Type != orchestrator.EventEndpointState {
+				h.startOne.Do(func() { close(h.started) })
+			}
 			s.metrics.event(e)
 			s.hub.publish(e)
 		},

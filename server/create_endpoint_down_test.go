@@ -1,0 +1,56 @@
+package server_test
+
+import (
+	"encoding/json"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"testing"
+	"time"
+
+	"github.com/grpo-dev/grpo/refmodel"
+	"github.com/grpo-dev/grpo/server"
+)
+
+// TestCreateWithAnEndpointDown: a run posted with two inference endpoints,
+// one of which does not answer, starts on the other; the fleet reports the
+// drained endpoint (endpoint_state) before the run's record is stored, and
+// the POST must still answer 201 with the run, not 404 "no such run".
+func TestCreateWithAnEndpointDown(t *testing.T) {
+	b, err := refmodel.New(refmodel.Options{DataDir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Open(); err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	ref := httptest.NewServer(b.Handler())
+	defer ref.Close()
+	// A loopback address nobody listens on.
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dead := "http://" + l.Addr().String() + "/v1"
+	l.Close()
+
+	e := newEnv(t)
+	s := e.MustStart(t, server.Options{})
+	cfg := `run: {name: twoends, steps: 1}
+inference:
+  endpoints: [{url: ` + ref.URL + `/v1}, {url: ` + dead + `}]
+  model: refmodel
+trainer: {kind: jobs, url: ` + ref.URL + `, base_model: refmodel, hyperparameters: {learning_rate: 1.0}}
+validation: {episodes: 2}
+`
+	code, body := do(t, "POST", s.URL()+"/api/v1/runs", "", cfg)
+	if code != http.StatusCreated {
+		t.Fatalf("POST /api/v1/runs with one endpoint down = %d %s, want 201", code, body)
+	}
+	var r runJSON
+	if err := json.Unmarshal(body, &r); err != nil || r.Run != "twoends" {
+		t.Fatalf("answer %s (%v), want the run twoends", body, err)
+	}
+	waitRun(t, s.URL(), "twoends", time.Minute, "finished", finished)
+}
