@@ -6,13 +6,17 @@ import "encoding/json"
 // serves it (GET /api/v1/runs/{id}). Its JSON field names are a public
 // interface.
 type RunView struct {
-	Run    string          `json:"run"`
-	State  string          `json:"state"`
-	Error  string          `json:"error,omitempty"`
-	Hosted bool            `json:"hosted"` // set by the daemon: the run plays in it now
-	Config json.RawMessage `json:"config"`
-	Steps  []StepView      `json:"steps"`
-	Best   *Selection      `json:"best"`
+	Run    string `json:"run"`
+	State  string `json:"state"`
+	Error  string `json:"error,omitempty"`
+	Hosted bool   `json:"hosted"` // set by the daemon: the run plays in it now
+	// DataDir is the embedded backend's directory of the run's adapters
+	// and jobs (Run.DataDir): what `grpo refmodel serve --data-dir`
+	// serves them from. Absent for other backends and older stores.
+	DataDir string          `json:"data_dir,omitempty"`
+	Config  json.RawMessage `json:"config"`
+	Steps   []StepView      `json:"steps"`
+	Best    *Selection      `json:"best"`
 	// Tests are the checkpoints measured on the test split (grpo eval
 	// --run, the end-of-run summary, grpo experiment), in step order:
 	// {"split":"test","seed":S,"evaluation":{"step":..,"episodes":..,
@@ -56,7 +60,7 @@ func NewRunView(run Run, steps []Step, evals []Evaluation) RunView {
 	for _, ev := range evals {
 		byStep[ev.Step] = ev
 	}
-	v := RunView{Run: run.Name, State: run.State, Error: run.Error, Config: run.Config, Steps: []StepView{}}
+	v := RunView{Run: run.Name, State: run.State, Error: run.Error, DataDir: run.DataDir, Config: run.Config, Steps: []StepView{}}
 	for _, s := range steps {
 		sv := StepView{Step: s.Step, N: s.N, Train: s.Train, Adapter: s.Adapter, Job: s.Job, Seconds: s.Seconds}
 		if ev, ok := byStep[s.Step]; ok {

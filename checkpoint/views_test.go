@@ -54,3 +54,22 @@ func TestRunViewValidationTerms(t *testing.T) {
 		t.Error("TermMeans of only errored records is not nil")
 	}
 }
+
+// TestRunViewDataDir: the data directory recorded with a run (the
+// embedded backend's adapters and jobs) is in the view, as README says
+// (`data_dir` in `grpo runs show RUN --json`), and absent when none is
+// recorded (other backends, older stores).
+func TestRunViewDataDir(t *testing.T) {
+	v := checkpoint.NewRunView(checkpoint.Run{Name: "r", DataDir: "/srv/grpo.db.data"}, nil, nil)
+	b, err := json.Marshal(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(b), `"data_dir":"/srv/grpo.db.data"`) {
+		t.Errorf("run with a data directory: %s", b)
+	}
+	b, _ = json.Marshal(checkpoint.NewRunView(checkpoint.Run{Name: "r"}, nil, nil))
+	if strings.Contains(string(b), "data_dir") {
+		t.Errorf("run without one: %s", b)
+	}
+}
