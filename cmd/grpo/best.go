@@ -102,7 +102,7 @@ func (c *BestCommand) Run(ctx context.Context) error {
 	if r.run.State == checkpoint.StateFailed {
 		msg := fmt.Sprintf("run %s failed: %s", name, r.run.Error)
 		if r.sel != nil {
-			msg += fmt.Sprintf("; its best committed step was %d (%s %.4f), see 'grpo runs show %s'", r.sel.Step, r.run.Metric, r.sel.Value, name)
+			msg += fmt.Sprintf("; its best committed step was %d (%s %.4f), see 'grpo runs show %s%s'", r.sel.Step, r.run.Metric, r.sel.Value, name, dbFlag(c.db))
 		}
 		return errors.New(msg)
 	}

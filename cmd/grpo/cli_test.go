@@ -211,3 +211,20 @@ func TestBadFlagLeavesStdoutEmpty(t *testing.T) {
 		t.Errorf("grpo run --help: exit %d\n%s", code, out)
 	}
 }
+
+// TestReadBackHintsNameTheStore: the commands grpo run and grpo best
+// suggest for reading a run back name its store when it is not the
+// default grpo.db, so that they work as printed.
+func TestReadBackHintsNameTheStore(t *testing.T) {
+	db := filepath.Join(t.TempDir(), "other.db")
+	code, out, errs := cli(t, "run", "--db", db, "--steps", "1", "--quiet")
+	want := "read back with 'grpo runs show dp5-shaped-1 --db " + db + "' and 'grpo best dp5-shaped-1 --db " + db + "'"
+	if code != 0 || !strings.Contains(out, want) {
+		t.Errorf("grpo run --db %s: exit %d, stdout lacks %q:\n%s\n%s", db, code, want, out, errs)
+	}
+	failed := failedRun(t)
+	code, _, errs = cli(t, "best", "f", "--db", failed)
+	if want := "see 'grpo runs show f --db " + failed + "'"; code != 1 || !strings.Contains(errs, want) {
+		t.Errorf("grpo best of a failed run: exit %d, stderr lacks %q:\n%s", code, want, errs)
+	}
+}

@@ -226,9 +226,19 @@ func (c *runCommand) play(ctx context.Context, m *Main) error {
 			return fmt.Errorf("run %s: test split: %w", cfg.Run.Name, err)
 		}
 	}
-	fmt.Fprintf(m.Stdout, "finished in %.1fs; store %s; read back with 'grpo runs show %s' and 'grpo best %s'\n",
-		time.Since(start).Seconds(), cfg.Run.DB, cfg.Run.Name, cfg.Run.Name)
+	db := dbFlag(cfg.Run.DB)
+	fmt.Fprintf(m.Stdout, "finished in %.1fs; store %s; read back with 'grpo runs show %s%s' and 'grpo best %s%s'\n",
+		time.Since(start).Seconds(), cfg.Run.DB, cfg.Run.Name, db, cfg.Run.Name, db)
 	return nil
+}
+
+// dbFlag is " --db PATH" for a command suggested to the user, or "" for
+// the default store, which needs none.
+func dbFlag(path string) string {
+	if path == "" || path == config.Default().Run.DB {
+		return ""
+	}
+	return " --db " + path
 }
 
 // leased is the refusal to play run name of store db that another
