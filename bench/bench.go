@@ -90,13 +90,16 @@ func Run(ctx context.Context, o Options) ([]Result, error) {
 			if row == "floor" {
 				measure = MeasureFloor
 			}
+		agents:
 			for _, a := range o.Agents {
-				t, e := measure(ctx, RolloutOptions{BaseURL: llm, Service: o.Service, Agents: a})
-				if e != nil {
-					err = e
-					break
+				for _, warm := range []bool{false, true} {
+					t, e := measure(ctx, RolloutOptions{BaseURL: llm, Service: o.Service, Agents: a, Warm: warm})
+					if e != nil {
+						err = e
+						break agents
+					}
+					rs = append(rs, rolloutResults(row, t)...)
 				}
-				rs = append(rs, rolloutResults(row, t)...)
 			}
 		case "step":
 			rs, err = stepRow(ctx, o)

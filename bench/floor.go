@@ -41,18 +41,30 @@ func MeasureFloor(ctx context.Context, o RolloutOptions) (Throughput, error) {
 		calls atomic.Int64
 		first error
 		once  sync.Once
+		gate  *floorGate
 	)
-	m := startMeter(o.BaseURL)
+	var m *meter
+	if o.Warm {
+		gate = &floorGate{start: make(chan struct{})}
+		gate.ready.Add(o.Agents)
+	} else {
+		m = startMeter(o.BaseURL)
+	}
 	for range o.Agents {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			n, err := floorAgent(ctx, u.Host, req, o.Rounds)
+			n, err := floorAgent(ctx, u.Host, req, o.Rounds, gate)
 			calls.Add(int64(n))
 			if err != nil {
 				once.Do(func() { first = err })
 			}
 		}()
+	}
+	if gate != nil {
+		gate.ready.Wait()
+		m = startMeter(o.BaseURL)
+		close(gate.start)
 	}
 	wg.Wait()
 	m.stop()
@@ -60,7 +72,7 @@ func MeasureFloor(ctx context.Context, o RolloutOptions) (Throughput, error) {
 		return Throughput{}, fmt.Errorf("floor bench: %w", first)
 	}
 	t := Throughput{Agents: o.Agents, Rounds: o.Rounds, Calls: int(calls.Load()),
-		Ideal: time.Duration(o.Rounds) * o.Service}
+		Ideal: time.Duration(o.Rounds) * o.Service, Warm: o.Warm}
 	m.fill(&t)
 	return t, nil
 }
@@ -77,32 +89,63 @@ func floorRequest(u *url.URL) []byte {
 	return append([]byte(head), body...)
 }
 
+// floorGate holds the agents of a warm measurement after their
+// untimed first call until start is closed.
+type floorGate struct {
+	ready sync.WaitGroup // one Done per agent, after its first call
+	start chan struct{}
+}
+
 // floorAgent makes rounds calls on one connection and returns how many
-// were answered.
-func floorAgent(ctx context.Context, addr string, req []byte, rounds int) (int, error) {
+// were answered. With a gate, it first makes one call that is not
+// counted, says so, and waits for the start.
+func floorAgent(ctx context.Context, addr string, req []byte, rounds int, gate *floorGate) (int, error) {
 	var d net.Dialer
 	c, err := d.DialContext(ctx, "tcp", addr)
 	if err != nil {
+		if gate != nil {
+			gate.ready.Done()
+		}
 		return 0, err
 	}
 	defer c.Close()
 	br := bufio.NewReader(c)
+	if gate != nil {
+		err := floorCall(c, br, addr, req)
+		gate.ready.Done()
+		if err != nil {
+			return 0, err
+		}
+		select {
+		case <-gate.start:
+		case <-ctx.Done():
+			return 0, ctx.Err()
+		}
+	}
 	for i := range rounds {
-		if _, err := c.Write(req); err != nil {
+		if err := floorCall(c, br, addr, req); err != nil {
 			return i, err
-		}
-		resp, err := http.ReadResponse(br, nil)
-		if err != nil {
-			return i, err
-		}
-		_, err = io.Copy(io.Discard, resp.Body)
-		resp.Body.Close()
-		if err != nil {
-			return i, err
-		}
-		if resp.StatusCode != http.StatusOK {
-			return i, fmt.Errorf("%s answered %s", addr, resp.Status)
 		}
 	}
 	return rounds, nil
+}
+
+// floorCall writes req on c and reads its answer to the end.
+func floorCall(c net.Conn, br *bufio.Reader, addr string, req []byte) error {
+	if _, err := c.Write(req); err != nil {
+		return err
+	}
+	resp, err := http.ReadResponse(br, nil)
+	if err != nil {
+		return err
+	}
+	_, err = io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	if err != nil {
+		return err
+	}
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("%s answered %s", addr, resp.Status)
+	}
+	return nil
 }

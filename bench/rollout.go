@@ -23,10 +23,12 @@ type Throughput struct {
 	Calls, Errored              int
 	Wall, Ideal                 time.Duration
 	CPUPerCall                  time.Duration // whole process, user+system
+	SysPerCall                  time.Duration // the part of CPUPerCall spent in the kernel
 	ServerCPUPerCall            time.Duration // the fake server's, when it runs as `grpo bench serve-fake`; 0 unknown
 	AllocsPerCall, BytesPerCall float64
 	PeakRSS                     int64 // bytes; 0 when unknown
 	TimeWait                    int   // TIME_WAIT connections to the server after the run; -1 unknown
+	Warm                        bool  // measured with a connection per agent already open (RolloutOptions.Warm)
 }
 
 // Efficiency is ideal/actual: 1 means the run took exactly its critical
@@ -45,6 +47,10 @@ type RolloutOptions struct {
 	Agents  int           // philosophers deciding at once
 	N       int           // philosophers per table (default 5)
 	Rounds  int           // rounds per episode (default 5)
+	// Warm opens a connection per agent before the measurement starts,
+	// with one untimed call each, as a run's steps after its first find
+	// them: the measured calls then dial nothing.
+	Warm bool
 }
 
 // MeasureRollout plays Agents/N simultaneous episodes at once against the
@@ -74,6 +80,22 @@ func MeasureRollout(ctx context.Context, o RolloutOptions) (Throughput, error) {
 			Sampling: rollout.Sampling{Temperature: 1}, SampleSeed: int64(i),
 			NoTranscripts: true} // as `grpo eval` without --out
 	}
+	if o.Warm {
+		// One round of every episode, untimed: each agent's call leaves
+		// its connection in the pool, which keeps one per agent.
+		warm := make([]rollout.EpisodeSpec, len(specs))
+		for i, s := range specs {
+			s.Env.Rounds = 1
+			warm[i] = s
+		}
+		eps := runner.RunAll(ctx, warm, episodes, nil)
+		if err := ctx.Err(); err != nil {
+			return Throughput{}, err
+		}
+		if e := firstError(eps); e != "" {
+			return Throughput{}, fmt.Errorf("rollout bench: opening the connections: %s", e)
+		}
+	}
 	m := startMeter(o.BaseURL)
 	eps := runner.RunAll(ctx, specs, episodes, nil)
 	m.stop()
@@ -81,7 +103,7 @@ func MeasureRollout(ctx context.Context, o RolloutOptions) (Throughput, error) {
 		return Throughput{}, err
 	}
 	t := Throughput{Agents: agents, N: o.N, Rounds: o.Rounds, Episodes: episodes,
-		Ideal: time.Duration(o.Rounds) * o.Service}
+		Ideal: time.Duration(o.Rounds) * o.Service, Warm: o.Warm}
 	for _, ep := range eps {
 		t.Calls += ep.Metrics.LLMCalls
 		if ep.Errored {
@@ -102,6 +124,7 @@ type meter struct {
 	port, tw0  int
 	m0, m1     runtime.MemStats
 	cpu0, cpu  time.Duration
+	sys0, sys  time.Duration // the kernel's part of cpu
 	t0         time.Time
 	wall       time.Duration
 	base       string
@@ -119,13 +142,16 @@ func startMeter(baseURL string) *meter {
 	runtime.GC()
 	resetPeakRSS()
 	runtime.ReadMemStats(&m.m0)
-	m.cpu0, m.t0 = cpuTime(), time.Now()
+	user, sys := cpuTimes()
+	m.cpu0, m.sys0, m.t0 = user+sys, sys, time.Now()
 	return m
 }
 
 // stop ends the measurement, as the run ends.
 func (m *meter) stop() {
-	m.wall, m.cpu = time.Since(m.t0), cpuTime()-m.cpu0
+	m.wall = time.Since(m.t0)
+	user, sys := cpuTimes()
+	m.cpu, m.sys = user+sys-m.cpu0, sys-m.sys0
 	runtime.ReadMemStats(&m.m1)
 	if srv, ok := serverCPU(m.base); ok && !m.srvUnknown {
 		m.srv = srv - m.srv0
@@ -164,6 +190,7 @@ func (m *meter) fill(t *Throughput) {
 	t.Wall, t.PeakRSS, t.TimeWait = m.wall, peakRSS(), -1
 	if t.Calls > 0 {
 		t.CPUPerCall = m.cpu / time.Duration(t.Calls)
+		t.SysPerCall = m.sys / time.Duration(t.Calls)
 		t.AllocsPerCall = float64(m.m1.Mallocs-m.m0.Mallocs) / float64(t.Calls)
 		t.BytesPerCall = float64(m.m1.TotalAlloc-m.m0.TotalAlloc) / float64(t.Calls)
 		if !m.srvUnknown {
@@ -175,6 +202,7 @@ func (m *meter) fill(t *Throughput) {
 	}
 }
 
+// firstError is the error of the first episode that failed, or "".
 func firstError(eps []rollout.Episode) string {
 	for _, ep := range eps {
 		if ep.Errored {

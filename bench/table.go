@@ -54,11 +54,15 @@ func rolloutResults(row string, t Throughput) []Result {
 	if t.Episodes == 0 { // the floor: calls, no episodes
 		c = fmt.Sprintf("%d agents (%d calls each)", t.Agents, t.Rounds)
 	}
+	if t.Warm {
+		c += ", warm"
+	}
 	out := []Result{
 		{row, c, "wall", t.Wall.Seconds(), "s"},
 		{row, c, "ideal", t.Ideal.Seconds(), "s"},
 		{row, c, "ideal/actual", t.Efficiency(), ""},
 		{row, c, "cpu per call", float64(t.CPUPerCall.Nanoseconds()) / 1e3, "us"},
+		{row, c, "kernel cpu per call", float64(t.SysPerCall.Nanoseconds()) / 1e3, "us"},
 		{row, c, "allocs per call", t.AllocsPerCall, ""},
 		{row, c, "bytes per call", t.BytesPerCall, "B"},
 	}

@@ -30,9 +30,13 @@ const benchSynopsis = `Usage: grpo bench [--rows cpu,rollout,floor,step,store,me
 Measures the orchestrator against fakes with known service times and prints
 one table: (cpu) client CPU and allocations per LLM call, (rollout) rollout
 time over the ideal (rounds x service time) at each --agents count, with the
-whole process's CPU per call, peak RSS and TIME_WAIT connections, (floor)
-the same calls made by a bare HTTP/1.1 client with no episodes or JSON (what
-this machine's kernel and Go's runtime cost any client), (step)
+whole process's CPU per call (and the kernel's part of it), peak RSS and
+TIME_WAIT connections, (floor) the same calls made by a bare HTTP/1.1
+client with no episodes or JSON (what this machine's kernel and Go's
+runtime cost any client). Both rows measure each count twice: cold (every
+agent dials its connection, as a run's first step does) and warm (the
+connections already open, as in a run's later steps when the server keeps
+idle connections between steps). (step)
 step time with a synchronous and an asynchronous pipeline against a trainer
 of fixed duration, (store) committing a step and reading a long curve,
 (memory) memory per in-flight episode. The fake inference server runs in a

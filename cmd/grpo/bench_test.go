@@ -27,7 +27,7 @@ func TestBenchQuickTable(t *testing.T) {
 		t.Fatalf("header %q", lines[0])
 	}
 	text := out.String()
-	for _, want := range []string{"cpu per call", "allocs per call", "ideal/actual", "peak rss", "time_wait after",
+	for _, want := range []string{"cpu per call", "kernel cpu per call", "rounds), warm", "calls each), warm", "allocs per call", "ideal/actual", "peak rss", "time_wait after",
 		"sync step (k=0)", "async step (k=1)", "async/sync", "validated every step", "commit a step and select the best (mean)", "select in memory after a commit", "read the curve", "heap+stacks per episode"} {
 		if !strings.Contains(text, want) {
 			t.Errorf("table lacks %q:\n%s", want, text)
