@@ -21,7 +21,7 @@ from urllib.parse import quote
 from pydantic import ValidationError
 
 from grpo_trainer.api import TERMINAL_STATES, Adapter, Job, JobRequest, Metrics
-from grpo_trainer.train import Control, JobError
+from grpo_trainer.train import ABANDONED_AFTER, Control, JobError
 
 JOB_FILE = "job.json"  # the job's state, rewritten on each transition
 REQUEST_FILE = "request.json"  # the create body, written once
@@ -81,6 +81,31 @@ def write_atomic(path: Path, data: bytes) -> None:
         os.close(fd)
 
 
+def _is_temporary(name: str) -> bool:
+    """Whether name is one of write_atomic's temporary files."""
+    return name.startswith(".") and name.endswith(".tmp")
+
+
+def _half_created(d: Path) -> bool:
+    """Whether d holds only what a job create writes before the job's
+    record: the request and temporary files (or nothing yet)."""
+    try:
+        return all(
+            not e.is_dir() and (e.name == REQUEST_FILE or _is_temporary(e.name))
+            for e in d.iterdir()
+        )
+    except OSError:
+        return False
+
+
+def _abandoned(p: Path) -> bool:
+    """Whether p was last changed over ABANDONED_AFTER ago."""
+    try:
+        return time.time() - p.stat().st_mtime > ABANDONED_AFTER
+    except OSError:
+        return False
+
+
 def job_dir_name(job_id: str) -> str:
     """A directory name for a job id: escaped (so "run/step-0003" and ".."
     are safe), or hashed when the escaped id would be too long. A leading
@@ -121,8 +146,28 @@ class JobManager:
                     continue
                 rec_file = d / JOB_FILE
                 if not rec_file.exists():
-                    # A create that failed before its record was complete.
-                    shutil.rmtree(d, ignore_errors=True)
+                    # A create cut short before its record was written
+                    # (the trainer was killed): removed when it holds
+                    # nothing a create does not write and nobody has
+                    # touched it for ABANDONED_AFTER (another process may
+                    # be writing a younger one), as the Go reference does.
+                    # Anything else is not this trainer's, and left alone.
+                    if not _half_created(d):
+                        log.warning(
+                            "%s is not a trainer job directory (no %s, and files a job "
+                            "create does not write); left alone",
+                            d,
+                            JOB_FILE,
+                        )
+                    elif _abandoned(d):
+                        log.info(
+                            "removing %s: a job create cut short (no %s, untouched for "
+                            "over %d minutes)",
+                            d,
+                            JOB_FILE,
+                            ABANDONED_AFTER // 60,
+                        )
+                        shutil.rmtree(d, ignore_errors=True)
                     continue
                 try:
                     rec = json.loads(rec_file.read_bytes())

@@ -318,6 +318,56 @@ def test_start_removes_adapters_left_half_saved(tmp_path, model_dir):
     assert sorted(p.name for p in adapters.iterdir()) == [young_tmp.name, "run-step-0000"]
 
 
+def test_start_removes_only_abandoned_half_created_job_directories(tmp_path, caplog):
+    # A trainer killed in a job create leaves a directory without its
+    # record (job.json): only the request and temporary files. The next
+    # start removes such a directory once untouched for 10 minutes (a
+    # younger one may be a create in progress in another process) and
+    # leaves alone anything else without a record: not the trainer's.
+    from grpo_trainer.jobs import JobManager
+
+    jobs = tmp_path / "jobs"
+    dirs = {
+        "cut-short": [REQUEST_FILE, f".{REQUEST_FILE}.0123abcd.tmp"],
+        "cut-shorter": [f".{REQUEST_FILE}.4567ef01.tmp"],
+        "young": [REQUEST_FILE],
+        "users": ["notes.txt"],
+        "users-with-request": [REQUEST_FILE, "model.bin"],
+        "users-nested": [REQUEST_FILE, "sub/x"],
+    }
+    long_ago = time.time() - 3600
+    for name, files in dirs.items():
+        for f in files:
+            (jobs / name / f).parent.mkdir(parents=True, exist_ok=True)
+            (jobs / name / f).write_bytes(b"{}")
+        if name != "young":
+            os.utime(jobs / name, (long_ago, long_ago))
+
+    def never(req, ctl):
+        raise AssertionError("not started")
+
+    with caplog.at_level("INFO", logger="grpo_trainer.jobs"):
+        JobManager(jobs, never).open()
+    assert sorted(p.name for p in jobs.iterdir()) == [
+        "users",
+        "users-nested",
+        "users-with-request",
+        "young",
+    ]
+    assert (jobs / "users" / "notes.txt").read_bytes() == b"{}"
+    removed = [r.getMessage() for r in caplog.records if r.getMessage().startswith("removing")]
+    assert sorted(removed) == [
+        f"removing {jobs / n}: a job create cut short (no job.json, untouched for over 10 minutes)"
+        for n in ("cut-short", "cut-shorter")
+    ]
+    left = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
+    assert sorted(left) == [
+        f"{jobs / n} is not a trainer job directory (no job.json, and files a job create "
+        "does not write); left alone"
+        for n in ("users", "users-nested", "users-with-request")
+    ]
+
+
 def test_job_requests_over_the_size_limit_are_refused(tmp_path, model_dir, trajs):
     app = make_app(tmp_path, model_dir)
     body = json.dumps(job_body(trajs)).encode()
