@@ -6,10 +6,12 @@ runs (a bad one fails the job with an error naming the trajectory)."""
 
 from __future__ import annotations
 
+import math
 import re
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic_core import PydanticCustomError
 
 JobState = Literal["queued", "running", "succeeded", "failed", "cancelled"]
 TERMINAL_STATES = frozenset({"succeeded", "failed", "cancelled"})
@@ -32,6 +34,35 @@ DEFAULT_LEARNING_RATE = 1e-5
 DEFAULT_EPSILON = 0.2
 DEFAULT_EPOCHS = 1
 
+# The largest values a job may carry. They refuse only the absurd, before
+# the job is accepted (a value torch cannot compute with fails the job with
+# torch's words, or trains the adapter to inf): AdamW moves each weight by
+# about the learning rate per step (LoRA trains at 1e-6 to 1e-3); PEFT's
+# alpha is 2x the rank; a KL weight is 0.001 to 0.1; an advantage is a
+# reward centred in its group (divided by its spread by default, which
+# bounds it by about sqrt(n) for n episodes); epsilon_high is about 0.2 to
+# 0.3 (DAPO's 0.28).
+MAX_LEARNING_RATE = 1.0
+MAX_ALPHA = 16 * MAX_RANK
+MAX_EPSILON_HIGH = 100.0
+MAX_KL_BETA = 1000.0
+MAX_EPOCHS = 1000
+MAX_ABS_ADVANTAGE = 1e6
+
+
+def _accepted(v: float, ok: bool, accepted: str) -> float:
+    """v when it is finite and ok, else an error that gives v and what is
+    accepted (validation's caller adds the field's name). The fields it
+    checks let inf and nan through to it (allow_inf_nan=True), so that their
+    error gives the value and the range too."""
+    if not (math.isfinite(v) and ok):
+        raise PydanticCustomError(
+            "out_of_range",
+            "{value} is out of range; accepted: {accepted}",
+            {"value": repr(v), "accepted": accepted},
+        )
+    return v
+
 
 class _Wire(BaseModel):
     # Unknown keys are accepted and ignored: the API grows additively.
@@ -44,9 +75,19 @@ class Adapter(_Wire):
 
 
 class LoRA(_Wire):
-    rank: int = Field(0, ge=0, le=MAX_RANK, description="0 takes the default 8")
-    alpha: float = Field(0.0, ge=0, description="0 takes twice the rank")
+    rank: int = Field(0, description="0 takes the default 8")
+    alpha: float = Field(0.0, allow_inf_nan=True, description="0 takes twice the rank")
     target_modules: list[str] = Field(default_factory=list)
+
+    @field_validator("rank")
+    @classmethod
+    def _rank(cls, v: int) -> int:
+        return int(_accepted(v, 0 <= v <= MAX_RANK, f"0 to {MAX_RANK} (0 takes {DEFAULT_RANK})"))
+
+    @field_validator("alpha")
+    @classmethod
+    def _alpha(cls, v: float) -> float:
+        return _accepted(v, 0 <= v <= MAX_ALPHA, f"0 to {MAX_ALPHA} (0 takes twice the rank)")
 
     @field_validator("target_modules")
     @classmethod
@@ -64,11 +105,42 @@ class LoRA(_Wire):
 
 
 class Hyperparameters(_Wire):
-    learning_rate: float = Field(0.0, ge=0, description="0 takes the default 1e-5")
-    epsilon: float = Field(0.0, ge=0, lt=1, description="0 takes the default 0.2")
-    epsilon_high: float = Field(0.0, ge=0, description="0 takes epsilon")
-    kl_beta: float = Field(0.0, ge=0)
-    epochs: int = Field(0, ge=0, le=1000, description="0 takes the default 1")
+    learning_rate: float = Field(0.0, allow_inf_nan=True, description="0 takes 1e-5")
+    epsilon: float = Field(0.0, allow_inf_nan=True, description="0 takes the default 0.2")
+    epsilon_high: float = Field(0.0, allow_inf_nan=True, description="0 takes epsilon")
+    kl_beta: float = Field(0.0, allow_inf_nan=True)
+    epochs: int = Field(0, description="0 takes the default 1")
+
+    @field_validator("learning_rate")
+    @classmethod
+    def _learning_rate(cls, v: float) -> float:
+        return _accepted(
+            v,
+            0 <= v <= MAX_LEARNING_RATE,
+            f"0 to {MAX_LEARNING_RATE:g} (0 takes {DEFAULT_LEARNING_RATE:g})",
+        )
+
+    @field_validator("epsilon")
+    @classmethod
+    def _epsilon(cls, v: float) -> float:
+        return _accepted(v, 0 <= v < 1, f"0 <= epsilon < 1 (0 takes {DEFAULT_EPSILON:g})")
+
+    @field_validator("epsilon_high")
+    @classmethod
+    def _epsilon_high(cls, v: float) -> float:
+        return _accepted(
+            v, 0 <= v <= MAX_EPSILON_HIGH, f"0 to {MAX_EPSILON_HIGH:g} (0 takes epsilon)"
+        )
+
+    @field_validator("kl_beta")
+    @classmethod
+    def _kl_beta(cls, v: float) -> float:
+        return _accepted(v, 0 <= v <= MAX_KL_BETA, f"0 to {MAX_KL_BETA:g}")
+
+    @field_validator("epochs")
+    @classmethod
+    def _epochs(cls, v: int) -> int:
+        return int(_accepted(v, 0 <= v <= MAX_EPOCHS, f"0 to {MAX_EPOCHS} (0 takes 1)"))
 
     def resolved(self) -> Hyperparameters:
         eps = self.epsilon or DEFAULT_EPSILON
@@ -93,12 +165,21 @@ class Trajectory(_Wire):
     messages_and_choices: list[dict[str, Any]] = Field(min_length=1)
     tools: list[dict[str, Any]] | None = None
     reward: float = 0.0
-    advantage: float
+    advantage: float = Field(allow_inf_nan=True)
     group: str = ""
     episode: str = ""
     agent: int = 0
     sampling: Sampling | None = None
     policy_step: int | None = None
+
+    @field_validator("advantage")
+    @classmethod
+    def _advantage(cls, v: float) -> float:
+        return _accepted(
+            v,
+            abs(v) <= MAX_ABS_ADVANTAGE,
+            f"-{MAX_ABS_ADVANTAGE:g} to {MAX_ABS_ADVANTAGE:g}",
+        )
 
 
 class JobRequest(_Wire):

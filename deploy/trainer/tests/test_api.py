@@ -111,12 +111,61 @@ def test_unknown_job_is_404(tmp_path, model_dir):
         (lambda b: b.update(id=""), "id: String should have at least 1 character"),
         (
             lambda b: b["lora"].update(rank=-1),
-            "lora.rank: Input should be greater than or equal to 0",
+            "lora.rank: -1 is out of range; accepted: 0 to 256 (0 takes 8)",
+        ),
+        (
+            lambda b: b["lora"].update(alpha=1e39),
+            "lora.alpha: 1e+39 is out of range; accepted: 0 to 4096 (0 takes twice the rank)",
         ),
         (lambda b: b["lora"].update(target_modules=["q proj"]), "lora.target_modules: Value error"),
         (
             lambda b: b["hyperparameters"].update(epsilon=1.5),
-            "hyperparameters.epsilon: Input should be less",
+            "hyperparameters.epsilon: 1.5 is out of range; accepted: 0 <= epsilon < 1 "
+            "(0 takes 0.2)",
+        ),
+        # Values torch cannot compute with (or that train the adapter to
+        # inf) are refused before the job is accepted, naming the field.
+        (
+            lambda b: b["hyperparameters"].update(learning_rate=1e39),
+            "hyperparameters.learning_rate: 1e+39 is out of range; accepted: 0 to 1 "
+            "(0 takes 1e-05)",
+        ),
+        (
+            lambda b: b["hyperparameters"].update(learning_rate=-1e-5),
+            "hyperparameters.learning_rate: -1e-05 is out of range",
+        ),
+        (
+            lambda b: b["hyperparameters"].update(epsilon_high=1e39),
+            "hyperparameters.epsilon_high: 1e+39 is out of range; accepted: 0 to 100 "
+            "(0 takes epsilon)",
+        ),
+        (
+            lambda b: b["hyperparameters"].update(kl_beta=1e39),
+            "hyperparameters.kl_beta: 1e+39 is out of range; accepted: 0 to 1000",
+        ),
+        (
+            lambda b: b["hyperparameters"].update(epochs=1001),
+            "hyperparameters.epochs: 1001 is out of range; accepted: 0 to 1000 (0 takes 1)",
+        ),
+        (
+            lambda b: b["trajectories"][1].update(advantage=1e300),
+            "trajectories.1.advantage: 1e+300 is out of range; accepted: -1e+06 to 1e+06",
+        ),
+        (
+            lambda b: b["trajectories"][0].update(advantage=float("inf")),
+            "trajectories.0.advantage: inf is out of range; accepted: -1e+06 to 1e+06",
+        ),
+        (
+            lambda b: b["trajectories"][0].update(advantage=float("-inf")),
+            "trajectories.0.advantage: -inf is out of range",
+        ),
+        (
+            lambda b: b["trajectories"][0].update(advantage=float("nan")),
+            "trajectories.0.advantage: nan is out of range",
+        ),
+        (
+            lambda b: b["hyperparameters"].update(learning_rate=float("nan")),
+            "hyperparameters.learning_rate: nan is out of range",
         ),
         (
             lambda b: b["hyperparameters"].update(epochs="x"),
@@ -145,10 +194,54 @@ def test_malformed_create_names_the_field(tmp_path, model_dir, trajs, change, wa
     body = json.loads(json.dumps(job_body(trajs)))
     change(body)
     with TestClient(make_app(tmp_path, model_dir)) as client:
-        r = client.post("/v1/jobs", json=body)
+        # json.dumps writes inf and nan as Infinity and NaN, which Python's
+        # JSON reader (the server's) takes.
+        r = client.post(
+            "/v1/jobs", content=json.dumps(body), headers={"content-type": "application/json"}
+        )
         assert r.status_code == 400, r.text
         assert want in r.json()["error"]
         assert client.get(f"/v1/jobs/{body.get('id') or 'x'}").status_code == 404
+
+
+def test_jobs_the_orchestrator_sends_are_accepted():
+    # Go's defaults (config/defaults.go) and the largest values accepted:
+    # the bounds refuse only the absurd.
+    from grpo_trainer.api import JobRequest
+
+    def job(lora, hp, advantages):
+        return {
+            "id": "run/step-0001",
+            "output_adapter": "run-step-0001",
+            "lora": lora,
+            "hyperparameters": hp,
+            "trajectories": [
+                {"messages_and_choices": [{"role": "user"}], "advantage": a} for a in advantages
+            ],
+        }
+
+    go_defaults = job(
+        {"rank": 8, "alpha": 16},
+        {"learning_rate": 5e-6, "epsilon": 0.2, "epsilon_high": 0.2, "kl_beta": 0.0, "epochs": 1},
+        [1.2247, -0.8165, 0.0],
+    )
+    largest = job(
+        {"rank": 256, "alpha": 4096},
+        {
+            "learning_rate": 1,
+            "epsilon": 0.999,
+            "epsilon_high": 100,
+            "kl_beta": 1000,
+            "epochs": 1000,
+        },
+        [1e6, -1e6],
+    )
+    for body in (go_defaults, largest):
+        req = JobRequest.model_validate_json(json.dumps(body))
+        assert req.hyperparameters.model_dump() == body["hyperparameters"]
+        assert [t.advantage for t in req.trajectories] == [
+            t["advantage"] for t in body["trajectories"]
+        ]
 
 
 def test_body_that_is_not_json(tmp_path, model_dir):
