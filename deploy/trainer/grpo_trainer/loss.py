@@ -59,7 +59,9 @@ def grpo_loss(
         loss  = sum(mask * (pg + kl_beta * kl))
 
     advantages is [B] (one per sequence) or [B, T]. The caller divides by
-    the number of masked tokens of the whole batch (token-level averaging)."""
+    the number of masked tokens of the whole batch (token-level averaging).
+    kl is measured (kl_sum) whenever logp_ref is given, kl_beta 0 included;
+    it is in the loss only when kl_beta > 0, which needs logp_ref."""
     mask = mask.to(logp_new.dtype)
     adv = advantages.to(logp_new.dtype)
     if adv.dim() == 1:
@@ -72,11 +74,12 @@ def grpo_loss(
     pg = -torch.minimum(unclipped, clipped)
     per_token = pg
     kl = torch.zeros_like(pg)
-    if kl_beta > 0:
-        if logp_ref is None:
-            raise ValueError("kl_beta > 0 needs logp_ref")
+    if kl_beta > 0 and logp_ref is None:
+        raise ValueError("kl_beta > 0 needs logp_ref")
+    if logp_ref is not None:
         d = torch.where(mask > 0, logp_ref.to(logp_new.dtype) - logp_new, 0.0)
         kl = torch.exp(d) - d - 1.0
+    if kl_beta > 0:
         per_token = pg + kl_beta * kl
     is_clipped = (clipped < unclipped).to(mask.dtype) * mask
     return LossParts(

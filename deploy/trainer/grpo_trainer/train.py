@@ -235,10 +235,11 @@ def train(
                 batch = make_batch(
                     part[k : k + mbs], pad_id, device, opts.logprobs_mode == "processed"
                 )
-                logp_ref = None
-                if hp.kl_beta > 0:
-                    with torch.no_grad(), model.disable_adapter():
-                        logp_ref = completion_logprobs(model, batch)
+                # The base's logprobs (adapter off, no gradient), for the
+                # KL term when kl_beta > 0 and for the kl reported in any
+                # case: one extra forward pass.
+                with torch.no_grad(), model.disable_adapter():
+                    logp_ref = completion_logprobs(model, batch)
                 logp = completion_logprobs(model, batch)
                 parts = grpo_loss(
                     logp,

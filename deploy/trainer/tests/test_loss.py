@@ -88,6 +88,25 @@ def test_kl_k3_hand_computed():
     assert parts.loss_sum.item() == pytest.approx(0.1 * (2 - math.log(2) - 1), abs=1e-12)
 
 
+def test_kl_is_measured_without_its_penalty():
+    # kl_beta 0 with the reference given: kl is measured (the same k3 as
+    # above, 2 - log 2 - 1) but not in the loss (advantage 0: the loss is 0).
+    new = torch.tensor([[math.log(0.25), math.log(0.5)]], dtype=torch.float64)
+    ref = torch.tensor([[math.log(0.5), math.log(0.5)]], dtype=torch.float64)
+    parts = grpo_loss(
+        new,
+        new.clone(),
+        torch.tensor([0.0], dtype=torch.float64),
+        torch.ones_like(new),
+        epsilon=0.2,
+        epsilon_high=0.2,
+        kl_beta=0.0,
+        logp_ref=ref,
+    )
+    assert parts.kl_sum == pytest.approx(2 - math.log(2) - 1, abs=1e-12)
+    assert parts.loss_sum.item() == 0.0
+
+
 def test_kl_needs_reference():
     x = torch.zeros(1, 2)
     with pytest.raises(ValueError, match="logp_ref"):

@@ -292,6 +292,53 @@ def test_parent_adapter_is_the_starting_point(model_dir, tmp_path):
     assert type(model.model.layers[0].self_attn.q_proj) is torch.nn.Linear
 
 
+def test_kl_is_reported_when_kl_beta_is_0(model_dir, tmp_path):
+    # From a parent adapter the policy is not the base, so the kl reported
+    # must not be 0 with kl_beta 0 (the KL is measured, not penalised): in
+    # one step of one micro-batch it is the mean over loss tokens of k3
+    # at the parent's policy, whatever kl_beta is.
+    model, tok = load(model_dir, torch.float64)
+    trajs = [make_trajectory(model, tok, a, seed=s) for s, a in [(81, 1.0), (82, -1.0)]]
+    _, parent = run_job(
+        _req(trajs, hyperparameters={"learning_rate": 5e-2}),
+        model,
+        tok,
+        tmp_path,
+        TrainOptions(),
+        Control(),
+    )
+    opts = TrainOptions(micro_batch_size=len(trajs) * 10)
+
+    def kl_of(kl_beta):
+        req = _req(
+            trajs,
+            id="run/step-0002",
+            output_adapter="run-step-0002",
+            parent_adapter={"name": "run-step-0001", "path": str(parent)},
+            hyperparameters={"learning_rate": 1e-3, "kl_beta": kl_beta},
+        )
+        seqs = _seqs(req, tok)
+        peft_model = attach_lora(model, req, server_seed=0)
+        try:
+            batch = make_batch(seqs, tok.pad_token_id, torch.device("cpu"))
+            with torch.no_grad():
+                d = completion_logprobs(peft_model, batch)
+                with peft_model.disable_adapter():
+                    d = completion_logprobs(peft_model, batch) - d
+            k3 = (torch.exp(d) - d - 1) * batch.mask
+            want = float(k3.sum() / batch.mask.sum())
+            m = train(peft_model, seqs, req, opts, Control(), tok.pad_token_id)
+            assert m.steps == 1
+            return m.kl, want
+        finally:
+            peft_model.unload()
+
+    got, want = kl_of(0.0)
+    assert want > 1e-6
+    assert got == pytest.approx(want, rel=1e-9)
+    assert kl_of(0.1)[0] == pytest.approx(got, rel=1e-9)
+
+
 def test_parent_alpha_is_kept_when_the_job_leaves_lora_unset(model_dir, tmp_path):
     # Zero lora values take the parent's shape, alpha included (as the Go
     # reference does): a parent of rank 4 and alpha 8 (scale 2) continued
