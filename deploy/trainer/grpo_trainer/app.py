@@ -20,7 +20,7 @@ from pydantic import ValidationError
 
 from grpo_trainer import __version__
 from grpo_trainer.api import ErrorBody, Job, JobRequest, Metrics
-from grpo_trainer.jobs import JobEvents, JobManager, JobNotFound
+from grpo_trainer.jobs import AdapterTaken, JobEvents, JobManager, JobNotFound
 from grpo_trainer.metrics import TrainerMetrics
 from grpo_trainer.models import ModelNotFound, ModelStore
 from grpo_trainer.train import Control, TrainOptions, remove_abandoned_saves, run_job
@@ -81,6 +81,7 @@ def create_app(cfg: Config) -> FastAPI:
         cfg.jobs_dir,
         runner,
         JobEvents(finished=metrics.finished, queue_length=metrics.queue_length),
+        cfg.adapters_dir,
     )
 
     @asynccontextmanager
@@ -118,6 +119,9 @@ def create_app(cfg: Config) -> FastAPI:
             return _error(400, str(e))
         try:
             job, created = manager.create(req, req.model_dump_json().encode())
+        except AdapterTaken as e:
+            log.warning("trainer job %s refused: %s", req.id, e)
+            return _error(409, str(e))
         except OSError as e:
             log.error("create trainer job %s: %s", req.id, e)
             return _error(500, f"record job {req.id}: {e}")

@@ -21,7 +21,7 @@ from urllib.parse import quote
 from pydantic import ValidationError
 
 from grpo_trainer.api import TERMINAL_STATES, Adapter, Job, JobRequest, Metrics
-from grpo_trainer.train import ABANDONED_AFTER, Control, JobError
+from grpo_trainer.train import ABANDONED_AFTER, Control, JobError, adapter_job, adapter_taken
 
 JOB_FILE = "job.json"  # the job's state, rewritten on each transition
 REQUEST_FILE = "request.json"  # the create body, written once
@@ -31,6 +31,10 @@ log = logging.getLogger("grpo_trainer.jobs")
 
 class JobNotFound(LookupError):
     pass
+
+
+class AdapterTaken(Exception):
+    """A job's output_adapter is an adapter another job made or is to make."""
 
 
 class Cancelled(Exception):
@@ -125,8 +129,15 @@ class JobManager:
     it (a job in training is left unfinished, to run again after a
     restart)."""
 
-    def __init__(self, jobs_dir: Path, runner: Runner, events: JobEvents | None = None):
+    def __init__(
+        self,
+        jobs_dir: Path,
+        runner: Runner,
+        events: JobEvents | None = None,
+        adapters_dir: Path | None = None,
+    ):
         self.dir = jobs_dir
+        self.adapters_dir = adapters_dir  # where output adapters go, to refuse taken names
         self.runner = runner
         self.events = events or JobEvents()
         self._cv = threading.Condition()
@@ -204,10 +215,14 @@ class JobManager:
 
     def create(self, req: JobRequest, body: bytes) -> tuple[Job, bool]:
         """Records and queues a job. A known id returns the existing job and
-        False: the same id never trains twice."""
+        False: the same id never trains twice. A job whose output_adapter
+        another job made or is to make raises AdapterTaken."""
         with self._cv:
             if req.id in self._jobs:
                 return self._jobs[req.id].job.model_copy(deep=True), False
+            taken = self._adapter_taken(req)
+            if taken:
+                raise AdapterTaken(taken)
             e = _Entry(job=Job(id=req.id, state="queued"), created=time.time(), req=req)
             d = self.dir / job_dir_name(req.id)
             try:
@@ -229,6 +244,22 @@ class JobManager:
             len(req.trajectories),
         )
         return answer, True
+
+    def _adapter_taken(self, req: JobRequest) -> str:
+        """Why req may not have its output_adapter, or "": another job
+        made it or is to make it. Callers hold self._cv."""
+        name = req.output_adapter
+        for e in self._jobs.values():
+            if e.job.state == "succeeded" and e.job.adapter and e.job.adapter.name == name:
+                return adapter_taken(name, e.job.id, Path(e.job.adapter.path))
+            if e.job.state in ("queued", "running") and e.req and e.req.output_adapter == name:
+                return adapter_taken(name, e.job.id, None, e.job.state)
+        if self.adapters_dir is not None:
+            dest = self.adapters_dir / name
+            owner = adapter_job(dest)
+            if owner is not None and owner != req.id:
+                return adapter_taken(name, owner, dest)
+        return ""
 
     def get(self, job_id: str) -> Job:
         with self._cv:

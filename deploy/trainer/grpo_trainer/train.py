@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import os
 import shutil
 import time
@@ -29,6 +30,13 @@ from safetensors.torch import load_file
 from grpo_trainer.api import JobRequest, Metrics
 from grpo_trainer.data import Sequence, build_sequences
 from grpo_trainer.loss import grpo_loss, token_logprobs
+
+log = logging.getLogger("grpo_trainer.train")
+
+# The file in an adapter directory that names the job that made it: a job
+# replaces no adapter but its own (an earlier run of it, cut short by a
+# restart, or trained again after its records were lost).
+ADAPTER_JOB_FILE = "grpo_job.json"
 
 
 class JobError(Exception):
@@ -282,10 +290,25 @@ def train(
     )
 
 
-def save_adapter(model: PeftModel, base_model: str, dest: Path) -> None:
+def adapter_job(dest: Path) -> str | None:
+    """The id of the job that made the adapter directory dest: None when
+    there is no such directory, "" when it does not say (ADAPTER_JOB_FILE
+    missing or unreadable: not made by this trainer, or by an older one)."""
+    if not dest.exists():
+        return None
+    try:
+        job_id = json.loads((dest / ADAPTER_JOB_FILE).read_text())["job_id"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return ""
+    return job_id if isinstance(job_id, str) else ""
+
+
+def save_adapter(model: PeftModel, base_model: str, dest: Path, job_id: str) -> None:
     """Writes model's adapter as a PEFT directory (adapter_config.json,
-    adapter_model.safetensors) at dest, atomically: into a temporary
-    directory beside it, fsynced, then renamed into place."""
+    adapter_model.safetensors, and ADAPTER_JOB_FILE naming job_id) at dest,
+    atomically: into a temporary directory beside it, fsynced, then renamed
+    into place. An adapter already at dest is replaced only when job_id
+    made it."""
     dest.parent.mkdir(parents=True, exist_ok=True)
     tmp = dest.parent / f".tmp-{dest.name}-{uuid.uuid4().hex[:8]}"
     try:
@@ -294,11 +317,16 @@ def save_adapter(model: PeftModel, base_model: str, dest: Path) -> None:
         cfg = json.loads(cfg_file.read_text())
         cfg["base_model_name_or_path"] = base_model
         cfg_file.write_text(json.dumps(cfg, indent=2, sort_keys=True) + "\n")
+        (tmp / ADAPTER_JOB_FILE).write_text(json.dumps({"job_id": job_id}) + "\n")
         for f in tmp.iterdir():
             _fsync_path(f)
         _fsync_path(tmp)
         old = None
         if dest.exists():
+            owner = adapter_job(dest)
+            if owner != job_id:
+                raise JobError(adapter_taken(dest.name, owner or "", dest))
+            log.info("replacing adapter %s, made by an earlier run of job %s", dest, job_id)
             old = dest.parent / f".old-{dest.name}-{uuid.uuid4().hex[:8]}"
             os.rename(dest, old)
         os.rename(tmp, dest)
@@ -308,6 +336,23 @@ def save_adapter(model: PeftModel, base_model: str, dest: Path) -> None:
     finally:
         if tmp.exists():
             shutil.rmtree(tmp, ignore_errors=True)
+
+
+def adapter_taken(name: str, owner: str, path: Path | None, state: str = "") -> str:
+    """The error of a job whose output_adapter name is another job's: job
+    owner made it at path ("" when no job is known to have), or, in state
+    (queued or running), is to make it."""
+    if state:
+        whose = f"job {owner!r} ({state}) is to make it"
+    elif owner:
+        whose = f"job {owner!r} made it ({path})"
+    else:
+        whose = f"{path} exists, made by no job this trainer has a record of"
+    fix = "give this job another output_adapter" + ("" if owner else ", or remove that directory")
+    return (
+        f"output_adapter {name!r} is taken: {whose}; "
+        f"a job does not replace another job's adapter: {fix}"
+    )
 
 
 # A temporary adapter directory untouched this long belongs to no save in
@@ -361,7 +406,7 @@ def run_job(
         metrics = train(model, seqs, req, opts, ctl, pad_id)
         ctl.check()
         dest = adapters_dir / req.output_adapter
-        save_adapter(model, req.base_model or str(base.name_or_path), dest)
+        save_adapter(model, req.base_model or str(base.name_or_path), dest, req.id)
         return metrics, dest.resolve()
     finally:
         model.unload()

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import time
 from pathlib import Path
 from typing import Any
@@ -392,6 +393,70 @@ def test_ids_with_dots_survive_a_restart(tmp_path, job_id):
     again = JobManager(jobs, never)
     again.open()
     assert again.get(job_id).state == "queued"
+
+
+def test_a_job_does_not_replace_another_jobs_adapter(tmp_path, model_dir, trajs, caplog):
+    # The orchestrator names each step's adapter after its job (run/step-3
+    # makes run-step-0003): another job naming an adapter that a job made,
+    # or is to make, is refused (409) naming the adapter and that job,
+    # instead of replacing it silently.
+    adapters = tmp_path / "adapters"
+    adapter = (adapters / "run-step-0001").resolve()
+    other = job_body(trajs, id="other/step-0001")
+    with TestClient(make_app(tmp_path, model_dir)) as client:
+        long = job_body(trajs, hyperparameters={"epochs": 1000})
+        assert client.post("/v1/jobs", json=long).status_code == 202
+        wait(client, "run/step-0001", states=("running",))
+        r = client.post("/v1/jobs", json=other)
+        assert r.status_code == 409, r.text
+        assert r.json()["error"] == (
+            "output_adapter 'run-step-0001' is taken: job 'run/step-0001' (running) is to make "
+            "it; a job does not replace another job's adapter: give this job another "
+            "output_adapter"
+        )
+        assert client.delete("/v1/jobs/run/step-0001").json()["state"] == "cancelled"
+        wait(client, "run/step-0001")
+
+        # A cancelled job made nothing: the name is free.
+        assert client.post("/v1/jobs", json=job_body(trajs, id="run/step-1")).status_code == 202
+        assert wait(client, "run/step-1")["state"] == "succeeded"
+        made = (adapter / "adapter_model.safetensors").read_bytes()
+        assert json.loads((adapter / "grpo_job.json").read_text()) == {"job_id": "run/step-1"}
+        r = client.post("/v1/jobs", json=other)
+        assert r.status_code == 409, r.text
+        assert r.json()["error"] == (
+            f"output_adapter 'run-step-0001' is taken: job 'run/step-1' made it ({adapter}); "
+            "a job does not replace another job's adapter: give this job another output_adapter"
+        )
+        assert client.get("/v1/jobs/other/step-0001").status_code == 404
+        # The same job again is the same job.
+        assert client.post("/v1/jobs", json=job_body(trajs, id="run/step-1")).status_code == 200
+
+    # A trainer that lost its job records: the job that made the adapter
+    # (its marker says which) may train it again, as the orchestrator
+    # resubmits a job the trainer no longer knows; any other is refused.
+    shutil.rmtree(tmp_path / "jobs")
+    with TestClient(make_app(tmp_path, model_dir)) as client:
+        assert client.post("/v1/jobs", json=other).status_code == 409
+        assert (adapter / "adapter_model.safetensors").read_bytes() == made
+        with caplog.at_level("INFO", logger="grpo_trainer.train"):
+            r = client.post("/v1/jobs", json=job_body(trajs, id="run/step-1"))
+            assert r.status_code == 202, r.text
+            assert wait(client, "run/step-1")["state"] == "succeeded"
+        replaced = f"replacing adapter {adapters / 'run-step-0001'}, made by an earlier run of job "
+        assert replaced + "run/step-1" in caplog.text
+        # Training is deterministic: the same adapter again.
+        assert (adapter / "adapter_model.safetensors").read_bytes() == made
+
+        # A directory this trainer did not make is nobody's to replace.
+        (adapters / "users").mkdir()
+        r = client.post("/v1/jobs", json=job_body(trajs, id="x/1", output_adapter="users"))
+        assert r.status_code == 409, r.text
+        assert r.json()["error"] == (
+            f"output_adapter 'users' is taken: {adapters / 'users'} exists, made by no job this "
+            "trainer has a record of; a job does not replace another job's adapter: give this "
+            "job another output_adapter, or remove that directory"
+        )
 
 
 def test_start_removes_adapters_left_half_saved(tmp_path, model_dir):

@@ -231,7 +231,16 @@ def test_adapter_round_trip_through_peft(model_dir, tmp_path):
     peft_model = attach_lora(model, req, server_seed=0)
     train(peft_model, seqs, req, TrainOptions(), Control(), 0)
     dest = tmp_path / "adapters" / req.output_adapter
-    save_adapter(peft_model, "tiny", dest)
+    save_adapter(peft_model, "tiny", dest, "run/step-0001")
+    # Saved again by its job it is replaced; by another job it is not (the
+    # job fails, naming the job that made it).
+    save_adapter(peft_model, "tiny", dest, "run/step-0001")
+    made = (dest / "adapter_model.safetensors").read_bytes()
+    with pytest.raises(
+        JobError, match=r"output_adapter 'run-step-0001' is taken: job 'run/step-0001' made it"
+    ):
+        save_adapter(peft_model, "other", dest, "other/step-0001")
+    assert (dest / "adapter_model.safetensors").read_bytes() == made
     with torch.no_grad():
         trained_logits = peft_model(input_ids=ids).logits
     peft_model.unload()
@@ -239,8 +248,9 @@ def test_adapter_round_trip_through_peft(model_dir, tmp_path):
     assert sorted(p.name for p in dest.parent.iterdir()) == [req.output_adapter]  # no temp dirs
     cfg = json.loads((dest / "adapter_config.json").read_text())
     assert cfg["peft_type"] == "LORA" and cfg["r"] == 4 and cfg["lora_alpha"] == 8
-    assert sorted(cfg["target_modules"]) == ["down_proj", "q_proj", "v_proj"]
     assert cfg["base_model_name_or_path"] == "tiny"
+    assert json.loads((dest / "grpo_job.json").read_text()) == {"job_id": "run/step-0001"}
+    assert sorted(cfg["target_modules"]) == ["down_proj", "q_proj", "v_proj"]
     keys = load_file(str(dest / "adapter_model.safetensors")).keys()
     assert "base_model.model.model.layers.0.self_attn.q_proj.lora_A.weight" in keys
     assert len(keys) == 2 * 3 * 2  # A and B, 3 modules, 2 layers
