@@ -9,6 +9,7 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/grpo-dev/grpo/checkpoint"
 	"github.com/grpo-dev/grpo/grpo"
@@ -140,33 +141,39 @@ func (c Config) validateInference() error {
 			return invalid(fmt.Sprintf("inference.endpoints[%d].api_key_env", i), "%q is not an environment variable name (letters, digits, _; not starting with a digit)", e.APIKeyEnv)
 		}
 	}
+	for _, b := range []struct {
+		key   string
+		v     int
+		bound Bound[int]
+	}{
+		{"inference.max_tokens", in.MaxTokens, MaxTokensBound},
+		{"inference.concurrency", in.Concurrency, ConcurrencyBound},
+		{"inference.retries", in.Retries, RetriesBound},
+		{"inference.episode_replays", in.EpisodeReplays, EpisodeReplaysBound},
+		{"inference.adapters.keep", in.Adapters.Keep, AdaptersKeepBound},
+	} {
+		if msg := b.bound.Check(b.v); msg != "" {
+			return invalid(b.key, "is %d; %s", b.v, msg)
+		}
+	}
+	if msg := OutageWindowBound.Check(time.Duration(in.OutageWindow)); msg != "" {
+		return invalid("inference.outage_window", "is %v; %s", in.OutageWindow, msg)
+	}
 	switch {
 	case in.Model == "":
 		return invalid("inference.model", "is empty; give the base model's served name")
 	case !nonNegative(in.Temperature):
 		return invalid("inference.temperature", "is %v; need a number >= 0", in.Temperature)
-	case in.MaxTokens < 1:
-		return invalid("inference.max_tokens", "is %d; need at least 1", in.MaxTokens)
-	case in.Concurrency < 1:
-		return invalid("inference.concurrency", "is %d; need at least 1 request in flight", in.Concurrency)
 	case in.RequestTimeout <= 0:
 		return invalid("inference.request_timeout", "is %v; need a duration > 0 such as 60s", in.RequestTimeout)
-	case in.Retries < 0:
-		return invalid("inference.retries", "is %d; need 0 or more", in.Retries)
 	case in.RetryBudget < 0:
 		return invalid("inference.retry_budget", "is %v; need a duration >= 0 such as 2m (0: retries alone bound a request)", in.RetryBudget)
-	case in.EpisodeReplays < 0:
-		return invalid("inference.episode_replays", "is %d; need 0 or more", in.EpisodeReplays)
 	case !finite(in.MaxErroredFraction) || in.MaxErroredFraction < 0 || in.MaxErroredFraction > 1:
 		return invalid("inference.max_errored_fraction", "is %v; need a fraction from 0 to 1", in.MaxErroredFraction)
 	case in.Adapters.Naming != NamingPerStep && in.Adapters.Naming != NamingInplace:
 		return invalid("inference.adapters.naming", "%q is not accepted; accepted: %s, %s", in.Adapters.Naming, NamingPerStep, NamingInplace)
-	case in.Adapters.Keep < 1:
-		return invalid("inference.adapters.keep", "is %d; need at least 1 adapter loaded", in.Adapters.Keep)
 	case in.Adapters.Inplace != InplaceAuto && in.Adapters.Inplace != InplaceLoad && in.Adapters.Inplace != InplaceReload:
 		return invalid("inference.adapters.inplace", "%q is not accepted; accepted: %s, %s, %s", in.Adapters.Inplace, InplaceAuto, InplaceLoad, InplaceReload)
-	case in.OutageWindow < 0:
-		return invalid("inference.outage_window", "is %v; need 0 (fail at once) or a duration such as 2m", in.OutageWindow)
 	}
 	if d := nesting(in.ChatTemplateKwargs); d > maxKwargsDepth {
 		return invalid("inference.chat_template_kwargs", "nests %d levels deep; at most %d (it is sent with every request)", d, maxKwargsDepth)

@@ -159,15 +159,15 @@ func (c *EvalCommand) ParseFlags(args []string) error {
 	reward := fs.String("reward", "shaped", "reward function: shaped | paper")
 	seed := fs.Int64("seed", 1, "seed for tables (tie-breaks) and sampling")
 	temperature := fs.Float64("temperature", 1.0, "sampling temperature (0 = greedy)")
-	maxTokens := fs.Int("max-tokens", 512, "max_tokens per call")
+	maxTokens := fs.Int("max-tokens", 512, fmt.Sprintf("max_tokens per call (1 to %d, as inference.max_tokens)", config.MaxTokensBound.Max))
 	toolChoice := fs.String("tool-choice", "auto", "tool_choice: auto | required | none")
 	kwargs := fs.String("chat-template-kwargs", "", `JSON object passed through as chat_template_kwargs (e.g. '{"enable_thinking": false}')`)
-	concurrency := fs.Int("concurrency", 64, "max in-flight requests")
+	concurrency := fs.Int("concurrency", 64, fmt.Sprintf("max in-flight requests (1 to %d, as inference.concurrency)", config.ConcurrencyBound.Max))
 	timeout := fs.Duration("request-timeout", 60*time.Second, "timeout of one request attempt")
-	retries := fs.Int("retries", 3, "retries of a failed request (429, 5xx, connection errors, timeouts) before the endpoint is judged failing")
+	retries := fs.Int("retries", 3, fmt.Sprintf("retries of a failed request (429, 5xx, connection errors, timeouts) before the endpoint is judged failing (0 to %d, as inference.retries)", config.RetriesBound.Max))
 	retryBudget := fs.Duration("retry-budget", 2*time.Minute, "how long a request that keeps failing at its endpoint is sent again (with backoff) before the endpoint is drained (0: drain at once)")
-	outage := fs.Duration("outage-window", 2*time.Minute, "with the endpoint drained, how long requests wait for it to answer again (0: fail at once)")
-	replays := fs.Int("episode-replays", 2, "times an episode whose call still fails after the retries is replayed from its seeds (the same episode) before it counts as errored")
+	outage := fs.Duration("outage-window", 2*time.Minute, fmt.Sprintf("with the endpoint drained, how long requests wait for it to answer again (0: fail at once; at most %s, as inference.outage_window)", config.OutageWindowBound.MaxString()))
+	replays := fs.Int("episode-replays", 2, fmt.Sprintf("times an episode whose call still fails after the retries is replayed from its seeds (the same episode) before it counts as errored (0 to %d, as inference.episode_replays)", config.EpisodeReplaysBound.Max))
 	maxErrored := fs.Float64("max-errored-fraction", 0.1, "fail when more than this fraction of a model's episodes at one n errored after replays (1: never)")
 	out := fs.String("out", "", "write one JSON record per episode (config, metrics, reward terms, transcripts) to this .jsonl file")
 	maxRecord := fs.Int64("max-record-bytes", defaultMaxRecordBytes, "with --out: largest record (one episode, transcripts included) written; a larger one fails the evaluation")
@@ -206,7 +206,7 @@ func (c *EvalCommand) ParseFlags(args []string) error {
 	if set["endpoint"] {
 		return usagef("--endpoint serves a stored run's checkpoints (with --db and --run); to evaluate a model on a server use --base-url and --model")
 	}
-	if err := atLeastDuration(*retryBudget, *outage); err != nil {
+	if err := checkDurations(*retryBudget, *outage); err != nil {
 		return err
 	}
 	o := &c.opts
@@ -216,10 +216,21 @@ func (c *EvalCommand) ParseFlags(args []string) error {
 		v, min int
 	}{
 		{"episodes", o.episodes, 1}, {"rounds", *rounds, 1}, {"deadlock-patience", *patience, 1},
-		{"max-tokens", *maxTokens, 1}, {"concurrency", o.concurrency, 1},
-		{"retries", o.retries, 0}, {"episode-replays", o.replays, 0},
 	} {
 		if err := atLeast(c.name, c.v, c.min); err != nil {
+			return err
+		}
+	}
+	// The flags that set a run's inference keys accept what the keys do.
+	for _, c := range []struct {
+		name  string
+		v     int
+		bound config.Bound[int]
+	}{
+		{"max-tokens", *maxTokens, config.MaxTokensBound}, {"concurrency", o.concurrency, config.ConcurrencyBound},
+		{"retries", o.retries, config.RetriesBound}, {"episode-replays", o.replays, config.EpisodeReplaysBound},
+	} {
+		if err := within(c.name, c.v, c.bound); err != nil {
 			return err
 		}
 	}
@@ -347,13 +358,13 @@ func (c *EvalCommand) parseCheckpointFlags(set map[string]bool, db, runName, ste
 		}
 		k.episodes = episodes
 	}
-	if err := atLeast("concurrency", concurrency, 1); err != nil {
+	if err := within("concurrency", concurrency, config.ConcurrencyBound); err != nil {
 		return err
 	}
-	if err := atLeast("retries", retries, 0); err != nil {
+	if err := within("retries", retries, config.RetriesBound); err != nil {
 		return err
 	}
-	if err := atLeastDuration(retryBudget, outage); err != nil {
+	if err := checkDurations(retryBudget, outage); err != nil {
 		return err
 	}
 	if err := positive("request-timeout", timeout); err != nil {
@@ -370,15 +381,13 @@ func (c *EvalCommand) parseCheckpointFlags(set map[string]bool, db, runName, ste
 	return nil
 }
 
-// atLeastDuration refuses a negative --retry-budget or --outage-window.
-func atLeastDuration(retryBudget, outage time.Duration) error {
+// checkDurations refuses a negative --retry-budget, and an --outage-window
+// that inference.outage_window would refuse.
+func checkDurations(retryBudget, outage time.Duration) error {
 	if retryBudget < 0 {
 		return usagef("--retry-budget %s: need 0 (drain a failing endpoint at once) or a duration such as 2m", retryBudget)
 	}
-	if outage < 0 {
-		return usagef("--outage-window %s: need 0 (fail at once) or a duration such as 2m", outage)
-	}
-	return nil
+	return within("outage-window", outage, config.OutageWindowBound)
 }
 
 // inference is the evaluation's request settings, as a run's config

@@ -3,6 +3,8 @@ package main
 import (
 	"flag"
 	"time"
+
+	"github.com/grpo-dev/grpo/config"
 )
 
 // givenFlags names the flags given on the command line, so that an
@@ -26,6 +28,16 @@ func atLeast(name string, v, min int) error {
 func positive(name string, d time.Duration) error {
 	if d <= 0 {
 		return usagef("--%s %s: need a positive duration (e.g. 60s)", name, d)
+	}
+	return nil
+}
+
+// within refuses a flag that sets a config key's value (--concurrency,
+// inference.concurrency) outside the key's bound: the config package owns
+// the rule, so the flag and the key accept the same values.
+func within[T int | time.Duration](name string, v T, b config.Bound[T]) error {
+	if msg := b.Check(v); msg != "" {
+		return usagef("--%s %v: %s", name, v, msg)
 	}
 	return nil
 }

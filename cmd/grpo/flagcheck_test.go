@@ -26,16 +26,25 @@ func TestBadNumericFlags(t *testing.T) {
 		{[]string{"eval", "--max-tokens", "-5"}, "--max-tokens -5: need at least 1"},
 		{[]string{"eval", "--max-tokens", "0"}, "--max-tokens 0: need at least 1"},
 		{[]string{"eval", "--concurrency", "0"}, "--concurrency 0: need at least 1"},
-		{[]string{"eval", "--retries", "-1"}, "--retries -1: need at least 0"},
-		{[]string{"eval", "--episode-replays", "-1"}, "--episode-replays -1: need at least 0"},
+		{[]string{"eval", "--retries", "-1"}, "--retries -1: need 0 or more"},
+		{[]string{"eval", "--episode-replays", "-1"}, "--episode-replays -1: need 0 or more"},
 		{[]string{"eval", "--request-timeout", "-1s"}, "--request-timeout -1s: need a positive duration"},
 		{[]string{"eval", "--request-timeout", "0s"}, "--request-timeout 0s: need a positive duration"},
 		{[]string{"eval", "--max-record-bytes", "0"}, "--max-record-bytes 0: need at least 1"},
 		{[]string{"eval", "--max-out-bytes", "-1"}, "--max-out-bytes -1: need at least 1"},
-		{[]string{"eval", "--db", "x.db", "--run", "r", "--retries", "-1"}, "--retries -1: need at least 0"},
+		{[]string{"eval", "--db", "x.db", "--run", "r", "--retries", "-1"}, "--retries -1: need 0 or more"},
 		{[]string{"eval", "--db", "x.db", "--run", "r", "--request-timeout", "0s"}, "--request-timeout 0s: need a positive duration"},
 		{[]string{"eval", "--db", "x.db", "--run", "r", "--concurrency", "0"}, "--concurrency 0: need at least 1"},
 		{[]string{"eval", "--db", "x.db", "--run", "r", "--max-out-bytes", "0"}, "--max-out-bytes 0: need at least 1"},
+		{[]string{"eval", "--concurrency", "2000000"}, "--concurrency 2000000: at most 100000 requests in flight"},
+		{[]string{"eval", "--max-tokens", "1000000000"}, "--max-tokens 1000000000: at most 16777216 tokens"},
+		{[]string{"eval", "--retries", "101"}, "--retries 101: at most 100 ("},
+		{[]string{"eval", "--episode-replays", "11"}, "--episode-replays 11: at most 10 ("},
+		{[]string{"eval", "--outage-window", "25h"}, "--outage-window 25h0m0s: at most 24h ("},
+		{[]string{"eval", "--outage-window", "-1s"}, "--outage-window -1s: need 0 (fail at once)"},
+		{[]string{"eval", "--db", "x.db", "--run", "r", "--concurrency", "100001"}, "--concurrency 100001: at most 100000"},
+		{[]string{"eval", "--db", "x.db", "--run", "r", "--retries", "1000"}, "--retries 1000: at most 100"},
+		{[]string{"eval", "--db", "x.db", "--run", "r", "--outage-window", "48h"}, "--outage-window 48h0m0s: at most 24h"},
 		{[]string{"serve", "--max-runs", "0"}, "--max-runs 0: need at least 1"},
 		{[]string{"bench", "--steps", "0"}, "--steps and --curve must be at least 1"},
 		{[]string{"serve", "--addr", "nonsense"}, `--addr "nonsense": want HOST:PORT`},
@@ -75,6 +84,46 @@ func TestRunSeedAndStepsGiven(t *testing.T) {
 		rc.override(&cfg)
 		if cfg.Run.Steps != c.steps || cfg.Run.Seed != c.seed {
 			t.Errorf("%v: steps %d seed %d; want %d and %d", c.args, cfg.Run.Steps, cfg.Run.Seed, c.steps, c.seed)
+		}
+	}
+}
+
+// TestEvalFlagsBoundedAsKeys: grpo eval's flags that set a run's inference
+// keys accept what the keys accept and say the same about the rest (one
+// rule, the config package's), at both ends of each range; the largest
+// value accepted is accepted by both.
+func TestEvalFlagsBoundedAsKeys(t *testing.T) {
+	for _, c := range []struct {
+		flag, key, yaml string // yaml: the key's mapping inside inference
+		values          []string
+	}{
+		{"concurrency", "inference.concurrency", "concurrency: %s", []string{"0", "100000", "100001", "2000000"}},
+		{"max-tokens", "inference.max_tokens", "max_tokens: %s", []string{"0", "16777216", "16777217"}},
+		{"retries", "inference.retries", "retries: %s", []string{"-1", "100", "101"}},
+		{"episode-replays", "inference.episode_replays", "episode_replays: %s", []string{"-1", "10", "11"}},
+		{"outage-window", "inference.outage_window", "outage_window: %s", []string{"-1s", "24h0m0s", "24h0m1s", "100h0m0s"}},
+	} {
+		for _, v := range c.values {
+			var ec EvalCommand
+			ec.Main = &Main{Stdout: &strings.Builder{}, Stderr: &strings.Builder{}, Getenv: func(string) string { return "" }}
+			flagErr := ec.ParseFlags([]string{"--" + c.flag, v})
+			cfg, err := config.Parse([]byte("inference: {" + strings.Replace(c.yaml, "%s", v, 1) + "}"))
+			if err != nil {
+				t.Fatalf("%s %s: %v", c.key, v, err)
+			}
+			keyErr := cfg.Validate()
+			if (flagErr == nil) != (keyErr == nil) {
+				t.Errorf("--%s %s: %v; %s %s: %v; want both accepted or both refused", c.flag, v, flagErr, c.key, v, keyErr)
+				continue
+			}
+			if flagErr == nil {
+				continue
+			}
+			flagMsg, ok1 := strings.CutPrefix(flagErr.Error(), "--"+c.flag+" "+v+": ")
+			keyMsg, ok2 := strings.CutPrefix(keyErr.Error(), c.key+": is "+v+"; ")
+			if !ok1 || !ok2 || flagMsg != keyMsg {
+				t.Errorf("--%s %s says %q; %s %s says %q: want the same", c.flag, v, flagErr, c.key, v, keyErr)
+			}
 		}
 	}
 }
