@@ -107,6 +107,11 @@ type Options struct {
 	// holds a connection, a goroutine pair and ClientBuffer events);
 	// zero means DefaultMaxStreams.
 	MaxStreams int
+	// MaxConns bounds the connections open at once, websocket streams
+	// included; past it a new connection waits, unanswered, until one
+	// closes. It must exceed MaxStreams, so that streams cannot hold
+	// every connection. Zero means DefaultMaxConns.
+	MaxConns int
 	// ResumeRetry is how often a stored running run that another process
 	// held at start is tried again (default 5 s).
 	ResumeRetry time.Duration
@@ -151,6 +156,9 @@ func New(opts Options) *Server {
 	}
 	if opts.MaxStreams <= 0 {
 		opts.MaxStreams = DefaultMaxStreams
+	}
+	if opts.MaxConns <= 0 {
+		opts.MaxConns = DefaultMaxConns
 	}
 	if opts.ClientBuffer <= 0 {
 		opts.ClientBuffer = 256
@@ -200,6 +208,9 @@ func (s *Server) Start(ctx context.Context) error {
 	if s.opts.Token == "" && !Loopback(s.opts.Addr) {
 		return fmt.Errorf("listen on %s: %w", s.opts.Addr, ErrNoToken)
 	}
+	if s.opts.MaxConns <= s.opts.MaxStreams {
+		return fmt.Errorf("at most %d connections (grpo serve --max-conns) with up to %d websocket streams (--max-streams) would let the streams hold every connection and leave none for the API: raise --max-conns or lower --max-streams", s.opts.MaxConns, s.opts.MaxStreams)
+	}
 	// Runs are written into the store: not into a damaged one.
 	if err := s.opts.Store.Check(ctx); err != nil {
 		return err
@@ -211,16 +222,18 @@ func (s *Server) Start(ctx context.Context) error {
 	if err := os.MkdirAll(filepath.Dir(s.opts.Store.Path()), 0o755); err != nil {
 		return fmt.Errorf("store directory: %w", err)
 	}
-	ln, err := net.Listen("tcp", s.opts.Addr)
+	tcp, err := net.Listen("tcp", s.opts.Addr)
 	if err != nil {
 		return fmt.Errorf("listen on %s: %w", s.opts.Addr, err)
 	}
+	ln := newLimitListener(tcp, s.opts.MaxConns, s.logger)
 	s.ln = ln
 	s.mu.Lock()
 	s.boundAddr = ln.Addr().String()
 	s.mu.Unlock()
 	// No ReadTimeout: it would also cut websocket connections. A posted
-	// request gets its own read deadline (Options.BodyTimeout).
+	// request gets its own read deadline (Options.BodyTimeout). These
+	// timeouts close the connections that hold ln's slots (MaxConns).
 	s.httpSrv = &http.Server{Handler: s.handler, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute}
 	s.serveWG.Add(1)
 	go func() {

@@ -56,7 +56,11 @@ reads. Declare the inference endpoints and trainers in a peers file
 and name them in the config: inference.endpoints: [{peer: vllm-a}],
 trainer: {peer: jobs-1}. A URL the config names itself gets no API key
 (api_key_env is refused), and is refused outright with --peers-only.
-Limits (--max-*) are checked before a run is stored. A run resumed
+The limits of a posted config (--max-n, --max-rounds, --max-episodes,
+--max-steps, --max-step-size, --max-body) are checked before a run is
+stored, and at most --max-runs runs play at once. At most --max-conns
+connections are open at once (websocket streams count); past it a new one
+waits, unanswered, until one closes or a timeout closes it. A run resumed
 --max-failed-starts times in a row, the daemon dying each time before the
 run committed a step, is marked failed instead of resumed again.
 
@@ -87,6 +91,7 @@ func (m *Main) serve(ctx context.Context, args []string) error {
 	maxBody := fs.Int64("max-body", server.DefaultMaxBodyBytes, "largest posted config in bytes")
 	maxRuns := fs.Int("max-runs", 8, "most runs playing at once")
 	maxStreams := fs.Int("max-streams", server.DefaultMaxStreams, "most websocket event streams (dashboards, grpo watch) open at once")
+	maxConns := fs.Int("max-conns", server.DefaultMaxConns, "most connections open at once, streams included (more than --max-streams); past it a new one waits until one closes")
 	maxFailedStarts := fs.Int("max-failed-starts", server.DefaultMaxFailedStarts, "a run this daemon resumed this many times in a row, dying each time before the run committed a step, is marked failed at the next start instead of resumed")
 	grafana := fs.String("grafana-url", "", "Grafana dashboard the web dashboard links to, e.g. http://127.0.0.1:3000/d/grpo")
 	verbose := fs.Bool("verbose", false, "log at debug level")
@@ -96,7 +101,7 @@ func (m *Main) serve(ctx context.Context, args []string) error {
 	if fs.NArg() > 0 {
 		return usagef("unexpected argument %q", fs.Arg(0))
 	}
-	for name, v := range map[string]int64{"max-n": int64(lim.MaxN), "max-rounds": int64(lim.MaxRounds), "max-episodes": int64(lim.MaxEpisodesPerStep), "max-steps": int64(lim.MaxSteps), "max-step-size": lim.MaxStepSize, "max-body": *maxBody, "max-runs": int64(*maxRuns), "max-streams": int64(*maxStreams), "max-failed-starts": int64(*maxFailedStarts)} {
+	for name, v := range map[string]int64{"max-n": int64(lim.MaxN), "max-rounds": int64(lim.MaxRounds), "max-episodes": int64(lim.MaxEpisodesPerStep), "max-steps": int64(lim.MaxSteps), "max-step-size": lim.MaxStepSize, "max-body": *maxBody, "max-runs": int64(*maxRuns), "max-streams": int64(*maxStreams), "max-conns": int64(*maxConns), "max-failed-starts": int64(*maxFailedStarts)} {
 		if v < 1 {
 			return usagef("--%s %d: need at least 1", name, v)
 		}
@@ -106,6 +111,9 @@ func (m *Main) serve(ctx context.Context, args []string) error {
 		if v[0] > v[1] {
 			return usagef("--%s %d: at most %d (grpo's bound on any run)", name, v[0], v[1])
 		}
+	}
+	if *maxConns <= *maxStreams {
+		return usagef("--max-conns %d: need more than --max-streams %d, or the websocket streams could hold every connection and leave none for the API; raise --max-conns or lower --max-streams", *maxConns, *maxStreams)
 	}
 	var peers config.Peers
 	if *peersFile != "" {
@@ -148,7 +156,7 @@ func (m *Main) serve(ctx context.Context, args []string) error {
 	s := server.New(server.Options{
 		Store: checkpoint.New(*db, checkpoint.Options{}), DataDir: *dataDir, Registry: reg,
 		Logger: logger, Token: token, Addr: *addr, AllowedOrigins: origins, AllowedHosts: hosts, Getenv: m.Getenv,
-		Peers: peers, PeersOnly: *peersOnly, Limits: lim, MaxBodyBytes: *maxBody, MaxRuns: *maxRuns, MaxStreams: *maxStreams,
+		Peers: peers, PeersOnly: *peersOnly, Limits: lim, MaxBodyBytes: *maxBody, MaxRuns: *maxRuns, MaxStreams: *maxStreams, MaxConns: *maxConns,
 		MaxFailedStarts: *maxFailedStarts,
 		GrafanaURL:      *grafana,
 	})
