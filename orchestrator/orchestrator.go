@@ -82,7 +82,9 @@ import (
 	"github.com/grpo-dev/grpo/trainer"
 )
 
-// Trainer computes LoRA updates (the job API client, or ART's).
+// Trainer computes LoRA updates (the job API client, or ART's). Submit's
+// errors say what failed (the job client's: "submit trainer job ID:
+// ..."): the orchestrator passes them on as they are.
 type Trainer interface {
 	Submit(ctx context.Context, req trainer.JobRequest) (trainer.Job, error)
 	Wait(ctx context.Context, id string, timeout time.Duration, onUpdate func(trainer.Job)) (trainer.Job, error)

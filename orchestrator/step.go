@@ -219,7 +219,7 @@ func (r *run) train(ctx context.Context, s int, req trainer.JobRequest) (*checkp
 	submitted := r.o.now()
 	job, err := r.o.opts.Trainer.Submit(ctx, req)
 	if err != nil {
-		return nil, trainer.Adapter{}, fmt.Errorf("submit trainer job %s: %w", req.ID, err)
+		return nil, trainer.Adapter{}, err // it names the job (Trainer)
 	}
 	r.emit(Event{Type: EventJobState, Step: s, JobState: jobState(job)})
 	wait := func() (trainer.Job, error) {
@@ -232,9 +232,10 @@ func (r *run) train(ctx context.Context, s int, req trainer.JobRequest) (*checkp
 		// The trainer lost the job (a restart that kept no jobs): the
 		// same request again, once, starts it over.
 		r.o.opts.Logger.Warn("the trainer no longer knows the job; submitting it again", "run", r.name, "job", req.ID, "err", err)
-		if _, err = r.o.opts.Trainer.Submit(ctx, req); err == nil {
-			job, err = wait()
+		if _, err := r.o.opts.Trainer.Submit(ctx, req); err != nil {
+			return nil, trainer.Adapter{}, err
 		}
+		job, err = wait()
 		if errors.Is(err, trainer.ErrJobNotFound) {
 			err = fmt.Errorf("%w (lost again after it was submitted again: the trainer keeps no jobs, or another one answers at its URL)", err)
 		}
