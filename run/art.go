@@ -77,7 +77,7 @@ func startART(ctx context.Context, cfg *config.Config, opts Options, resume bool
 	if err != nil {
 		return nil, nil, err
 	}
-	opts.Logger.Info("ART trainer ready", "run", m.Name, "art", cfg.Trainer.URL, "releases", proto.Releases, "inference", base)
+	opts.Logger.Info("ART trainer ready", "art", cfg.Trainer.URL, "releases", proto.Releases, "inference", base)
 	hc := httpx.NewHTTPClient(inf.Concurrency, opts.Logger)
 	retry := RetryPolicy(inf)
 	admin := inference.NewAdminClient(base, inference.AdminOptions{APIKey: key, HTTPClient: hc, Retry: &retry})
@@ -326,13 +326,13 @@ func (t *artTrainer) KeepCheckpoints(ctx context.Context, best *trainer.Adapter,
 	}
 	kept, err := t.client.DeleteCheckpoints(ctx, t.model, keep)
 	if errors.Is(err, art.ErrCannotKeep) {
-		t.logger.Debug("ART checkpoints left in place", "run", t.model.Name, "reason", err)
+		t.logger.Debug("ART checkpoints left in place", "reason", err)
 		return nil
 	}
 	if err != nil {
 		return err
 	}
-	t.logger.Debug("ART checkpoints kept", "run", t.model.Name, "steps", kept)
+	t.logger.Debug("ART checkpoints kept", "steps", kept)
 	return nil
 }
 

@@ -392,7 +392,7 @@ func TestOpenChecksModel(t *testing.T) {
 	cfg := fleetConfig(t, "x", "per-step", startTrainer(t), a.srv.URL)
 	cfg.Inference.Model = "other"
 	MustOpen(t, cfg, opts)
-	if want := `msg="inference.model is not among the models the endpoints list; a server that checks names (vLLM) will refuse every request" model=other listed=refmodel`; !strings.Contains(logs.String(), want) {
+	if want := `msg="inference.model is not among the models the endpoints list; a server that checks names (vLLM) will refuse every request" run=x model=other listed=refmodel`; !strings.Contains(logs.String(), want) {
 		t.Fatalf("logs %q, want %q", logs.String(), want)
 	}
 	logs.Reset()

@@ -140,12 +140,13 @@ func ServedModels(ctx context.Context, eps []Endpoint) map[string]bool {
 }
 
 // fleetOptions are the run's own fleet settings: in-place loading,
-// metrics and logs labelled with the run.
+// metrics labelled with the run, and opts.Logger (which names the run:
+// Run.start).
 func fleetOptions(cfg config.Config, opts Options) inference.FleetOptions {
 	fo := inference.FleetOptions{
 		Metrics: opts.FleetMetrics,
 		Run:     cfg.Run.Name,
-		Logger:  opts.Logger.With("run", cfg.Run.Name),
+		Logger:  opts.Logger,
 	}
 	if cfg.Inference.Adapters.Naming == config.NamingInplace {
 		fo.Inplace = cfg.Inference.Adapters.Inplace

@@ -44,6 +44,9 @@ type Options struct {
 	DataDir string
 	// Getenv reads the API keys the config names (default os.Getenv).
 	Getenv func(string) string
+	// Logger receives the run's log lines, each naming the run once
+	// ("run" attribute): pass the process's logger, not one that already
+	// names the run, or its lines name it twice.
 	Logger *slog.Logger
 	// Events, when set, receives every event; it must not block for long.
 	Events func(orchestrator.Event)
@@ -186,10 +189,15 @@ func (r *Run) start(ctx context.Context) error {
 		p   *peers
 		err error
 	)
+	// The peers (the embedded backend, the HTTP client, the fleet, ART)
+	// log with the run's name; the orchestrator names the run on its own
+	// lines, so it keeps r.opts.Logger.
+	opts := r.opts
+	opts.Logger = opts.Logger.With("run", r.cfg.Run.Name)
 	if r.cfg.Trainer.Kind == config.TrainerART {
-		p, r.art, err = startART(ctx, &r.cfg, r.opts, r.resume)
+		p, r.art, err = startART(ctx, &r.cfg, opts, r.resume)
 	} else {
-		p, err = startPeers(ctx, r.cfg, r.opts)
+		p, err = startPeers(ctx, r.cfg, opts)
 	}
 	if err != nil {
 		return fmt.Errorf("run %s: %w", r.cfg.Run.Name, err)

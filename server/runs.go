@@ -90,7 +90,7 @@ func (s *Server) host(ctx context.Context, name string, open func(run.Options) (
 		Store:   s.opts.Store,
 		DataDir: filepath.Join(s.opts.DataDir, name),
 		Getenv:  s.opts.Getenv,
-		Logger:  s.logger.With("run", name),
+		Logger:  s.logger, // the run names itself on its lines
 		Events: func(e orchestrator.Event) {
 			// The fleet's endpoint_state can come while the run is
 			// opened, before its record exists; every other event
