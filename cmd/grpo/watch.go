@@ -22,7 +22,10 @@ const watchSynopsis = `Usage: grpo watch [RUN] [--addr HOST:PORT|URL] [--episode
 Connects to a daemon's event stream (/ws) and prints the events of RUN
 (default: every run) as they happen: one line per step (train reward,
 validation reward with its 95% CI, deadlock rate, trainer loss, best step),
-plus one line per episode with --episodes.
+plus one line per episode with --episodes. Lines come in the order of
+the events, each naming its step: with the asynchronous pipeline
+(grpo.max_off_policy_steps > 0) later steps' episodes play while a step
+trains and validates, so their lines come before that step's line.
 
 With RUN, watch first asks the daemon about it: an unknown run is an error
 ("no such run"), a run that has already finished is printed as its end
@@ -335,11 +338,16 @@ func (c *watchCommand) stream(ctx context.Context, p *stepPrinter, stdout io.Wri
 
 // stepPrinter prints one line per step: a step's validation and trainer
 // results arrive before its commit and its best change after, so the
-// line is held until the step is over.
+// line is held until the step is over, or until another line of the run
+// is printed: lines come in the order of the events that make them.
 type stepPrinter struct {
 	w        io.Writer
 	episodes bool
 	pending  map[string]*stepLine // by run
+	// early is, by run, the step whose line was printed before its
+	// best change could come (another line came first): that change,
+	// when it comes, gets a line of its own.
+	early map[string]int
 	// last is, by run, the last step printed, or the last committed
 	// when watch first asked about the run: a step at or before it is
 	// not printed again.
@@ -442,9 +450,22 @@ func (p *stepPrinter) flushRun(run string) {
 				p.last = map[string]int{}
 			}
 			p.last[run] = sl.step
+			if p.early == nil {
+				p.early = map[string]int{}
+			}
+			p.early[run] = sl.step
 		}
 	}
 	delete(p.pending, run)
+}
+
+// say prints line, an event of run, after the step line the run holds:
+// that step's commit came first.
+func (p *stepPrinter) say(run, line string) {
+	if sl := p.pending[run]; sl != nil && sl.line != "" {
+		p.flushRun(run)
+	}
+	fmt.Fprintln(p.w, line)
 }
 
 func (p *stepPrinter) flush() {
@@ -457,7 +478,7 @@ func (p *stepPrinter) event(e orchestrator.Event) {
 	switch {
 	case e.EpisodeFinished != nil:
 		if p.episodes {
-			fmt.Fprintln(p.w, eventLine(e))
+			p.say(e.Run, eventLine(e))
 		}
 	case e.ValidationDone != nil:
 		p.get(e).val = e.ValidationDone
@@ -471,6 +492,12 @@ func (p *stepPrinter) event(e orchestrator.Event) {
 		}
 		sl.line = stepSummary(e, sl.val)
 	case e.BestChanged != nil:
+		if s, ok := p.early[e.Run]; ok && s == e.Step {
+			// Its step's line is out already.
+			delete(p.early, e.Run)
+			p.say(e.Run, eventLine(e))
+			return
+		}
 		sl := p.get(e)
 		if sl.line == "" {
 			sl.line = eventLine(e)
@@ -482,7 +509,7 @@ func (p *stepPrinter) event(e orchestrator.Event) {
 		p.flushRun(e.Run)
 		fmt.Fprintln(p.w, eventLine(e))
 	case e.JobState != nil && e.JobState.State == "failed":
-		fmt.Fprintln(p.w, eventLine(e))
+		p.say(e.Run, eventLine(e))
 	}
 }
 

@@ -210,3 +210,44 @@ func TestWatchReadsAMissedValidation(t *testing.T) {
 		t.Errorf("asked the daemon for %v, want only the first step's validation (r/4)", asked)
 	}
 }
+
+// TestWatchPrintsInEventOrder: with --episodes, a step's line comes
+// before the events that came after its commit; it was held for a best
+// change that did not come, and printed after the next step's episodes.
+// A best change that comes after another line (episodes of a step
+// sampled ahead play meanwhile) gets a line of its own.
+func TestWatchPrintsInEventOrder(t *testing.T) {
+	events := decodeEvents(t,
+		`{"type":"step_committed","run":"r","step":1,"data":{"step":1,"n":5,"train":{"reward_mean":0.75},"job":{"id":"r/step-0001","state":"succeeded","metrics":{"loss":0.125,"kl":0.01}}}}`,
+		`{"type":"step_started","run":"r","step":2,"data":{"n":5,"episodes":1}}`,
+		`{"type":"episode_finished","run":"r","step":2,"data":{"split":"train","id":"s2-g0-e0","reward":1}}`,
+		`{"type":"step_committed","run":"r","step":2,"data":{"step":2,"n":5,"train":{"reward_mean":0.5}}}`,
+		`{"type":"episode_finished","run":"r","step":4,"data":{"split":"train","id":"s4-g0-e0","reward":0.25}}`,
+		`{"type":"best_changed","run":"r","step":2,"data":{"step":2,"value":0.5}}`,
+		`{"type":"step_committed","run":"r","step":3,"data":{"step":3,"n":5,"train":{"reward_mean":0.25}}}`,
+		`{"type":"best_changed","run":"r","step":3,"data":{"step":3,"value":0.625}}`,
+	)
+	var b strings.Builder
+	p := &stepPrinter{w: &b, episodes: true}
+	for _, e := range events {
+		p.event(e)
+	}
+	p.flush()
+	lines := strings.Split(strings.TrimSpace(b.String()), "\n")
+	wantEnds := []string{
+		"step  1 n=5  train 0.750  loss 0.125 kl 0.01",
+		"step  2 episode_finished  train s2-g0-e0 reward 1.000 meals 0 deadlocked false invalid 0",
+		"step  2 n=5  train 0.500  (no signal: no job)",
+		"step  4 episode_finished  train s4-g0-e0 reward 0.250 meals 0 deadlocked false invalid 0",
+		"step  2 best_changed      best step 2 (0.500)",
+		"step  3 n=5  train 0.250  (no signal: no job)  best 3 (0.625)",
+	}
+	if len(lines) != len(wantEnds) {
+		t.Fatalf("%d lines, want %d:\n%s", len(lines), len(wantEnds), b.String())
+	}
+	for i, w := range wantEnds {
+		if !strings.HasSuffix(lines[i], w) {
+			t.Errorf("line %d %q, want it to end with %q", i, lines[i], w)
+		}
+	}
+}
