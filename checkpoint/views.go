@@ -1,6 +1,9 @@
 package checkpoint
 
-import "encoding/json"
+import (
+	"encoding/json"
+	"time"
+)
 
 // RunView is a run as `grpo runs show --json` prints it and the daemon
 // serves it (GET /api/v1/runs/{id}). Its JSON field names are a public
@@ -23,6 +26,75 @@ type RunView struct {
 	// "reward_mean":..,"per_n":[..],"records":[..],...}}, the evaluation
 	// in the same form as a step's validation. Absent when none is stored.
 	Tests []TestEvaluation `json:"tests,omitempty"`
+	// InFlight and Validating are what a running run has under way past
+	// its last committed step, as the store records it (the in-flight
+	// record; set by SetUnderway: grpo runs show, not the daemon). InFlight is the trainer job of the
+	// newest step not committed: still training, or trained and its step
+	// being validated (the store does not say which). Validating is a
+	// step known to be validated, not committed yet: with the
+	// asynchronous pipeline, the step before the one whose job trains.
+	// Absent when there is none, and for runs not running.
+	InFlight   *InFlightView `json:"in_flight,omitempty"`
+	Validating *int          `json:"validating,omitempty"`
+	// Lease is the run's lease: the process that plays it, or played it
+	// last without releasing it (Live false: its holder is gone or its
+	// heartbeat is stale). Absent when no process holds the run.
+	Lease *LeaseView `json:"lease,omitempty"`
+}
+
+// InFlightView is a trainer job submitted for a step not yet committed.
+type InFlightView struct {
+	Step      int       `json:"step"`
+	N         int       `json:"n"`
+	JobID     string    `json:"job_id"`
+	Submitted time.Time `json:"submitted"`
+}
+
+// LeaseView is a run's lease as RunView shows it.
+type LeaseView struct {
+	PID       int       `json:"pid"`
+	Host      string    `json:"host"`
+	Started   time.Time `json:"started"`
+	Heartbeat time.Time `json:"heartbeat"`
+	// Live: the holder is presumed to play the run (its heartbeat is
+	// fresh, and on this host its pid runs).
+	Live bool `json:"live"`
+}
+
+// SetUnderway sets v's InFlight and Validating from the run's in-flight
+// record (GetInFlight; nil when there is none) and Lease from its lease
+// (GetLease). Read them before the steps: a step committed in between
+// then shows as committed, not as under way.
+func (v *RunView) SetUnderway(inf *InFlight, lease *LeaseInfo, live bool) {
+	if lease != nil {
+		v.Lease = &LeaseView{PID: lease.PID, Host: lease.Host, Started: lease.Started, Heartbeat: lease.Heartbeat, Live: live}
+	}
+	if v.State != StateRunning {
+		return
+	}
+	last := -1
+	if len(v.Steps) > 0 {
+		last = v.Steps[len(v.Steps)-1].Step
+	}
+	if inf != nil && inf.Step <= last {
+		inf = inf.Next // the record's step committed since it was read
+	}
+	if inf == nil || inf.Step <= last {
+		return
+	}
+	job := inf
+	switch {
+	case inf.Next != nil && inf.Next.Step > inf.Step:
+		// The next step's job was submitted while inf's step validated.
+		job = inf.Next
+		v.Validating = &inf.Step
+	case inf.Step == last+2:
+		// A step without a job (no signal) validates while the next
+		// one trains.
+		s := last + 1
+		v.Validating = &s
+	}
+	v.InFlight = &InFlightView{Step: job.Step, N: job.N, JobID: job.JobID, Submitted: job.Submitted}
 }
 
 // StepView is one step of a RunView: the step and its validation.

@@ -361,6 +361,10 @@ type report struct {
 	// noValidationCompare drops the best-vs-last and best-vs-base lines
 	// on validation: the test split reports them instead.
 	noValidationCompare bool
+	// underway, when set (grpo runs show), has what the run has under
+	// way and its lease, printed after the steps; db is its store.
+	underway *checkpoint.RunView
+	db       string
 }
 
 func loadReport(ctx context.Context, store *checkpoint.Store, name string) (*report, error) {
@@ -382,7 +386,7 @@ func loadReport(ctx context.Context, store *checkpoint.Store, name string) (*rep
 }
 
 func (r *report) print(w io.Writer) {
-	fmt.Fprintf(w, "\nrun %s (%s): selection %s on %s\n", r.run.Name, r.run.State, r.run.Policy, r.run.Metric)
+	fmt.Fprintf(w, "\nrun %s (%s): selection %s on %s\n", r.run.Name, r.stateLabel(), r.run.Policy, r.run.Metric)
 	if r.run.Error != "" {
 		fmt.Fprintf(w, "error: %s\n", r.run.Error)
 	}
@@ -438,6 +442,7 @@ func (r *report) print(w io.Writer) {
 		fmt.Fprintf(tw, "%d\t%d\t%s\t%s\t%s\t%s\t%s\t%s%s\t%s\t%s\n", s.Step, s.N, train, val, ci, dl, meals, cols, job, disk, mark)
 	}
 	tw.Flush()
+	r.printUnderway(w)
 	if r.sel == nil || len(r.steps) == 0 {
 		return
 	}
@@ -467,6 +472,60 @@ func (r *report) print(w io.Writer) {
 	if okB && (okL || ok0) && r.run.Policy == checkpoint.PolicyBestValidation {
 		fmt.Fprintf(w, "(selection-biased: the best step was chosen on these validation episodes, so they overstate it; measure it on the test split with 'grpo eval --db DB --run %s --step best,last,base')\n", r.run.Name)
 	}
+}
+
+// timeFormat is how runs show prints a time: local, to the second.
+const timeFormat = "2006-01-02 15:04:05"
+
+// stateLabel is the run's state, and for a running run that no live
+// process plays (its lease), its last sign of life.
+func (r *report) stateLabel() string {
+	u := r.underway
+	if u == nil || r.run.State != checkpoint.StateRunning {
+		return r.run.State
+	}
+	switch {
+	case u.Lease == nil:
+		return r.run.State + ", no process is playing it"
+	case !u.Lease.Live:
+		return r.run.State + ", no live process: last heartbeat " + u.Lease.Heartbeat.Local().Format(timeFormat)
+	}
+	return r.run.State
+}
+
+// printUnderway says which step is being validated and which step's
+// trainer job is in flight, and how to resume a running run that no
+// process plays (then they are what it left when it stopped).
+func (r *report) printUnderway(w io.Writer) {
+	u := r.underway
+	if u == nil {
+		return
+	}
+	live := u.Lease != nil && u.Lease.Live
+	if s := u.Validating; s != nil && live {
+		fmt.Fprintf(w, "step %d: being validated, not committed yet\n", *s)
+	} else if s != nil {
+		fmt.Fprintf(w, "step %d: was being validated when the run stopped, not committed\n", *s)
+	}
+	if j := u.InFlight; j != nil {
+		submitted := j.Submitted.Local().Format(timeFormat)
+		switch {
+		case !live:
+			fmt.Fprintf(w, "step %d: trainer job %s submitted %s, not committed (a resume waits for that job)\n", j.Step, j.JobID, submitted)
+		case u.Validating != nil:
+			fmt.Fprintf(w, "step %d: trainer job %s in flight, submitted %s\n", j.Step, j.JobID, submitted)
+		default:
+			fmt.Fprintf(w, "step %d: trainer job %s in flight, submitted %s (training, or trained and being validated)\n", j.Step, j.JobID, submitted)
+		}
+	}
+	if r.run.State != checkpoint.StateRunning || live {
+		return
+	}
+	who := "no process holds its lease"
+	if l := u.Lease; l != nil {
+		who = fmt.Sprintf("its process (pid %d on %s) no longer renews its lease (last heartbeat %s)", l.PID, l.Host, l.Heartbeat.Local().Format(timeFormat))
+	}
+	fmt.Fprintf(w, "not playing: %s; resume it with 'grpo run --resume %s%s', or a daemon started on this store resumes it\n", who, r.run.Name, dbFlag(r.db))
 }
 
 // validationSizes are the table sizes of the run's validations when

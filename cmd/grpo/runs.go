@@ -22,6 +22,9 @@ const runsSynopsis = `Usage: grpo runs [--db PATH] [--json]
 Lists the runs in the store, or shows one run's configuration and steps
 (train reward, validation reward with 95% CI, deadlock rate, meals, trainer
 job, and whether the step's adapter directory is on this machine's disk).
+For a running run, 'runs show' also says which step is being validated and
+which step's trainer job is in flight, and, when no live process plays the
+run (its process was killed), its last heartbeat and how to resume it.
 Safe while a run is training: the store is opened read-only for the moment
 of the read.
 
@@ -156,15 +159,26 @@ func (m *Main) showRun(ctx context.Context, db, name string, asJSON bool) error 
 	if err != nil {
 		return err
 	}
+	// What is under way, read before the steps (SetUnderway).
+	inf, err := store.GetInFlight(ctx, name)
+	if err != nil {
+		return err
+	}
+	lease, live, err := store.GetLease(ctx, name, checkpoint.LeaseOptions{})
+	if err != nil {
+		return err
+	}
 	r, err := loadReport(ctx, store, name)
 	if err != nil {
 		return err
 	}
+	out := checkpoint.NewRunView(r.run, r.steps, r.evalList)
+	out.SetUnderway(inf, lease, live)
 	if !asJSON {
+		r.underway, r.db = &out, db
 		r.print(m.Stdout)
 		return nil
 	}
-	out := checkpoint.NewRunView(r.run, r.steps, r.evalList)
 	out.Tests = r.tests
 	promote.MarkOnDisk(&out)
 	enc := json.NewEncoder(m.Stdout)
