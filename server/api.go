@@ -255,7 +255,7 @@ func (s *Server) writeRun(w http.ResponseWriter, r *http.Request, code int, name
 		storeError(w, err)
 		return
 	}
-	writeJSON(w, code, v)
+	writeJSON(w, code, RunDetail{RunView: v, EndpointsDown: s.endpointsDown(name)})
 }
 
 func (s *Server) handleSteps(w http.ResponseWriter, r *http.Request) {

@@ -52,3 +52,41 @@ func TestDashboardShowsEndpointsDown(t *testing.T) {
 		t.Errorf("after both were readmitted (another run's endpoint down meanwhile): %q, want the line hidden and empty", parts[2])
 	}
 }
+
+// TestDashboardEndpointsAfterReconnect: the list of endpoints down was
+// built from endpoint_state events alone, so a readmission sent while the
+// page's websocket reconnected left the endpoint listed down until the run
+// ended (and a page opened during an outage listed nothing). The page
+// reads the endpoints down with the run (GET /api/v1/runs/{id}), on load
+// and again when the websocket reconnects.
+func TestDashboardEndpointsAfterReconnect(t *testing.T) {
+	o := startOutage(t)
+	o.endpointsDown(t, 1)
+	ctx := openDashboard(t, o.s.URL()+"/?run=outage", 1280, 900)
+	const text = `document.querySelector("#endpoints").textContent`
+	if _, err := chromedp.Run(ctx, chromedp.Poll[bool](text+`.includes("inference endpoint `+o.dead+` down since ")`)); err != nil {
+		got, _ := chromedp.Run(ctx, chromedp.Evaluate[string](text))
+		t.Fatalf("page opened during the outage lists %q, want %s down: %v", got, o.dead, err)
+	}
+	// An endpoint the page saw drained, whose readmission it misses: the
+	// websocket closes, and reconnects two seconds later.
+	const stale = "http://127.0.0.1:1/v1"
+	if _, err := chromedp.Run(ctx, chromedp.Evaluate[bool](`(() => {
+	  onEvent({type: "endpoint_state", run: "outage", step: 1, time: new Date().toISOString(), data: {endpoint: "`+stale+`", up: false, error: "connection refused", probe_in_seconds: 2}});
+	  state.ws.close();
+	  return true;
+	})()`)); err != nil {
+		t.Fatalf("chromium: %v", err)
+	}
+	if got, err := chromedp.Run(ctx, chromedp.Evaluate[string](text)); err != nil || !strings.Contains(got, stale) {
+		t.Fatalf("before the reconnection the page lists %q (%v), want %s too", got, err, stale)
+	}
+	if _, err := chromedp.Run(ctx, chromedp.Poll[bool](`document.querySelector("#live").textContent === "offline"`)); err != nil {
+		t.Fatalf("chromium: the websocket did not close: %v", err)
+	}
+	cond := `document.querySelector("#live").textContent === "live" && !` + text + `.includes("` + stale + `") && ` + text + `.includes("` + o.dead + `")`
+	if _, err := chromedp.Run(ctx, chromedp.Poll[bool](cond)); err != nil {
+		got, _ := chromedp.Run(ctx, chromedp.Evaluate[string](`document.querySelector("#live").textContent + ": " + `+text))
+		t.Fatalf("after the websocket reconnected the page shows %q, want %s alone down: %v", got, o.dead, err)
+	}
+}

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"path/filepath"
 	"runtime/debug"
+	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -34,6 +36,46 @@ type hosted struct {
 	started  chan struct{} // closed at the run's first event
 	startOne sync.Once
 	err      error // the run's outcome, set before done is closed
+
+	// down is the last endpoint_state event of each of the run's
+	// inference endpoints drained now, by URL: GET /api/v1/runs/{id}
+	// serves them, so that a page that missed a readmission while its
+	// websocket reconnected (or opened during an outage) learns the
+	// endpoints down from it.
+	downMu sync.Mutex
+	down   map[string]orchestrator.Event
+}
+
+// endpointState records an endpoint_state event of the run.
+func (h *hosted) endpointState(e orchestrator.Event) {
+	h.downMu.Lock()
+	defer h.downMu.Unlock()
+	if e.EndpointState.Up {
+		delete(h.down, e.EndpointState.Endpoint)
+		return
+	}
+	if h.down == nil {
+		h.down = make(map[string]orchestrator.Event)
+	}
+	h.down[e.EndpointState.Endpoint] = e
+}
+
+// endpointsDown returns the endpoint_state events of the run's endpoints
+// drained now, oldest first.
+func (h *hosted) endpointsDown() []orchestrator.Event {
+	h.downMu.Lock()
+	defer h.downMu.Unlock()
+	out := make([]orchestrator.Event, 0, len(h.down))
+	for _, e := range h.down {
+		out = append(out, e)
+	}
+	slices.SortFunc(out, func(a, b orchestrator.Event) int {
+		if c := a.Time.Compare(b.Time); c != 0 {
+			return c
+		}
+		return strings.Compare(a.EndpointState.Endpoint, b.EndpointState.Endpoint)
+	})
+	return out
 }
 
 // launch opens a new run of cfg (named) and plays it in its own goroutine.
@@ -97,6 +139,10 @@ func (s *Server) host(ctx context.Context, name string, open func(run.Options) (
 			// comes from the run loop, after it.
 			if e.Type != orchestrator.EventEndpointState {
 				h.startOne.Do(func() { close(h.started) })
+			} else if e.EndpointState != nil {
+				// Recorded before it is sent: a GET after the
+				// event reflects it.
+				h.endpointState(e)
 			}
 			s.metrics.event(e)
 			s.hub.publish(e)
@@ -283,6 +329,18 @@ func (s *Server) cancelRun(ctx context.Context, name string) error {
 	case <-ctx.Done():
 		return ctx.Err()
 	}
+}
+
+// endpointsDown returns the endpoint_state events of the inference
+// endpoints of run name drained now, when it plays in this process.
+func (s *Server) endpointsDown(name string) []orchestrator.Event {
+	s.mu.Lock()
+	h := s.runs[name]
+	s.mu.Unlock()
+	if h == nil {
+		return nil
+	}
+	return h.endpointsDown()
 }
 
 // hostedRuns returns the names of the runs playing in this process.

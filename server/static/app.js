@@ -5,7 +5,7 @@
 
 const $ = (sel) => document.querySelector(sel);
 const SVGNS = "http://www.w3.org/2000/svg";
-const state = { selected: null, run: null, jobs: {}, live: new Map(), committed: -1, endpoints: new Map(), refresh: null, runsRefresh: null, compare: new Set(), others: {} };
+const state = { selected: null, run: null, jobs: {}, live: new Map(), committed: -1, endpoints: new Map(), reads: new Set(), refresh: null, runsRefresh: null, compare: new Set(), others: {}, ws: null };
 
 // view returns the chart controls: EMA smoothing weight and step range.
 function view() {
@@ -88,9 +88,26 @@ function select(name) {
   loadRun();
 }
 
+// loadRun reads the selected run, and from the same answer its inference
+// endpoints down now (endpoints_down, as their endpoint_state events): the
+// list is right again after the websocket reconnected, whatever events it
+// missed meanwhile. The events that come while the answer is on its way
+// are applied again on top of it, in order: they may be newer than it.
 async function loadRun() {
   if (!state.selected) return;
-  const r = await api("/api/v1/runs/" + encodeURIComponent(state.selected));
+  const name = state.selected;
+  const meanwhile = [];
+  state.reads.add(meanwhile);
+  let r;
+  try {
+    r = await api("/api/v1/runs/" + encodeURIComponent(name));
+  } finally {
+    state.reads.delete(meanwhile);
+  }
+  if (name !== state.selected) return;
+  state.endpoints = new Map();
+  for (const ev of [...(r.endpoints_down || []), ...meanwhile]) endpointEvent(ev);
+  showEndpoints();
   state.run = r;
   await loadOthers();
   render(r);
@@ -373,20 +390,16 @@ function onEvent(ev) {
       showProgress();
       scheduleRefresh();
       break;
-    case "endpoint_state": {
-      // An endpoint drained (its requests go to the others, or wait for
-      // it when none is left) or readmitted.
-      const d = ev.data;
-      if (d.up) state.endpoints.delete(d.endpoint);
-      else state.endpoints.set(d.endpoint, { since: state.endpoints.has(d.endpoint) ? state.endpoints.get(d.endpoint).since : ev.time, error: d.error || "",
-        probe: d.probe_in_seconds ? new Date(new Date(ev.time).getTime() + 1000 * d.probe_in_seconds) : null });
+    case "endpoint_state":
+      endpointEvent(ev);
+      for (const meanwhile of state.reads) meanwhile.push(ev);
       showEndpoints();
       break;
-    }
     case "run_finished":
       state.live = new Map();
       state.committed = -1;
-      state.endpoints = new Map();
+      endpointEvent(ev);
+      for (const meanwhile of state.reads) meanwhile.push(ev);
       showEndpoints();
       // running: the daemon stopped; its next start resumes the run.
       $("#progress").textContent = ev.data.state === "running" ? "run interrupted: it resumes when the daemon restarts" : "run " + ev.data.state;
@@ -395,6 +408,17 @@ function onEvent(ev) {
     default:
       scheduleRefresh();
   }
+}
+
+// endpointEvent applies an endpoint_state event to the list of endpoints
+// down: one drained (its requests go to the others, or wait for it when
+// none is left) or readmitted. A run_finished empties it.
+function endpointEvent(ev) {
+  const d = ev.data;
+  if (ev.type === "run_finished") state.endpoints = new Map();
+  else if (d.up) state.endpoints.delete(d.endpoint);
+  else state.endpoints.set(d.endpoint, { since: state.endpoints.has(d.endpoint) ? state.endpoints.get(d.endpoint).since : ev.time, error: d.error || "",
+    probe: d.probe_in_seconds ? new Date(new Date(ev.time).getTime() + 1000 * d.probe_in_seconds) : null });
 }
 
 // showEndpoints lists the run's inference endpoints that are down: since
@@ -431,6 +455,7 @@ function showProgress() {
 
 function connect() {
   const ws = new WebSocket((location.protocol === "https:" ? "wss://" : "ws://") + location.host + "/ws");
+  state.ws = ws;
   ws.onopen = () => { $("#live").textContent = "live"; $("#live").className = "on"; loadRuns().catch(console.error); loadRun().catch(console.error); };
   ws.onmessage = (m) => onEvent(JSON.parse(m.data));
   ws.onclose = () => { $("#live").textContent = "offline"; $("#live").className = "off"; setTimeout(connect, 2000); };
