@@ -211,8 +211,10 @@ function render(r) {
     }
     tbody.append(tr);
   }
+  // A stored job is a committed step's: finished. The store keeps no
+  // progress figure of it.
   for (const s of r.steps) {
-    if (s.job) state.jobs[s.job.id] = { step: s.step, id: s.job.id, state: s.job.state, progress: 1,
+    if (s.job) state.jobs[s.job.id] = { step: s.step, id: s.job.id, state: s.job.state, progress: null,
       loss: s.job.metrics ? s.job.metrics.loss : null,
       seconds: (new Date(s.job.finished) - new Date(s.job.submitted)) / 1000 };
   }
@@ -267,7 +269,7 @@ function renderJobs() {
   for (const j of jobs) {
     const tr = el("tr", { "data-job": j.id });
     tr.append(el("td", {}, j.step), el("td", {}, j.id), el("td", {}, j.state),
-      el("td", {}, Math.round(100 * (j.progress || 0)) + "%"), el("td", {}, fmt(j.loss, 4)),
+      el("td", {}, j.progress === null ? "done" : Math.round(100 * (j.progress || 0)) + "%"), el("td", {}, fmt(j.loss, 4)),
       el("td", {}, j.seconds ? fmt(j.seconds, 2) : "-"));
     tbody.append(tr);
   }
