@@ -23,6 +23,9 @@ function ema(pts, a) {
 // validation returns a run view's validation curve.
 function validation(r) { return r.steps.filter((s) => s.validation).map((s) => [s.step, s.validation.reward_mean]); }
 
+// count says n things: "1 replay", "2 replays".
+function count(n, thing) { return n + " " + thing + (n === 1 ? "" : "s"); }
+
 function fmt(x, d = 3) { return x === null || x === undefined ? "-" : Number(x).toFixed(d); }
 
 function el(tag, attrs = {}, text) {
@@ -205,7 +208,7 @@ function render(r) {
       el("td", {}, s.adapter ? s.adapter.name : "base"),
       el("td", {}, s.job ? s.job.state : (s.step > 0 ? "no signal" : "-")), el("td", {}, ""));
     if (s.transcripts) {
-      const b = el("button", { type: "button", class: "tx-open", "data-step": s.step }, s.transcripts + " replays");
+      const b = el("button", { type: "button", class: "tx-open", "data-step": s.step }, count(s.transcripts, "replay"));
       b.addEventListener("click", () => openTranscripts(s.step).catch((err) => { $("#tx-none").textContent = err.message; }));
       tr.lastChild.append(b);
     }
@@ -225,15 +228,15 @@ function render(r) {
 async function openTranscripts(step) {
   const eps = await api("/api/v1/runs/" + encodeURIComponent(state.selected) + "/steps/" + step + "/transcripts");
   state.tx = { step, eps, ep: null, round: 0 };
-  $("#tx-none").textContent = "step " + step + ": " + eps.length + " stored episodes";
+  $("#tx-none").textContent = "step " + step + ": " + count(eps.length, "stored episode");
   const ul = $("#tx-list");
   ul.replaceChildren();
   eps.forEach((ep, i) => {
     const li = el("li", { "data-episode": ep.id });
     const b = el("button", { type: "button", class: "tx-episode" }, ep.id);
     b.addEventListener("click", () => { state.tx.ep = i; state.tx.round = 0; renderReplay(); });
-    li.append(b, " n=" + ep.n + " table " + ep.seed + ", reward " + fmt(ep.reward) + ", " + ep.meals + " meals" +
-      (ep.deadlock ? ", deadlocked" : "") + ", " + ep.rounds.length + " rounds");
+    li.append(b, " n=" + ep.n + " table " + ep.seed + ", reward " + fmt(ep.reward) + ", " + count(ep.meals, "meal") +
+      (ep.deadlock ? ", deadlocked" : "") + ", " + count(ep.rounds.length, "round"));
     ul.append(li);
   });
   $("#tx-replay").hidden = true;
@@ -380,7 +383,7 @@ function onEvent(ev) {
       // The step's validation figure is its mean over every episode.
       const v = ev.data;
       liveStep(ev.step).done = "step " + ev.step + " validation reward " + fmt(v.reward_mean) +
-        " [" + fmt(v.reward_ci95[0]) + ", " + fmt(v.reward_ci95[1]) + "] over " + v.episodes + " episodes";
+        " [" + fmt(v.reward_ci95[0]) + ", " + fmt(v.reward_ci95[1]) + "] over " + count(v.episodes, "episode");
       showProgress();
       scheduleRefresh();
       break;
@@ -448,9 +451,12 @@ function showProgress() {
   const parts = [...state.live.entries()].sort((a, b) => a[0] - b[0]).map(([step, p]) => {
     if (p.done) return p.done;
     const counts = [];
-    if (p.train || p.trainTotal) counts.push(p.train + (p.trainTotal ? " of " + p.trainTotal : "") + " training");
-    if (p.val || p.valTotal) counts.push(p.val + (p.valTotal ? " of " + p.valTotal : "") + " validation");
-    return "step " + step + ": " + (counts.join(", ") || "no") + " episodes";
+    const part = (n, total, what) => { if (n || total) counts.push({ text: n + (total ? " of " + total : "") + " " + what, last: total || n }); };
+    part(p.train, p.trainTotal, "training");
+    part(p.val, p.valTotal, "validation");
+    // "1 training episode", "1 of 1 validation episode"; else "episodes".
+    const noun = counts.length === 1 && counts[0].last === 1 ? "episode" : "episodes";
+    return "step " + step + ": " + (counts.map((c) => c.text).join(", ") || "no") + " " + noun;
   });
   $("#progress").textContent = parts.join(" · ");
 }
