@@ -146,7 +146,10 @@ function render(r) {
   const st = $("#run-state");
   st.textContent = r.state;
   st.className = "state " + r.state;
+  // A failure's error is an error; a cancelled run's (what stopped it)
+  // is said plainly.
   $("#run-error").textContent = r.error || "";
+  $("#run-error").className = r.state === "failed" ? "error" : "note";
   $("#cancel").hidden = !r.hosted;
   if (!r.hosted) $("#cancel-error").textContent = "";
   const best = r.best ? r.best.step : null;
