@@ -5,7 +5,7 @@
 
 const $ = (sel) => document.querySelector(sel);
 const SVGNS = "http://www.w3.org/2000/svg";
-const state = { selected: null, run: null, jobs: {}, live: new Map(), committed: -1, endpoints: new Map(), reads: new Set(), refresh: null, runsRefresh: null, compare: new Set(), others: {}, ws: null };
+const state = { selected: null, run: null, jobs: {}, live: new Map(), committed: -1, endpoints: new Map(), reads: new Set(), refresh: null, runsRefresh: null, compare: new Set(), others: {}, ws: null, resize: null };
 
 // view returns the chart controls: EMA smoothing weight and step range.
 function view() {
@@ -287,10 +287,26 @@ function renderJobs() {
 function least(vals, bound) { let m = bound; for (const v of vals) if (v < m) m = v; return m; }
 function greatest(vals, bound) { let m = bound; for (const v of vals) if (v > m) m = v; return m; }
 
+// tickStep is the step between x-axis labels: 1, 2 or 5 times a power of
+// ten, at least raw and at least 1.
+function tickStep(raw) {
+  if (raw <= 1) return 1;
+  const p = 10 ** Math.floor(Math.log10(raw));
+  return [1, 2, 5, 10].map((m) => m * p).find((v) => v >= raw);
+}
+
 // chart draws series of [step, value] points with lines, dots, axes and,
-// when opts.best is set, a marker on the best step.
+// when opts.best is set, a marker on the best step. It draws at the
+// chart's width in CSS pixels (640 when it has none, as when it is not
+// shown), so that its text is as large on a phone as on a desktop: a
+// drawing 640 wide, scaled to a phone, had text 5 px high. The height of
+// its viewBox in the page (kept in data-height) is its height when 640
+// wide or narrower; a wider one keeps that aspect.
 function chart(svg, series, opts) {
-  const W = 640, H = Number(svg.getAttribute("viewBox").split(" ")[3]);
+  if (!svg.dataset.height) svg.dataset.height = svg.viewBox.baseVal.height;
+  const W = Math.round(svg.clientWidth) || 640;
+  const H = Math.round(Number(svg.dataset.height) * Math.max(1, W / 640));
+  svg.setAttribute("viewBox", "0 0 " + W + " " + H);
   const L = 48, R = opts.right ? 44 : 12, T = 10, B = 26;
   svg.replaceChildren();
   // Zoom: keep the points within [xmin, xmax].
@@ -313,8 +329,9 @@ function chart(svg, series, opts) {
     svg.append(el("svg:line", { class: "grid", x1: L, x2: W - R, y1: y(v), y2: y(v) }));
     svg.append(el("svg:text", { x: L - 4, y: y(v) + 3, "text-anchor": "end" }, v.toFixed(2)));
   }
-  const every = Math.max(1, Math.ceil((xmax - xmin) / 16));
-  for (let s = xmin; s <= xmax; s += every) svg.append(el("svg:text", { x: x(s), y: H - 10, "text-anchor": "middle" }, s));
+  // A label about every 50 px, as many on every chart of the same width.
+  const every = tickStep((xmax - xmin) / Math.max(2, Math.floor((W - 60) / 50)));
+  for (let s = Math.ceil(xmin / every) * every; s <= xmax; s += every) svg.append(el("svg:text", { x: x(s), y: H - 10, "text-anchor": "middle" }, s));
   svg.append(el("svg:text", { x: W - R, y: H - 1, "text-anchor": "end" }, "step"));
   svg.append(el("svg:line", { class: "axis", x1: L, x2: L, y1: T, y2: H - B }));
   svg.append(el("svg:line", { class: "axis", x1: L, x2: W - R, y1: H - B, y2: H - B }));
@@ -337,7 +354,8 @@ function chart(svg, series, opts) {
     }
   };
   for (const s of series) draw(s, (v) => y(v));
-  if (opts.right) {
+  // The right axis only with points to read on it (not 0 to 1e-9).
+  if (opts.right && opts.right.pts.length > 0) {
     const vals = opts.right.pts.map((p) => p[1]);
     const hi = greatest(vals, opts.right.cls === "meals" ? 1 : 1e-9);
     for (let i = 0; i <= 4; i++) svg.append(el("svg:text", { x: W - R + 4, y: y(hi * i / 4, 0, hi) + 3 }, hi >= 10 ? (hi * i / 4).toFixed(0) : Number((hi * i / 4).toPrecision(2)).toString()));
@@ -503,6 +521,12 @@ $("#cancel").addEventListener("click", async () => {
 });
 
 for (const id of ["#smooth", "#xfrom", "#xto"]) $(id).addEventListener("input", () => { if (state.run) render(state.run); });
+
+// The charts are drawn at their width: again when the window's changes.
+window.addEventListener("resize", () => {
+  clearTimeout(state.resize);
+  state.resize = setTimeout(() => { if (state.run) render(state.run); }, 100);
+});
 
 // A link to the Grafana dashboard when the daemon names one (serve --grafana-url).
 api("/dashboard.json").then((d) => {
