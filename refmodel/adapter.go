@@ -20,6 +20,11 @@ const (
 	WeightsFile = "adapter_model.safetensors"
 )
 
+// AdapterJobFile, in an adapter directory a trainer job wrote, names the
+// job that made it: {"job_id": ...}. The Python trainer (deploy/trainer)
+// writes the same file; vLLM and PEFT ignore it.
+const AdapterJobFile = "grpo_job.json"
+
 // Tensor names inside WeightsFile.
 const (
 	tensorA = "base_model.model.policy.lora_A.weight"
@@ -92,7 +97,12 @@ type adapterConfig struct {
 // Save writes the adapter to dir atomically: everything goes to a temporary
 // directory next to dir, which then replaces dir, so a reader or a crash
 // never sees a half-written adapter.
-func (a *Adapter) Save(dir string) error {
+func (a *Adapter) Save(dir string) error { return a.save(dir, "") }
+
+// save is Save. With a job id it also writes AdapterJobFile naming the
+// job, and replaces an adapter already at dir only when that job made it
+// (an *adapterTakenError otherwise).
+func (a *Adapter) save(dir, jobID string) error {
 	if err := a.validate(); err != nil {
 		return fmt.Errorf("save adapter %s: %w", dir, err)
 	}
@@ -130,10 +140,73 @@ func (a *Adapter) Save(dir string) error {
 	if err := fsutil.WriteFileSync(filepath.Join(tmp, WeightsFile), weights); err != nil {
 		return fmt.Errorf("save adapter %s: %w", dir, err)
 	}
+	if jobID != "" {
+		marker, err := json.Marshal(adapterJobRecord{JobID: jobID})
+		if err != nil {
+			return fmt.Errorf("save adapter %s: %w", dir, err)
+		}
+		if err := fsutil.WriteFileSync(filepath.Join(tmp, AdapterJobFile), append(marker, '\n')); err != nil {
+			return fmt.Errorf("save adapter %s: %w", dir, err)
+		}
+		if owner, ok := adapterJob(dir); ok && owner != jobID {
+			return &adapterTakenError{adapterTaken(filepath.Base(dir), owner, dir, "")}
+		}
+	}
 	if err := replaceDir(tmp, dir); err != nil {
 		return fmt.Errorf("save adapter %s: %w", dir, err)
 	}
 	return nil
+}
+
+// adapterJobRecord is AdapterJobFile.
+type adapterJobRecord struct {
+	JobID string `json:"job_id"`
+}
+
+// adapterJob returns the id of the job that made the adapter directory dir
+// and true, or false when there is no such directory. The id is "" when
+// dir does not say (AdapterJobFile missing or unreadable: not made by a
+// trainer job, or made before the file was written).
+func adapterJob(dir string) (string, bool) {
+	if _, err := os.Stat(dir); errors.Is(err, fs.ErrNotExist) {
+		return "", false
+	}
+	raw, err := os.ReadFile(filepath.Join(dir, AdapterJobFile))
+	if err != nil {
+		return "", true
+	}
+	var rec adapterJobRecord
+	if json.Unmarshal(raw, &rec) != nil {
+		return "", true
+	}
+	return rec.JobID, true
+}
+
+// adapterTakenError is a job's output_adapter that another job made, or
+// is to make, or a directory no job is known to have made.
+type adapterTakenError struct{ msg string }
+
+func (e *adapterTakenError) Error() string { return e.msg }
+
+// adapterTaken is the error text of a job whose output_adapter name is
+// taken: job owner made it at path ("" when no job is known to have), or,
+// in state (queued or running), is to make it. It says what the Python
+// trainer (deploy/trainer, adapter_taken) says, quoted the Go way.
+func adapterTaken(name, owner, path, state string) string {
+	var whose string
+	switch {
+	case state != "":
+		whose = fmt.Sprintf("job %q (%s) is to make it", owner, state)
+	case owner != "":
+		whose = fmt.Sprintf("job %q made it (%s)", owner, path)
+	default:
+		whose = path + " exists, made by no job this trainer has a record of"
+	}
+	fix := "give this job another output_adapter"
+	if owner == "" {
+		fix += ", or remove that directory"
+	}
+	return fmt.Sprintf("output_adapter %q is taken: %s; a job does not replace another job's adapter: %s", name, whose, fix)
 }
 
 // replaceDir renames src to dst. An existing dst is first moved aside and

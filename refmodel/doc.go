@@ -42,5 +42,9 @@
 // token_ids disagree with its logprobs token fails the job) and runs
 // PPO-clip (Train): each epoch is DefaultSteps full-batch gradient steps.
 // Jobs run one at a time; their records and adapters live under
-// Options.DataDir.
+// Options.DataDir. A job replaces no adapter but its own: each adapter
+// directory holds AdapterJobFile naming the job that made it, and a job
+// whose output_adapter another job made, or is to make, or a directory no
+// job made, is refused with 409 (the Python trainer in deploy/trainer
+// does the same); the same job trained again replaces its own.
 package refmodel

@@ -227,12 +227,17 @@ func (m *jobManager) signal() {
 }
 
 // create records and queues a job. An id already known returns the existing
-// job and false: the same id never trains twice.
+// job and false: the same id never trains twice. A job whose
+// output_adapter another job made or is to make is refused with an
+// *adapterTakenError.
 func (m *jobManager) create(req *trainer.JobRequest, body []byte) (trainer.Job, bool, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if e, ok := m.jobs[req.ID]; ok {
 		return e.job, false, nil
+	}
+	if msg := m.adapterTaken(req); msg != "" {
+		return trainer.Job{}, false, &adapterTakenError{msg}
 	}
 	e := &jobEntry{
 		job:     trainer.Job{ID: req.ID, State: trainer.StateQueued},
@@ -256,6 +261,34 @@ func (m *jobManager) create(req *trainer.JobRequest, body []byte) (trainer.Job, 
 	m.signal()
 	m.logger.Info("trainer job queued", "id", req.ID, "output_adapter", req.OutputAdapter, "trajectories", len(req.Trajectories))
 	return e.job, true, nil
+}
+
+// adapterTaken says why req may not have its output_adapter, or "": a job
+// that succeeded made it, a queued or running job is to make it (of
+// several, the latest created is named), or its directory exists and
+// another job, or none known, made it. Callers hold m.mu; req.ID is not
+// a known job.
+func (m *jobManager) adapterTaken(req *trainer.JobRequest) string {
+	name := req.OutputAdapter
+	var holder *jobEntry
+	for _, e := range m.jobs {
+		made := e.job.State == trainer.StateSucceeded && e.job.Adapter != nil && e.job.Adapter.Name == name
+		toMake := (e.job.State == trainer.StateQueued || e.job.State == trainer.StateRunning) && e.req != nil && e.req.OutputAdapter == name
+		if (made || toMake) && (holder == nil || e.created.After(holder.created)) {
+			holder = e
+		}
+	}
+	switch {
+	case holder != nil && holder.job.State == trainer.StateSucceeded:
+		return adapterTaken(name, holder.job.ID, holder.job.Adapter.Path, "")
+	case holder != nil:
+		return adapterTaken(name, holder.job.ID, "", holder.job.State)
+	}
+	dir := m.adapterDir(name)
+	if owner, ok := adapterJob(dir); ok && owner != req.ID {
+		return adapterTaken(name, owner, dir, "")
+	}
+	return ""
 }
 
 // get returns a job's current state.
@@ -349,7 +382,10 @@ func (m *jobManager) execute(ctx, jctx context.Context, e *jobEntry, req *traine
 		e.job.State, e.job.Error = trainer.StateFailed, err.Error()
 	default:
 		dir := m.adapterDir(req.OutputAdapter)
-		if err := ad.Save(dir); err != nil {
+		if owner, ok := adapterJob(dir); ok && owner == e.job.ID {
+			m.logger.Info("replacing the adapter an earlier run of this job made", "id", e.job.ID, "dir", dir)
+		}
+		if err := ad.save(dir, e.job.ID); err != nil {
 			e.job.State, e.job.Error = trainer.StateFailed, err.Error()
 			break
 		}

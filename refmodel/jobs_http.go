@@ -42,6 +42,12 @@ func (b *Backend) handleCreateJob(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	job, created, err := b.jobs.create(&req, body)
+	var taken *adapterTakenError
+	if errors.As(err, &taken) {
+		b.logger.Warn("trainer job refused", "id", req.ID, "err", err)
+		writeJSON(w, http.StatusConflict, jobError{err.Error()})
+		return
+	}
 	if err != nil {
 		b.logger.Error("create trainer job", "id", req.ID, "err", err)
 		writeJSON(w, http.StatusInternalServerError, jobError{err.Error()})

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"io/fs"
+	"log/slog"
 	"math"
 	"net/http"
 	"net/http/httptest"
@@ -11,6 +12,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -451,4 +453,166 @@ func TestJobIDsWithDots(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestJobDoesNotReplaceAnotherJobsAdapter: grpo names each step's adapter
+// after its job (run/step-0001 makes run-step-0001), and a job whose
+// output_adapter another job made, or is to make, or a directory no job
+// made, is refused with 409 naming the adapter and that job, as the Python
+// trainer does; it replaced the adapter in silence. The same job trained
+// again after its record was lost replaces its own adapter (its
+// AdapterJobFile says whose it is).
+func TestJobDoesNotReplaceAnotherJobsAdapter(t *testing.T) {
+	dir := t.TempDir()
+	var logs syncBuffer
+	var stop func()
+	open := func() (*Backend, string) {
+		if stop != nil {
+			stop() // the trainer before this one
+		}
+		b, err := New(Options{DataDir: dir, Seed: 7, Logger: slog.New(slog.NewTextHandler(&logs, nil))})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := b.Open(); err != nil {
+			t.Fatal(err)
+		}
+		srv := httptest.NewServer(b.Handler())
+		stop = func() { srv.Close(); b.Close() }
+		t.Cleanup(stop)
+		return b, srv.URL
+	}
+	refused := func(url string, req trainer.JobRequest, want string) {
+		t.Helper()
+		code, raw := do(t, http.MethodPost, url+"/v1/jobs", req)
+		var e jobError
+		json.Unmarshal(raw, &e)
+		if code != http.StatusConflict || e.Error != want {
+			t.Fatalf("create %s: %d %s\nwant 409 with error %q", req.ID, code, raw, want)
+		}
+	}
+	sample := oneTurn(stateFirstRound, outThink, 1)
+	mine := jobRequest("run/step-1", "run-step-0001", nil, sample)
+	other := jobRequest("other/step-0001", "run-step-0001", nil, sample)
+
+	// No worker: a job stays queued, and its adapter name is held.
+	b, url := open()
+	adapter := b.AdapterDir("run-step-0001")
+	b.Close()
+	queued := jobRequest("run/step-0001", "run-step-0001", nil, sample)
+	if code, _ := createJob(t, url, queued); code != http.StatusAccepted {
+		t.Fatalf("create %s: %d", queued.ID, code)
+	}
+	refused(url, other, `output_adapter "run-step-0001" is taken: job "run/step-0001" (queued) is to make it; `+
+		`a job does not replace another job's adapter: give this job another output_adapter`)
+	// A cancelled job makes nothing: the name is free.
+	if code, _ := do(t, http.MethodDelete, url+"/v1/jobs/run/step-0001", nil); code != 200 {
+		t.Fatalf("DELETE: %d", code)
+	}
+
+	_, url = open()
+	if code, _ := createJob(t, url, mine); code != http.StatusAccepted {
+		t.Fatalf("create %s: %d", mine.ID, code)
+	}
+	if j := waitJob(t, url, mine.ID); j.State != trainer.StateSucceeded || j.Adapter.Path != adapter {
+		t.Fatalf("job %+v", j)
+	}
+	if raw, _ := os.ReadFile(filepath.Join(adapter, AdapterJobFile)); string(raw) != `{"job_id":"run/step-1"}`+"\n" {
+		t.Fatalf("%s holds %q", AdapterJobFile, raw)
+	}
+	made, _ := os.ReadFile(filepath.Join(adapter, WeightsFile))
+	refused(url, other, `output_adapter "run-step-0001" is taken: job "run/step-1" made it (`+adapter+`); `+
+		`a job does not replace another job's adapter: give this job another output_adapter`)
+	if code, _ := do(t, http.MethodGet, url+"/v1/jobs/other/step-0001", nil); code != http.StatusNotFound {
+		t.Fatalf("the refused job is known: GET %d", code)
+	}
+	// The same job again is the same job.
+	if code, _ := createJob(t, url, mine); code != http.StatusOK {
+		t.Fatalf("create %s again: %d", mine.ID, code)
+	}
+
+	// The job records lost: the adapter's AdapterJobFile says whose it
+	// is. Another job is refused; the job that made it trains again (as
+	// the orchestrator resubmits a job the trainer no longer knows) and
+	// replaces it with the same weights (training is deterministic).
+	stop()
+	if err := os.RemoveAll(filepath.Join(dir, "jobs")); err != nil {
+		t.Fatal(err)
+	}
+	_, url = open()
+	refused(url, other, `output_adapter "run-step-0001" is taken: job "run/step-1" made it (`+adapter+`); `+
+		`a job does not replace another job's adapter: give this job another output_adapter`)
+	if code, _ := createJob(t, url, mine); code != http.StatusAccepted {
+		t.Fatalf("create %s after its record was lost: %d", mine.ID, code)
+	}
+	if j := waitJob(t, url, mine.ID); j.State != trainer.StateSucceeded {
+		t.Fatalf("job %+v", j)
+	}
+	if again, _ := os.ReadFile(filepath.Join(adapter, WeightsFile)); len(made) == 0 || !bytes.Equal(again, made) {
+		t.Fatal("the job trained again wrote other weights")
+	}
+	if want := `msg="replacing the adapter an earlier run of this job made" id=run/step-1`; !strings.Contains(logs.String(), want) {
+		t.Fatalf("log lacks %s:\n%s", want, logs.String())
+	}
+
+	// A directory no job made is nobody's to replace.
+	users := b.AdapterDir("users")
+	if err := os.MkdirAll(users, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	refused(url, jobRequest("x/1", "users", nil, sample), `output_adapter "users" is taken: `+users+
+		` exists, made by no job this trainer has a record of; a job does not replace another job's adapter: `+
+		`give this job another output_adapter, or remove that directory`)
+}
+
+// TestJobSaveDoesNotReplaceAnotherJobsAdapter: an adapter that another job
+// made after this job was accepted (another process sharing the data
+// directory) is not replaced either: the job fails saying whose it is.
+func TestJobSaveDoesNotReplaceAnotherJobsAdapter(t *testing.T) {
+	dir := t.TempDir()
+	b := mustOpen(t, dir, 7)
+	b.Close() // no worker: the job stays queued
+	srv := httptest.NewServer(b.Handler())
+	req := jobRequest("x/1", "late", nil, oneTurn(stateFirstRound, outThink, 1))
+	if code, _ := createJob(t, srv.URL, req); code != http.StatusAccepted {
+		t.Fatalf("create: %d", code)
+	}
+	srv.Close()
+	late := b.AdapterDir("late")
+	if err := os.MkdirAll(late, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(late, AdapterJobFile), []byte(`{"job_id":"y/1"}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	b2 := mustOpen(t, dir, 7)
+	srv3 := httptest.NewServer(b2.Handler())
+	defer srv3.Close()
+	j := waitJob(t, srv3.URL, req.ID)
+	want := `output_adapter "late" is taken: job "y/1" made it (` + late + `); ` +
+		`a job does not replace another job's adapter: give this job another output_adapter`
+	if j.State != trainer.StateFailed || j.Error != want || j.Adapter != nil {
+		t.Fatalf("job %+v\nwant failed with error %q", j, want)
+	}
+	if ents, _ := os.ReadDir(late); len(ents) != 1 {
+		t.Fatalf("%s holds %d entries, want its marker alone", late, len(ents))
+	}
+}
+
+// syncBuffer is a bytes.Buffer safe for a logger's concurrent writes.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
 }
