@@ -163,7 +163,8 @@ func (t *artTrainer) stepBefore(id string) (int, error) {
 }
 
 // finished reports job id done when ART's step has passed the one recorded
-// before it: the job trained, before a restart or while grpo was away.
+// before it: the job trained, before a restart or while grpo was away. Its
+// errors name the job ("ART job ID: ...").
 func (t *artTrainer) finished(ctx context.Context, id string) (trainer.Job, bool, error) {
 	b, err := t.stepBefore(id)
 	if err != nil {
@@ -171,7 +172,7 @@ func (t *artTrainer) finished(ctx context.Context, id string) (trainer.Job, bool
 	}
 	cur, err := t.client.Step(ctx, t.model)
 	if err != nil {
-		return trainer.Job{}, false, err
+		return trainer.Job{}, false, fmt.Errorf("ART job %s: %w", id, err)
 	}
 	switch {
 	case cur < b:
@@ -184,7 +185,7 @@ func (t *artTrainer) finished(ctx context.Context, id string) (trainer.Job, bool
 	}
 	a, err := t.adapter(ctx, b+1)
 	if err != nil {
-		return trainer.Job{}, false, err
+		return trainer.Job{}, false, fmt.Errorf("ART job %s: %w", id, err)
 	}
 	return trainer.Job{ID: id, State: trainer.StateSucceeded, Progress: 1, Adapter: &a}, true, nil
 }
@@ -213,7 +214,7 @@ func artStep(a *trainer.Adapter) (int, error) {
 }
 
 // Submit answers the job as succeeded when ART already trained it, and as
-// queued otherwise: Wait trains it.
+// queued otherwise: Wait trains it. Its errors name the job.
 func (t *artTrainer) Submit(ctx context.Context, req trainer.JobRequest) (trainer.Job, error) {
 	job, ok, err := t.finished(ctx, req.ID)
 	if err != nil {

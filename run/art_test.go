@@ -49,6 +49,7 @@ type fakeART struct {
 	chats     []chatSeen
 	logprobs  map[string]bool // compact logprobs JSON of every choice served
 	failTrain map[int]bool    // /_train_model requests (1-based) answered 500 before training
+	failStep  map[int]bool    // /_get_step requests (1-based) answered 400
 	// script, when set, answers chat completions instead of the reference
 	// backend: it maps a request's sampling seed to the episode (index in
 	// its group) and round, and replies with the tool (or text) it names.
@@ -84,7 +85,7 @@ func newFakeART(t *testing.T, release string) *fakeART {
 	}
 	t.Cleanup(func() { b.Close() })
 	f := &fakeART{t: t, release: release, doc: doc, paths: d.Paths, vllm: b.InferenceHandler(),
-		requests: map[string]int{}, logprobs: map[string]bool{}, failTrain: map[int]bool{}}
+		requests: map[string]int{}, logprobs: map[string]bool{}, failTrain: map[int]bool{}, failStep: map[int]bool{}}
 	f.srv = httptest.NewServer(http.HandlerFunc(f.serve))
 	t.Cleanup(f.srv.Close)
 	return f
@@ -158,8 +159,13 @@ func (f *fakeART) serve(w http.ResponseWriter, r *http.Request) {
 		answer(nil)
 	case "/_get_step":
 		f.mu.Lock()
-		s := f.step
+		s, fail := f.step, f.failStep[n]
 		f.mu.Unlock()
+		if fail {
+			w.WriteHeader(http.StatusBadRequest)
+			io.WriteString(w, `{"detail":"model not registered"}`)
+			return
+		}
 		answer(s)
 	case "/_prepare_backend_for_training":
 		u, _ := url.Parse(f.srv.URL)
@@ -742,4 +748,24 @@ func TestARTSendsZeroAdvantages(t *testing.T) {
 		t.Fatal(err)
 	}
 	checkTrainBody(t, f, trains[0], steps[1], cfg.GRPO.Advantage)
+}
+
+// TestARTSubmitErrorNamesTheJob: ART's step read when a job is submitted
+// (has ART trained it already?) that fails fails the run naming the job
+// once; it named only the model.
+func TestARTSubmitErrorNamesTheJob(t *testing.T) {
+	f := newFakeART(t, "0.5.10")
+	// The fourth step read is step 1's Submit's (the third is its Before's).
+	f.failStep[4] = true
+	opts := options(t)
+	r := MustOpen(t, artConfig(t, f, "sub", 1), opts)
+	err := r.Play(context.Background())
+	rec := state(t, opts.Store, "sub")
+	want := "step 1: ART job sub." + rec.ID + "/step-0001: ART step of sub: POST " + f.srv.URL + "/_get_step: 400 Bad Request: model not registered"
+	if err == nil || err.Error() != want {
+		t.Fatalf("Play: %v\nwant  %s", err, want)
+	}
+	if n := f.count("/_get_step"); n != 4 {
+		t.Fatalf("%d /_get_step requests, want 4", n)
+	}
 }
