@@ -83,8 +83,10 @@ import (
 )
 
 // Trainer computes LoRA updates (the job API client, or ART's). Submit's
-// errors say what failed (the job client's: "submit trainer job ID:
-// ..."): the orchestrator passes them on as they are.
+// and Wait's errors say what failed and name the job once (the job
+// client's: "submit trainer job ID: ...", "wait for trainer job ID: ...",
+// "trainer job ID failed: ..."; ART's: "ART job ID: ..."): the
+// orchestrator passes them on as they are.
 type Trainer interface {
 	Submit(ctx context.Context, req trainer.JobRequest) (trainer.Job, error)
 	Wait(ctx context.Context, id string, timeout time.Duration, onUpdate func(trainer.Job)) (trainer.Job, error)

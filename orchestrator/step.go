@@ -244,7 +244,7 @@ func (r *run) train(ctx context.Context, s int, req trainer.JobRequest) (*checkp
 		return nil, trainer.Adapter{}, fmt.Errorf("%w (a job id is never trained twice, so resuming fails the same way: to retry the step, remove the failed job from the trainer first; the embedded trainer keeps it in its data directory's jobs/)", err)
 	}
 	if err != nil {
-		return nil, trainer.Adapter{}, fmt.Errorf("trainer job %s: %w", req.ID, err)
+		return nil, trainer.Adapter{}, err // it names the job (Trainer)
 	}
 	if job.Adapter == nil || job.Adapter.Name == "" || job.Adapter.Path == "" {
 		return nil, trainer.Adapter{}, fmt.Errorf("trainer job %s succeeded without an adapter {name, path}", req.ID)

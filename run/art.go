@@ -288,7 +288,7 @@ func (t *artTrainer) Wait(ctx context.Context, id string, timeout time.Duration,
 	}
 	a, err := t.adapter(ctx, res.StepAfter)
 	if err != nil {
-		return job, err
+		return job, fmt.Errorf("ART job %s: %w", id, err)
 	}
 	job.Adapter = &a
 	if res.NothingTrainable {

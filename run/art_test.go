@@ -769,3 +769,33 @@ func TestARTSubmitErrorNamesTheJob(t *testing.T) {
 		t.Fatalf("%d /_get_step requests, want 4", n)
 	}
 }
+
+// TestARTWaitErrorNamesTheJobOnce: a job whose training fails, or whose
+// last look at ART's step before training fails, fails the run naming the
+// job once; the orchestrator named it again ("trainer job ID: ART job
+// ID: ...") or named it where ART's client did not.
+func TestARTWaitErrorNamesTheJobOnce(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		fail func(f *fakeART)
+		want string // after "step 1: ART job ID: ", URL for ART's
+	}{
+		{"step read", func(f *fakeART) { f.failStep[5] = true }, // after Submit's, Wait's own look
+			"ART step of wt: POST URL/_get_step: 400 Bad Request: model not registered"},
+		{"training", func(f *fakeART) { f.failTrain[1] = true },
+			"ART train wt: POST URL/_train_model: 500 Internal Server Error: CUDA out of memory"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFakeART(t, "0.5.10")
+			tc.fail(f)
+			opts := options(t)
+			r := MustOpen(t, artConfig(t, f, "wt", 1), opts)
+			err := r.Play(context.Background())
+			rec := state(t, opts.Store, "wt")
+			want := "step 1: ART job wt." + rec.ID + "/step-0001: " + strings.ReplaceAll(tc.want, "URL", f.srv.URL)
+			if err == nil || err.Error() != want {
+				t.Fatalf("Play: %v\nwant  %s", err, want)
+			}
+		})
+	}
+}

@@ -16,9 +16,10 @@ import (
 // retried, up to MaxPollErrors in a row and for at least PollOutage since
 // the first of them. Past timeout (if positive) Wait
 // cancels the job, best effort, and returns an error wrapping ErrJobTimeout.
-// When ctx ends Wait returns ctx.Err() and leaves the job running, so a
-// restarted orchestrator can reattach with Wait, or Submit of the same
-// request.
+// When ctx ends Wait returns an error wrapping ctx.Err() and leaves the job
+// running, so a restarted orchestrator can reattach with Wait, or Submit of
+// the same request. Every error names the job once: "trainer job ID
+// failed: ..." (the *JobError), "wait for trainer job ID: ..." otherwise.
 func (c *JobClient) Wait(ctx context.Context, id string, timeout time.Duration, onUpdate func(Job)) (Job, error) {
 	waitCtx, cancel := ctx, context.CancelFunc(func() {})
 	if timeout > 0 {
@@ -34,7 +35,7 @@ func (c *JobClient) Wait(ctx context.Context, id string, timeout time.Duration, 
 		b      = c.pollBackoff()
 		result = func(err error) (Job, error) {
 			if ctx.Err() != nil {
-				return last, ctx.Err()
+				return last, fmt.Errorf("wait for trainer job %s: %w", id, ctx.Err())
 			}
 			if waitCtx.Err() != nil {
 				return last, c.timedOut(ctx, id, timeout, last)

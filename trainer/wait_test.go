@@ -107,8 +107,8 @@ func TestJobClient_Wait_ContextCancelLeavesJob(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	_, err := c.Wait(ctx, "r/step-0005", time.Minute, func(Job) { cancel() })
-	if !errors.Is(err, context.Canceled) {
-		t.Fatalf("Wait()=%v, want context.Canceled", err)
+	if !errors.Is(err, context.Canceled) || err.Error() != "wait for trainer job r/step-0005: context canceled" {
+		t.Fatalf("Wait()=%v, want context.Canceled, the job named", err)
 	}
 	if errors.Is(err, ErrJobTimeout) {
 		t.Fatal("a cancelled wait reports a timeout")

@@ -18,7 +18,7 @@ import (
 // itself: the returned job's adapter is InferenceModel at ART's new step,
 // with no path. req.Trajectories must include the zero-advantage ones (see
 // TrainGroups). onUpdate, if not nil, sees a running job after each
-// gradient step.
+// gradient step. Its errors name the job ("ART job ID: ...").
 func (c *Client) RunJob(ctx context.Context, m Model, req trainer.JobRequest, onUpdate func(trainer.Job)) (trainer.Job, TrainResult, error) {
 	job := trainer.Job{ID: req.ID, State: trainer.StateRunning}
 	fail := func(err error) (trainer.Job, TrainResult, error) {
@@ -33,7 +33,7 @@ func (c *Client) RunJob(ctx context.Context, m Model, req trainer.JobRequest, on
 	}
 	cfg, err := TrainConfigFrom(req.Hyperparameters)
 	if err != nil {
-		return fail(err)
+		return fail(fmt.Errorf("ART job %s: %w", req.ID, err))
 	}
 	groups, err := TrainGroups(req.Trajectories)
 	if err != nil {
@@ -53,11 +53,11 @@ func (c *Client) RunJob(ctx context.Context, m Model, req trainer.JobRequest, on
 	res, err := c.Train(ctx, m, groups, cfg, progress)
 	if err != nil {
 		job.State, job.Error = trainer.StateFailed, err.Error()
-		return job, res, err
+		return job, res, fmt.Errorf("ART job %s: %w", req.ID, err)
 	}
 	name, err := c.InferenceModel(ctx, m, res.StepAfter)
 	if err != nil {
-		return fail(err)
+		return fail(fmt.Errorf("ART job %s: %w", req.ID, err))
 	}
 	metrics := res.Metrics
 	job.State, job.Progress, job.Metrics = trainer.StateSucceeded, 1, &metrics
