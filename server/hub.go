@@ -2,6 +2,7 @@ package server
 
 import (
 	"encoding/json"
+	"errors"
 	"sync"
 
 	"github.com/grpo-dev/grpo/orchestrator"
@@ -37,24 +38,27 @@ func newHub(buf, max int) *hub {
 	return &hub{buf: buf, max: max, clients: make(map[*client]struct{})}
 }
 
-// full reports whether the hub has as many clients as it takes.
-func (h *hub) full() bool {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	return len(h.clients) >= h.max
-}
+// Why subscribe refused a client.
+var (
+	errHubClosed = errors.New("hub closed")
+	errHubFull   = errors.New("hub full")
+)
 
-// subscribe adds a client for run's events ("" = all runs). It returns
-// nil when the hub is closed or full.
-func (h *hub) subscribe(run string) *client {
+// subscribe adds a client for run's events ("" = all runs). It fails with
+// errHubClosed once the hub is closed, errHubFull when it has as many
+// clients as it takes.
+func (h *hub) subscribe(run string) (*client, error) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	if h.closed || len(h.clients) >= h.max {
-		return nil
+	if h.closed {
+		return nil, errHubClosed
+	}
+	if len(h.clients) >= h.max {
+		return nil, errHubFull
 	}
 	c := &client{run: run, send: make(chan []byte, h.buf), gone: make(chan struct{})}
 	h.clients[c] = struct{}{}
-	return c
+	return c, nil
 }
 
 // unsubscribe removes a client; safe after the hub dropped it.

@@ -10,9 +10,9 @@ import (
 
 func TestHubDropsSlowClient(t *testing.T) {
 	h := newHub(2, 100)
-	slow := h.subscribe("")
-	fast := h.subscribe("a")
-	other := h.subscribe("b")
+	slow, _ := h.subscribe("")
+	fast, _ := h.subscribe("a")
+	other, _ := h.subscribe("b")
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
@@ -56,7 +56,7 @@ func TestHubDropsSlowClient(t *testing.T) {
 		t.Fatalf("fast got %+v, %v", e, err)
 	}
 	h.close()
-	if h.subscribe("") != nil {
+	if c, err := h.subscribe(""); c != nil || err != errHubClosed {
 		t.Fatal("subscribe after close")
 	}
 	select {

@@ -1,6 +1,7 @@
 package server
 
 import (
+	"errors"
 	"fmt"
 	"net/http"
 	"time"
@@ -15,11 +16,17 @@ const (
 )
 
 // serveWS streams run events as JSON text messages, one event per
-// message; ?run=NAME keeps only that run's events.
+// message; ?run=NAME keeps only that run's events. The client is
+// subscribed before the handshake is answered, so that it misses no event
+// published once it holds the answer.
 func (s *Server) serveWS(w http.ResponseWriter, r *http.Request) {
-	if s.hub.full() {
+	c, err := s.hub.subscribe(r.URL.Query().Get("run"))
+	if errors.Is(err, errHubFull) {
 		writeError(w, http.StatusServiceUnavailable, fmt.Sprintf("this daemon streams events to at most %d clients at once (grpo serve --max-streams); close a dashboard or a watch", s.opts.MaxStreams))
 		return
+	}
+	if c != nil {
+		defer s.hub.unsubscribe(c)
 	}
 	up := websocket.Upgrader{CheckOrigin: s.checkOrigin}
 	conn, err := up.Upgrade(w, r, nil)
@@ -27,12 +34,10 @@ func (s *Server) serveWS(w http.ResponseWriter, r *http.Request) {
 		return // the upgrader has answered
 	}
 	defer conn.Close()
-	c := s.hub.subscribe(r.URL.Query().Get("run"))
-	if c == nil { // closed, or filled since the check above
+	if c == nil { // the daemon is closing
 		conn.WriteControl(websocket.CloseMessage, websocket.FormatCloseMessage(websocket.CloseGoingAway, reasonShutdown), time.Now().Add(wsWriteWait))
 		return
 	}
-	defer s.hub.unsubscribe(c)
 
 	// The reader notices the peer going away and answers pings; clients
 	// send nothing else.
