@@ -88,12 +88,19 @@ type FleetOptions struct {
 }
 
 // EndpointChange is an endpoint drained (Up false: the error that drained
-// it, and when it is probed next) or readmitted (Up true).
+// it, when it is probed first, and how often from then on) or readmitted
+// (Up true). A failed probe is not a change: the probes that follow
+// ProbeIn are told once, as ProbeEvery.
 type EndpointChange struct {
 	URL     string
 	Up      bool
 	Err     error
 	ProbeIn time.Duration
+	// ProbeEvery is the fleet's ProbeInterval: a drained endpoint whose
+	// health probe fails is probed again that much later. One that
+	// answers but fails to load the run's adapters waits its backoff
+	// again.
+	ProbeEvery time.Duration
 }
 
 // Fleet is the set of endpoints (replicas serving the same models) of one

@@ -341,7 +341,7 @@ func (f *Fleet) drain(ep *endpoint, epoch int, err error) {
 	change := ep.changes
 	f.mu.Unlock()
 	f.opts.Logger.Warn("inference endpoint drained", "endpoint", ep.url, "err", err, "probe_in", backoff)
-	f.changedEndpoint(ep, change, EndpointChange{URL: ep.url, Err: err, ProbeIn: backoff})
+	f.changedEndpoint(ep, change, EndpointChange{URL: ep.url, Err: err, ProbeIn: backoff, ProbeEvery: f.opts.ProbeInterval})
 }
 
 // changedEndpoint tells FleetOptions.OnEndpoint, if set, of ep's change

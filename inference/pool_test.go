@@ -114,7 +114,7 @@ func TestPool_ReadmissionLoadsAdaptersFirst(t *testing.T) {
 	onEndpoint := func(c EndpointChange) {
 		mu.Lock()
 		defer mu.Unlock()
-		changes = append(changes, fmt.Sprintf("%s up=%v err=%v probe_in>0=%v", c.URL, c.Up, c.Err != nil, c.ProbeIn > 0))
+		changes = append(changes, fmt.Sprintf("%s up=%v err=%v probe_in>0=%v probe_every=%v", c.URL, c.Up, c.Err != nil, c.ProbeIn > 0, c.ProbeEvery))
 	}
 	p := testFleet(t, FleetOptions{Metrics: reg, Run: "r", OnEndpoint: onEndpoint}, sa.URL, sb.URL)
 	ctx := context.Background()
@@ -160,7 +160,7 @@ func TestPool_ReadmissionLoadsAdaptersFirst(t *testing.T) {
 	}
 	mu.Lock()
 	defer mu.Unlock()
-	want := []string{sb.URL + "/v1 up=false err=true probe_in>0=true", sb.URL + "/v1 up=true err=false probe_in>0=false"}
+	want := []string{sb.URL + "/v1 up=false err=true probe_in>0=true probe_every=1ms", sb.URL + "/v1 up=true err=false probe_in>0=false probe_every=0s"}
 	if !slices.Equal(changes, want) {
 		t.Fatalf("OnEndpoint was told %q, want %q", changes, want)
 	}

@@ -217,6 +217,9 @@ type EndpointState struct {
 	Up       bool    `json:"up"`
 	Error    string  `json:"error,omitempty"`            // what drained it
 	ProbeIn  float64 `json:"probe_in_seconds,omitempty"` // when it is probed again
+	// ProbeEvery is how often it is probed after ProbeIn while it does not
+	// answer: no event tells those probes.
+	ProbeEvery float64 `json:"probe_every_seconds,omitempty"`
 }
 
 // wireEvent is an Event's JSON form.

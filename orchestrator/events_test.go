@@ -59,7 +59,7 @@ func sampleEvents() []orchestrator.Event {
 	e.RunFinished = &orchestrator.RunFinished{State: "failed", Error: "step 3: boom"}
 	out = append(out, e)
 	e = ev(orchestrator.EventEndpointState, 4)
-	e.EndpointState = &orchestrator.EndpointState{Endpoint: "http://127.0.0.1:8000/v1", Error: "connection refused", ProbeIn: 2}
+	e.EndpointState = &orchestrator.EndpointState{Endpoint: "http://127.0.0.1:8000/v1", Error: "connection refused", ProbeIn: 2, ProbeEvery: 2}
 	out = append(out, e)
 	return out
 }
@@ -104,7 +104,7 @@ func TestEventJSONForm(t *testing.T) {
 		"best_changed":     {"adapter", "last_step", "last_value", "policy", "scored", "step", "value"},
 		"step_committed":   {"adapter", "committed", "job", "n", "seconds", "step", "train"},
 		"run_finished":     {"error", "state"},
-		"endpoint_state":   {"endpoint", "error", "probe_in_seconds", "up"},
+		"endpoint_state":   {"endpoint", "error", "probe_every_seconds", "probe_in_seconds", "up"},
 	}
 	for _, e := range sampleEvents() {
 		b, _ := json.Marshal(e)

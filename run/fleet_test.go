@@ -218,8 +218,8 @@ func TestFleet_ReplicaKilledAfterFirstStep(t *testing.T) {
 	}
 	for _, e := range down {
 		s := e.EndpointState
-		if e.Run != "o3-fleet" || e.Step < 1 || s.Endpoint != a.srv.URL+"/v1" || s.Up || s.Error == "" || s.ProbeIn <= 0 {
-			t.Fatalf("endpoint_state event %+v %+v, want the killed replica down at a step >= 1 with its error and next probe", e, *s)
+		if e.Run != "o3-fleet" || e.Step < 1 || s.Endpoint != a.srv.URL+"/v1" || s.Up || s.Error == "" || s.ProbeIn <= 0 || s.ProbeEvery != inference.DefaultProbeInterval.Seconds() {
+			t.Fatalf("endpoint_state event %+v %+v, want the killed replica down at a step >= 1 with its error, first probe and probe interval", e, *s)
 		}
 	}
 }

@@ -154,7 +154,7 @@ func fleetOptions(cfg config.Config, opts Options) inference.FleetOptions {
 	if opts.Events != nil {
 		events, step, name := opts.Events, opts.step, cfg.Run.Name
 		fo.OnEndpoint = func(c inference.EndpointChange) {
-			s := &orchestrator.EndpointState{Endpoint: c.URL, Up: c.Up, ProbeIn: c.ProbeIn.Seconds()}
+			s := &orchestrator.EndpointState{Endpoint: c.URL, Up: c.Up, ProbeIn: c.ProbeIn.Seconds(), ProbeEvery: c.ProbeEvery.Seconds()}
 			if c.Err != nil {
 				s.Error = c.Err.Error()
 			}

@@ -1,6 +1,7 @@
 package server_test
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 
@@ -10,9 +11,11 @@ import (
 )
 
 // TestDashboardShowsEndpointsDown: an endpoint_state event of the run
-// shown says which inference endpoint is down, since when, why and when
-// it is probed again, until it is readmitted; a run whose only endpoint is
-// down otherwise shows nothing but a progress line that stopped.
+// shown says which inference endpoint is down, since when, why and how
+// often it is probed from when, until it is readmitted; a run whose only
+// endpoint is down otherwise shows nothing but a progress line that
+// stopped. The page showed "next probe at TIME", TIME the first probe's:
+// the failed probes after it send no event, so the time went stale.
 func TestDashboardShowsEndpointsDown(t *testing.T) {
 	e := newEnv(t)
 	storeRun(t, e.store, t.TempDir(), "done")
@@ -22,8 +25,8 @@ func TestDashboardShowsEndpointsDown(t *testing.T) {
 	  const ev = (step, data) => onEvent({type: "endpoint_state", run: "done", step, time: "2026-12-01T20:15:03Z", data});
 	  const el = document.querySelector("#endpoints");
 	  const out = [];
-	  ev(3, {endpoint: "http://127.0.0.1:8000/v1", up: false, error: "connection refused", probe_in_seconds: 2});
-	  ev(3, {endpoint: "http://127.0.0.1:8001/v1", up: false, error: "503 Service Unavailable", probe_in_seconds: 4});
+	  ev(3, {endpoint: "http://127.0.0.1:8000/v1", up: false, error: "connection refused", probe_in_seconds: 2, probe_every_seconds: 2});
+	  ev(3, {endpoint: "http://127.0.0.1:8001/v1", up: false, error: "503 Service Unavailable", probe_in_seconds: 4, probe_every_seconds: 0.5});
 	  out.push(el.hidden + " " + el.textContent);
 	  ev(4, {endpoint: "http://127.0.0.1:8000/v1", up: true});
 	  out.push(el.hidden + " " + el.textContent);
@@ -40,10 +43,22 @@ func TestDashboardShowsEndpointsDown(t *testing.T) {
 	if len(parts) != 3 {
 		t.Fatalf("got %q", got)
 	}
-	for _, want := range []string{"false inference endpoint http://127.0.0.1:8000/v1 down since ", ": connection refused (next probe at ", "http://127.0.0.1:8001/v1 down since", "503 Service Unavailable (next probe at "} {
+	// The first probes are due 2 s and 4 s after the events' 20:15:03 UTC,
+	// in the browser's time zone.
+	probe := func(sec int) string {
+		s, err := chromedp.Run(ctx, chromedp.Evaluate[string](fmt.Sprintf(`new Date("2026-12-01T20:15:%02dZ").toLocaleTimeString()`, sec)))
+		if err != nil {
+			t.Fatalf("chromium: %v", err)
+		}
+		return s
+	}
+	for _, want := range []string{"false inference endpoint http://127.0.0.1:8000/v1 down since ", ": connection refused (probed every 2 s from " + probe(5) + ")", "http://127.0.0.1:8001/v1 down since", "503 Service Unavailable (probed every 0.5 s from " + probe(7) + ")"} {
 		if !strings.Contains(parts[0], want) {
 			t.Errorf("two endpoints down: %q, want it to contain %q", parts[0], want)
 		}
+	}
+	if strings.Contains(parts[0], "next probe") {
+		t.Errorf("two endpoints down: %q tells a next probe: no event tells it after the first", parts[0])
 	}
 	if strings.Contains(parts[1], "8000") || !strings.Contains(parts[1], "8001") || !strings.HasPrefix(parts[1], "false ") {
 		t.Errorf("after 8000 was readmitted: %q, want 8001 alone", parts[1])

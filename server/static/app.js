@@ -444,15 +444,19 @@ function endpointEvent(ev) {
   if (ev.type === "run_finished") state.endpoints = new Map();
   else if (d.up) state.endpoints.delete(d.endpoint);
   else state.endpoints.set(d.endpoint, { since: state.endpoints.has(d.endpoint) ? state.endpoints.get(d.endpoint).since : ev.time, error: d.error || "",
-    probe: d.probe_in_seconds ? new Date(new Date(ev.time).getTime() + 1000 * d.probe_in_seconds) : null });
+    probe: d.probe_in_seconds ? new Date(new Date(ev.time).getTime() + 1000 * d.probe_in_seconds) : null, every: d.probe_every_seconds || 0 });
 }
 
 // showEndpoints lists the run's inference endpoints that are down: since
-// when, why, and when they are probed again.
+// when, why, and how often they are probed from when. A failed probe sends
+// no event, so the time of the next one is not known here: the first
+// probe's time stays true once past.
 function showEndpoints() {
+  const probed = (e) => !e.probe ? "" :
+    " (probed " + (e.every ? "every " + e.every + " s " : "") + "from " + e.probe.toLocaleTimeString() + ")";
   const lines = [...state.endpoints.entries()].map(([url, e]) =>
     "inference endpoint " + url + " down since " + new Date(e.since).toLocaleTimeString() +
-    (e.error ? ": " + e.error : "") + (e.probe ? " (next probe at " + e.probe.toLocaleTimeString() + ")" : ""));
+    (e.error ? ": " + e.error : "") + probed(e));
   $("#endpoints").textContent = lines.join("\n");
   $("#endpoints").hidden = lines.length === 0;
 }
