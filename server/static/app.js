@@ -295,19 +295,30 @@ function tickStep(raw) {
   return [1, 2, 5, 10].map((m) => m * p).find((v) => v >= raw);
 }
 
+// textWidth is the width in CSS pixels of a chart's axis label s (the
+// 12 px of .chart text, in svg's font), measured on a canvas: it needs no
+// chart shown.
+function textWidth(svg, s) {
+  textWidth.ctx ||= document.createElement("canvas").getContext("2d");
+  textWidth.ctx.font = "12px " + getComputedStyle(svg).fontFamily;
+  return textWidth.ctx.measureText(String(s)).width;
+}
+
 // chart draws series of [step, value] points with lines, dots, axes and,
 // when opts.best is set, a marker on the best step. It draws at the
 // chart's width in CSS pixels (640 when it has none, as when it is not
 // shown), so that its text is as large on a phone as on a desktop: a
 // drawing 640 wide, scaled to a phone, had text 5 px high. The height of
 // its viewBox in the page (kept in data-height) is its height when 640
-// wide or narrower; a wider one keeps that aspect.
+// wide or narrower; a wider one keeps that aspect. The margins left and
+// right of the plot fit the widest label of each axis (a right axis
+// reading "7.5e-10" ran past the chart's edge in a fixed one).
 function chart(svg, series, opts) {
   if (!svg.dataset.height) svg.dataset.height = svg.viewBox.baseVal.height;
   const W = Math.round(svg.clientWidth) || 640;
   const H = Math.round(Number(svg.dataset.height) * Math.max(1, W / 640));
   svg.setAttribute("viewBox", "0 0 " + W + " " + H);
-  const L = 48, R = opts.right ? 44 : 12, T = 10, B = 26;
+  const T = 10, B = 26;
   svg.replaceChildren();
   // Zoom: keep the points within [xmin, xmax].
   const xmin = Math.max(0, opts.xmin || 0);
@@ -322,12 +333,23 @@ function chart(svg, series, opts) {
   if (ymax - ymin < 1e-9) ymax = ymin + 1;
   const pad = opts.ymax === undefined ? 0.05 * (ymax - ymin) : 0;
   ymin -= pad; ymax += pad;
+  // The axes' labels, then margins that hold them: the left axis's end 4
+  // px left of the plot, the right axis's start 4 px right of it, each at
+  // least 4 px inside the chart; a step label is centred on its step.
+  const leftLabels = [0, 1, 2, 3, 4].map((i) => (ymin + (ymax - ymin) * i / 4).toFixed(2));
+  const right = opts.right && opts.right.pts.length > 0 ? opts.right : null;
+  // The right axis only with points to read on it (not 0 to 1e-9).
+  const hi = right ? greatest(right.pts.map((p) => p[1]), right.cls === "meals" ? 1 : 1e-9) : 0;
+  const rightLabels = right ? [0, 1, 2, 3, 4].map((i) => hi >= 10 ? (hi * i / 4).toFixed(0) : Number((hi * i / 4).toPrecision(2)).toString()) : [];
+  const widest = (labels) => greatest(labels.map((s) => textWidth(svg, s)), 0);
+  const L = Math.max(48, Math.ceil(widest(leftLabels)) + 8);
+  const R = Math.max(opts.right ? 44 : 12, Math.ceil(widest(rightLabels)) + 8, Math.ceil(textWidth(svg, Math.floor(xmax)) / 2) + 4);
   const x = (v) => L + (W - L - R) * (v - xmin) / (xmax - xmin);
   const y = (v, lo = ymin, hi = ymax) => T + (H - T - B) * (1 - (v - lo) / (hi - lo));
   for (let i = 0; i <= 4; i++) {
     const v = ymin + (ymax - ymin) * i / 4;
     svg.append(el("svg:line", { class: "grid", x1: L, x2: W - R, y1: y(v), y2: y(v) }));
-    svg.append(el("svg:text", { x: L - 4, y: y(v) + 3, "text-anchor": "end" }, v.toFixed(2)));
+    svg.append(el("svg:text", { x: L - 4, y: y(v) + 3, "text-anchor": "end" }, leftLabels[i]));
   }
   // A label about every 50 px, as many on every chart of the same width.
   const every = tickStep((xmax - xmin) / Math.max(2, Math.floor((W - 60) / 50)));
@@ -354,12 +376,9 @@ function chart(svg, series, opts) {
     }
   };
   for (const s of series) draw(s, (v) => y(v));
-  // The right axis only with points to read on it (not 0 to 1e-9).
-  if (opts.right && opts.right.pts.length > 0) {
-    const vals = opts.right.pts.map((p) => p[1]);
-    const hi = greatest(vals, opts.right.cls === "meals" ? 1 : 1e-9);
-    for (let i = 0; i <= 4; i++) svg.append(el("svg:text", { x: W - R + 4, y: y(hi * i / 4, 0, hi) + 3 }, hi >= 10 ? (hi * i / 4).toFixed(0) : Number((hi * i / 4).toPrecision(2)).toString()));
-    draw(opts.right, (v) => y(v, 0, hi));
+  if (right) {
+    for (let i = 0; i <= 4; i++) svg.append(el("svg:text", { x: W - R + 4, y: y(hi * i / 4, 0, hi) + 3 }, rightLabels[i]));
+    draw(right, (v) => y(v, 0, hi));
   }
   if (opts.best !== null && opts.best !== undefined) {
     svg.append(el("svg:line", { class: "best", x1: x(opts.best), x2: x(opts.best), y1: T, y2: H - B }));
