@@ -136,11 +136,13 @@ func (t *artTrainer) Before(ctx context.Context, req trainer.JobRequest) (json.R
 	return json.Marshal(artState{StepBefore: step})
 }
 
-// Reattach takes back the step recorded by Before after a restart.
+// Reattach takes back the step recorded by Before after a restart. Its
+// errors do not name the job: the orchestrator does ("reattach trainer
+// job ID: ...").
 func (t *artTrainer) Reattach(_ context.Context, req trainer.JobRequest, state json.RawMessage) error {
 	var s artState
 	if len(state) == 0 {
-		return fmt.Errorf("no ART step was recorded with job %s, so whether ART trained it cannot be told; delete the run and start again", req.ID)
+		return errors.New("no ART step was recorded with it, so whether ART trained it cannot be told; delete the run and start again")
 	}
 	if err := json.Unmarshal(state, &s); err != nil {
 		return fmt.Errorf("recorded ART state %s: %w", state, err)
