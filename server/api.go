@@ -42,22 +42,29 @@ func (s *Server) routes() http.Handler {
 }
 
 // hardened bounds the time to read each request, body included (a client
-// trickling a body held its connection for as long as it liked; the
+// trickling a body held its connection for as long as it liked), and to
+// write its answer (a client that stopped reading held it too; the
 // websocket stream keeps its own deadlines), and forbids framing the
 // dashboard on another site's page (clickjacking its Cancel button) and
 // sniffing answers' types.
 func (s *Server) hardened(next http.Handler) http.Handler {
-	timeout := s.opts.BodyTimeout
-	if timeout <= 0 {
-		timeout = DefaultBodyTimeout
+	readTimeout, writeTimeout := s.opts.BodyTimeout, s.opts.WriteTimeout
+	if readTimeout <= 0 {
+		readTimeout = DefaultBodyTimeout
+	}
+	if writeTimeout <= 0 {
+		writeTimeout = DefaultWriteTimeout
 	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		h := w.Header()
 		h.Set("X-Frame-Options", "DENY")
 		h.Set("Content-Security-Policy", "frame-ancestors 'none'")
 		h.Set("X-Content-Type-Options", "nosniff")
-		if r.URL.Path != "/ws" {
-			http.NewResponseController(w).SetReadDeadline(time.Now().Add(timeout))
+		if r.URL.Path != "/ws" { // the stream sets its own (net/http clears these after each request and on a hijack)
+			rc := http.NewResponseController(w)
+			now := time.Now()
+			rc.SetReadDeadline(now.Add(readTimeout))
+			rc.SetWriteDeadline(now.Add(writeTimeout))
 		}
 		next.ServeHTTP(w, r)
 	})

@@ -20,7 +20,8 @@ const DefaultMaxConns = 4096
 // stay in the kernel's listen backlog, unanswered (not refused). A
 // connection's slot is freed when it is closed, by the HTTP server (the
 // existing timeouts: a header not sent within ReadHeaderTimeout, a body
-// past Options.BodyTimeout, a keep-alive connection idle for IdleTimeout)
+// past Options.BodyTimeout, an answer not read by Options.WriteTimeout, a
+// keep-alive connection idle for IdleTimeout)
 // or by the websocket handler that hijacked it.
 type limitListener struct {
 	net.Listener

@@ -43,6 +43,13 @@ const DefaultMaxStreams = 1024
 // client that trickles it holds a connection no longer.
 const DefaultBodyTimeout = 30 * time.Second
 
+// DefaultWriteTimeout bounds the time from a request's start to the end
+// of its answer (not a websocket's stream): a client that stops reading
+// holds its connection, and its place under MaxConns, no longer. It is
+// above the longest a handler works before it answers (a promotion's
+// loads, 5 minutes).
+const DefaultWriteTimeout = 10 * time.Minute
+
 // Registry is where the daemon's metrics are registered and gathered from.
 type Registry interface {
 	prometheus.Registerer
@@ -57,6 +64,10 @@ type Options struct {
 	// BodyTimeout bounds reading each request, its body included (not a
 	// websocket's stream); zero means DefaultBodyTimeout.
 	BodyTimeout time.Duration
+	// WriteTimeout bounds the time from each request's start to the end of
+	// its answer (not a websocket's stream); zero means
+	// DefaultWriteTimeout.
+	WriteTimeout time.Duration
 	// DataDir holds one directory per run (the embedded backend's adapters
 	// and jobs): <DataDir>/<run>.
 	DataDir string
@@ -231,9 +242,10 @@ func (s *Server) Start(ctx context.Context) error {
 	s.mu.Lock()
 	s.boundAddr = ln.Addr().String()
 	s.mu.Unlock()
-	// No ReadTimeout: it would also cut websocket connections. A posted
-	// request gets its own read deadline (Options.BodyTimeout). These
-	// timeouts close the connections that hold ln's slots (MaxConns).
+	// No ReadTimeout nor WriteTimeout: they would also cut websocket
+	// connections. Other requests get their own read and write deadlines
+	// (Options.BodyTimeout, Options.WriteTimeout). These timeouts close
+	// the connections that hold ln's slots (MaxConns).
 	s.httpSrv = &http.Server{Handler: s.handler, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute}
 	s.serveWG.Add(1)
 	go func() {
