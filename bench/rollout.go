@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"net/url"
 	"runtime"
+	"runtime/debug"
 	"strconv"
 	"time"
 
@@ -29,6 +30,7 @@ type Throughput struct {
 	PeakRSS                     int64 // bytes; 0 when unknown
 	TimeWait                    int   // TIME_WAIT connections to the server after the run; -1 unknown
 	Warm                        bool  // measured with a connection per agent already open (RolloutOptions.Warm)
+	Cores                       int   // the machine's CPUs, shared by client and server; 0 unknown
 }
 
 // Efficiency is ideal/actual: 1 means the run took exactly its critical
@@ -38,6 +40,24 @@ func (t Throughput) Efficiency() float64 {
 		return 0
 	}
 	return float64(t.Ideal) / float64(t.Wall)
+}
+
+// CPUCeiling is the highest ideal/actual that the CPU the calls took
+// allows on the machine's cores, which the client and a fake server in a
+// child process share: the run cannot be shorter than all its calls'
+// CPU, the client's and the server's (ServerCPUPerCall; with an
+// in-process server it is in CPUPerCall already), spread over every
+// core, nor than its ideal. 0 when unknown.
+func (t Throughput) CPUCeiling() float64 {
+	if t.Cores <= 0 || t.Calls <= 0 || t.Ideal <= 0 {
+		return 0
+	}
+	perCall := t.CPUPerCall + t.ServerCPUPerCall
+	if perCall <= 0 {
+		return 0
+	}
+	need := time.Duration(t.Calls) * perCall / time.Duration(t.Cores)
+	return float64(t.Ideal) / float64(max(t.Ideal, need))
 }
 
 // RolloutOptions describe a rollout measurement.
@@ -139,7 +159,10 @@ func startMeter(baseURL string) *meter {
 	var ok bool
 	m.srv0, ok = serverCPU(baseURL) // before the process is measured
 	m.srvUnknown = !ok
-	runtime.GC()
+	// Collect and give the freed memory back to the kernel first, so
+	// that the peak starts from what is live now, not from a resident
+	// heap an earlier, larger row left behind.
+	debug.FreeOSMemory()
 	resetPeakRSS()
 	runtime.ReadMemStats(&m.m0)
 	user, sys := cpuTimes()
@@ -187,7 +210,7 @@ func serverCPU(baseURL string) (time.Duration, bool) {
 
 // fill sets t's measured figures, per call of t.Calls.
 func (m *meter) fill(t *Throughput) {
-	t.Wall, t.PeakRSS, t.TimeWait = m.wall, peakRSS(), -1
+	t.Wall, t.PeakRSS, t.TimeWait, t.Cores = m.wall, peakRSS(), -1, runtime.NumCPU()
 	if t.Calls > 0 {
 		t.CPUPerCall = m.cpu / time.Duration(t.Calls)
 		t.SysPerCall = m.sys / time.Duration(t.Calls)

@@ -69,6 +69,9 @@ func rolloutResults(row string, t Throughput) []Result {
 	if t.ServerCPUPerCall > 0 {
 		out = append(out, Result{row, c, "server cpu per call", float64(t.ServerCPUPerCall.Nanoseconds()) / 1e3, "us"})
 	}
+	if ceil := t.CPUCeiling(); ceil > 0 {
+		out = append(out, Result{row, c, "cpu-bound ceiling", ceil, ""})
+	}
 	if t.PeakRSS > 0 {
 		out = append(out, Result{row, c, "peak rss", float64(t.PeakRSS) / (1 << 20), "MB"})
 	}

@@ -42,7 +42,8 @@ of fixed duration, (store) committing a step and reading a long curve,
 (memory) memory per in-flight episode. The fake inference server runs in a
 child process (--fake process, the default), so the CPU figures are the
 client's alone; the rollout and floor rows also give the fake's own CPU per
-call (the two share this machine's cores, which bounds ideal/actual).
+call (the two share this machine's cores, which bounds ideal/actual: the
+cpu-bound ceiling line is the best ideal/actual their CPU per call allows).
 --quick shrinks every size (for a smoke test).
 
   grpo bench serve-fake [--service 200ms] serves the fake on loopback alone.`
