@@ -97,12 +97,13 @@ type adapterConfig struct {
 // Save writes the adapter to dir atomically: everything goes to a temporary
 // directory next to dir, which then replaces dir, so a reader or a crash
 // never sees a half-written adapter.
-func (a *Adapter) Save(dir string) error { return a.save(dir, "") }
+func (a *Adapter) Save(dir string) error { return a.save(dir, "", nil) }
 
 // save is Save. With a job id it also writes AdapterJobFile naming the
-// job, and replaces an adapter already at dir only when that job made it
-// (an *adapterTakenError otherwise).
-func (a *Adapter) save(dir, jobID string) error {
+// job, and replaces an adapter already at dir only when that job made it,
+// or replaceable (nil: never) says the job that made it may lose it (an
+// *adapterTakenError otherwise).
+func (a *Adapter) save(dir, jobID string, replaceable func(owner string) bool) error {
 	if err := a.validate(); err != nil {
 		return fmt.Errorf("save adapter %s: %w", dir, err)
 	}
@@ -148,7 +149,7 @@ func (a *Adapter) save(dir, jobID string) error {
 		if err := fsutil.WriteFileSync(filepath.Join(tmp, AdapterJobFile), append(marker, '\n')); err != nil {
 			return fmt.Errorf("save adapter %s: %w", dir, err)
 		}
-		if owner, ok := adapterJob(dir); ok && owner != jobID {
+		if owner, ok := adapterJob(dir); ok && owner != jobID && (replaceable == nil || !replaceable(owner)) {
 			return &adapterTakenError{adapterTaken(filepath.Base(dir), owner, dir, "")}
 		}
 	}

@@ -46,5 +46,6 @@
 // directory holds AdapterJobFile naming the job that made it, and a job
 // whose output_adapter another job made, or is to make, or a directory no
 // job made, is refused with 409 (the Python trainer in deploy/trainer
-// does the same); the same job trained again replaces its own.
+// does the same); the same job trained again replaces its own, and any
+// job the adapter of a job that ended cancelled or failed.
 package refmodel

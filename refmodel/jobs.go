@@ -266,8 +266,10 @@ func (m *jobManager) create(req *trainer.JobRequest, body []byte) (trainer.Job, 
 // adapterTaken says why req may not have its output_adapter, or "": a job
 // that succeeded made it, a queued or running job is to make it (of
 // several, the latest created is named), or its directory exists and
-// another job, or none known, made it. Callers hold m.mu; req.ID is not
-// a known job.
+// another job, or none known, made it. The adapter of a job that ended
+// cancelled or failed (replaceable) is free: such a job can leave its
+// adapter written (saved, then failed), and no answer of the trainer
+// points at it. Callers hold m.mu; req.ID is not a known job.
 func (m *jobManager) adapterTaken(req *trainer.JobRequest) string {
 	name := req.OutputAdapter
 	var holder *jobEntry
@@ -285,10 +287,18 @@ func (m *jobManager) adapterTaken(req *trainer.JobRequest) string {
 		return adapterTaken(name, holder.job.ID, "", holder.job.State)
 	}
 	dir := m.adapterDir(name)
-	if owner, ok := adapterJob(dir); ok && owner != req.ID {
+	if owner, ok := adapterJob(dir); ok && owner != req.ID && !m.replaceable(owner) {
 		return adapterTaken(name, owner, dir, "")
 	}
 	return ""
+}
+
+// replaceable reports whether the adapter job id made may be replaced by
+// another job: its record says it ended cancelled or failed. Callers hold
+// m.mu.
+func (m *jobManager) replaceable(id string) bool {
+	e, ok := m.jobs[id]
+	return ok && (e.job.State == trainer.StateCancelled || e.job.State == trainer.StateFailed)
 }
 
 // get returns a job's current state.
@@ -382,10 +392,14 @@ func (m *jobManager) execute(ctx, jctx context.Context, e *jobEntry, req *traine
 		e.job.State, e.job.Error = trainer.StateFailed, err.Error()
 	default:
 		dir := m.adapterDir(req.OutputAdapter)
-		if owner, ok := adapterJob(dir); ok && owner == e.job.ID {
+		switch owner, ok := adapterJob(dir); {
+		case ok && owner == e.job.ID:
 			m.logger.Info("replacing the adapter an earlier run of this job made", "id", e.job.ID, "dir", dir)
+		case ok && m.replaceable(owner):
+			m.logger.Info("replacing the adapter of a job that ended cancelled or failed", "id", e.job.ID, "dir", dir,
+				"made_by", owner, "made_by_state", m.jobs[owner].job.State)
 		}
-		if err := ad.save(dir, e.job.ID); err != nil {
+		if err := ad.save(dir, e.job.ID, m.replaceable); err != nil {
 			e.job.State, e.job.Error = trainer.StateFailed, err.Error()
 			break
 		}

@@ -616,3 +616,76 @@ func (b *syncBuffer) String() string {
 	defer b.mu.Unlock()
 	return b.buf.String()
 }
+
+// TestJobReplacesTheAdapterOfACancelledOrFailedJob: a job can end
+// cancelled or failed with its adapter written (the Python trainer's job
+// cancelled while it saved; a save whose directory sync failed), and no
+// answer of the trainer points at that adapter: another job naming it
+// replaces it, which is logged. It was refused with 409 naming the
+// cancelled or failed job. The job records are read back from disk (a
+// restart) before the second job.
+func TestJobReplacesTheAdapterOfACancelledOrFailedJob(t *testing.T) {
+	for _, state := range []string{trainer.StateCancelled, trainer.StateFailed} {
+		t.Run(state, func(t *testing.T) {
+			dir := t.TempDir()
+			sample := oneTurn(stateFirstRound, outThink, 1)
+			first := jobRequest("run/step-0001", "run-step-0001", nil, sample)
+			b := mustOpen(t, dir, 7)
+			if state == trainer.StateCancelled {
+				b.Close() // no worker: the job stays queued until cancelled
+			} else {
+				first.ParentAdapter = &trainer.Adapter{Name: "gone", Path: filepath.Join(t.TempDir(), "gone")}
+			}
+			srv := httptest.NewServer(b.Handler())
+			if code, _ := createJob(t, srv.URL, first); code != http.StatusAccepted {
+				t.Fatalf("create %s: %d", first.ID, code)
+			}
+			if state == trainer.StateCancelled {
+				if code, _ := do(t, http.MethodDelete, srv.URL+"/v1/jobs/"+first.ID, nil); code != http.StatusOK {
+					t.Fatalf("DELETE: %d", code)
+				}
+			}
+			if j := waitJob(t, srv.URL, first.ID); j.State != state {
+				t.Fatalf("job %+v, want %s", j, state)
+			}
+			srv.Close()
+			b.Close()
+			// What the job left: its adapter, written before it ended.
+			adapter := b.AdapterDir(first.OutputAdapter)
+			left, err := NewAdapter(8, 16, 1)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := left.save(adapter, first.ID, nil); err != nil {
+				t.Fatal(err)
+			}
+
+			var logs syncBuffer
+			b2, err := New(Options{DataDir: dir, Seed: 7, Logger: slog.New(slog.NewTextHandler(&logs, nil))})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := b2.Open(); err != nil {
+				t.Fatal(err)
+			}
+			defer b2.Close()
+			srv2 := httptest.NewServer(b2.Handler())
+			defer srv2.Close()
+			other := jobRequest("other/step-0001", first.OutputAdapter, nil, sample)
+			if code, raw := do(t, http.MethodPost, srv2.URL+"/v1/jobs", other); code != http.StatusAccepted {
+				t.Fatalf("create %s: %d %s, want 202", other.ID, code, raw)
+			}
+			if j := waitJob(t, srv2.URL, other.ID); j.State != trainer.StateSucceeded || j.Adapter == nil || j.Adapter.Path != adapter {
+				t.Fatalf("job %+v, want succeeded with adapter %s", j, adapter)
+			}
+			if raw, _ := os.ReadFile(filepath.Join(adapter, AdapterJobFile)); string(raw) != `{"job_id":"other/step-0001"}`+"\n" {
+				t.Fatalf("%s holds %q", AdapterJobFile, raw)
+			}
+			want := `msg="replacing the adapter of a job that ended cancelled or failed" id=other/step-0001 dir=` + adapter +
+				` made_by=run/step-0001 made_by_state=` + state
+			if !strings.Contains(logs.String(), want) {
+				t.Fatalf("log lacks %s:\n%s", want, logs.String())
+			}
+		})
+	}
+}

@@ -21,7 +21,14 @@ from urllib.parse import quote
 from pydantic import ValidationError
 
 from grpo_trainer.api import TERMINAL_STATES, Adapter, Job, JobRequest, Metrics
-from grpo_trainer.train import ABANDONED_AFTER, Control, JobError, adapter_job, adapter_taken
+from grpo_trainer.train import (
+    ABANDONED_AFTER,
+    REPLACEABLE_STATES,
+    Control,
+    JobError,
+    adapter_job,
+    adapter_taken,
+)
 
 JOB_FILE = "job.json"  # the job's state, rewritten on each transition
 REQUEST_FILE = "request.json"  # the create body, written once
@@ -247,7 +254,8 @@ class JobManager:
 
     def _adapter_taken(self, req: JobRequest) -> str:
         """Why req may not have its output_adapter, or "": another job
-        made it or is to make it. Callers hold self._cv."""
+        made it or is to make it. The adapter of a job that ended cancelled
+        or failed is free (REPLACEABLE_STATES). Callers hold self._cv."""
         name = req.output_adapter
         for e in self._jobs.values():
             if e.job.state == "succeeded" and e.job.adapter and e.job.adapter.name == name:
@@ -257,9 +265,15 @@ class JobManager:
         if self.adapters_dir is not None:
             dest = self.adapters_dir / name
             owner = adapter_job(dest)
-            if owner is not None and owner != req.id:
+            free = owner == req.id or self._state(owner or "") in REPLACEABLE_STATES
+            if owner is not None and not free:
                 return adapter_taken(name, owner, dest)
         return ""
+
+    def _state(self, job_id: str) -> str:
+        """Job job_id's state, "" for an unknown job. Callers hold self._cv."""
+        e = self._jobs.get(job_id)
+        return e.job.state if e is not None else ""
 
     def get(self, job_id: str) -> Job:
         with self._cv:
@@ -380,3 +394,7 @@ class _EntryControl(Control):
         with self.manager._cv:
             if not self.entry.cancelled:
                 self.entry.job.progress = min(1.0, max(0.0, fraction))
+
+    def job_state(self, job_id: str) -> str:
+        with self.manager._cv:
+            return self.manager._state(job_id)

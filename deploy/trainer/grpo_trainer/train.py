@@ -18,6 +18,7 @@ import os
 import shutil
 import time
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -199,13 +200,19 @@ def _load_parent(model: PeftModel, name: str, path: Path) -> None:
 
 
 class Control:
-    """How a running job hears about cancellation and reports progress."""
+    """How a running job hears about cancellation, reports progress and
+    learns the state of other jobs."""
 
     def check(self) -> None:
         """Raises when the job must stop."""
 
     def progress(self, fraction: float) -> None:
         """Records the fraction of the job done."""
+
+    def job_state(self, job_id: str) -> str:
+        """The state of job job_id as its record says, "" for a job this
+        trainer has no record of."""
+        return ""
 
 
 def train(
@@ -303,12 +310,25 @@ def adapter_job(dest: Path) -> str | None:
     return job_id if isinstance(job_id, str) else ""
 
 
-def save_adapter(model: PeftModel, base_model: str, dest: Path, job_id: str) -> None:
+# The states of a job whose adapter another job may replace: such a job can
+# end with its adapter written (cancelled while it saved), and no answer of
+# the trainer points at that adapter.
+REPLACEABLE_STATES = frozenset({"cancelled", "failed"})
+
+
+def save_adapter(
+    model: PeftModel,
+    base_model: str,
+    dest: Path,
+    job_id: str,
+    job_state: Callable[[str], str] = lambda job_id: "",
+) -> None:
     """Writes model's adapter as a PEFT directory (adapter_config.json,
     adapter_model.safetensors, and ADAPTER_JOB_FILE naming job_id) at dest,
     atomically: into a temporary directory beside it, fsynced, then renamed
     into place. An adapter already at dest is replaced only when job_id
-    made it."""
+    made it, or the job that made it ended cancelled or failed (job_state
+    gives a job's state)."""
     dest.parent.mkdir(parents=True, exist_ok=True)
     tmp = dest.parent / f".tmp-{dest.name}-{uuid.uuid4().hex[:8]}"
     try:
@@ -323,10 +343,20 @@ def save_adapter(model: PeftModel, base_model: str, dest: Path, job_id: str) -> 
         _fsync_path(tmp)
         old = None
         if dest.exists():
-            owner = adapter_job(dest)
-            if owner != job_id:
-                raise JobError(adapter_taken(dest.name, owner or "", dest))
-            log.info("replacing adapter %s, made by an earlier run of job %s", dest, job_id)
+            owner = adapter_job(dest) or ""
+            state = job_state(owner) if owner else ""
+            if owner == job_id:
+                log.info("replacing adapter %s, made by an earlier run of job %s", dest, job_id)
+            elif state in REPLACEABLE_STATES:
+                log.info(
+                    "replacing adapter %s with job %s's: job %s made it and ended %s",
+                    dest,
+                    job_id,
+                    owner,
+                    state,
+                )
+            else:
+                raise JobError(adapter_taken(dest.name, owner, dest))
             old = dest.parent / f".old-{dest.name}-{uuid.uuid4().hex[:8]}"
             os.rename(dest, old)
         os.rename(tmp, dest)
@@ -406,7 +436,7 @@ def run_job(
         metrics = train(model, seqs, req, opts, ctl, pad_id)
         ctl.check()
         dest = adapters_dir / req.output_adapter
-        save_adapter(model, req.base_model or str(base.name_or_path), dest, req.id)
+        save_adapter(model, req.base_model or str(base.name_or_path), dest, req.id, ctl.job_state)
         return metrics, dest.resolve()
     finally:
         model.unload()

@@ -15,6 +15,7 @@ import pytest
 from conftest import job_body, make_trajectory
 from fastapi.testclient import TestClient
 
+from grpo_trainer import train as train_module
 from grpo_trainer.app import Config, create_app
 from grpo_trainer.jobs import JOB_FILE, REQUEST_FILE, job_dir_name
 from grpo_trainer.models import ModelStore
@@ -457,6 +458,60 @@ def test_a_job_does_not_replace_another_jobs_adapter(tmp_path, model_dir, trajs,
             "trainer has a record of; a job does not replace another job's adapter: give this "
             "job another output_adapter, or remove that directory"
         )
+
+
+def test_a_job_replaces_the_adapter_of_a_cancelled_or_failed_job(
+    tmp_path, model_dir, trajs, caplog, monkeypatch
+):
+    # A job can end cancelled or failed with its adapter written: cancelled
+    # while it saves (the save is not interrupted), or failing after it
+    # saved. No answer of the trainer points at that adapter, and another
+    # job naming it replaces it (logged); it was refused with 409 naming
+    # the cancelled or failed job.
+    app = make_app(tmp_path, model_dir)
+    save = train_module.save_adapter
+
+    def save_then_fail(*args, **kwargs):
+        job_id = args[3]
+        if job_id == "c/1":
+            app.state.jobs.cancel(job_id)  # a DELETE that arrives during the save
+        save(*args, **kwargs)
+        if job_id == "f/1":
+            raise OSError("disk gone after the save")
+
+    monkeypatch.setattr(train_module, "save_adapter", save_then_fail)
+    adapters = tmp_path / "adapters"
+    first = {"cancelled": "c", "failed": "f"}
+    with TestClient(app) as client:
+        for name in first.values():
+            r = client.post("/v1/jobs", json=job_body(trajs, id=f"{name}/1", output_adapter=name))
+            assert r.status_code == 202, r.text
+        # Jobs run one at a time, in order: the cancelled job's save is
+        # over once the failed job has ended.
+        assert wait(client, "f/1")["state"] == "failed"
+        for state, name in first.items():
+            assert client.get(f"/v1/jobs/{name}/1").json()["state"] == state
+            marker = json.loads((adapters / name / "grpo_job.json").read_text())
+            assert marker == {"job_id": f"{name}/1"}
+
+    # A restart: the job records are read back.
+    with (
+        TestClient(make_app(tmp_path, model_dir)) as client,
+        caplog.at_level("INFO", logger="grpo_trainer.train"),
+    ):
+        for state, name in first.items():
+            other = job_body(trajs, id=f"other/{name}", output_adapter=name)
+            r = client.post("/v1/jobs", json=other)
+            assert r.status_code == 202, r.text
+            job = wait(client, other["id"])
+            assert job["state"] == "succeeded", job
+            assert job["adapter"]["path"] == str((adapters / name).resolve())
+            marker = json.loads((adapters / name / "grpo_job.json").read_text())
+            assert marker == {"job_id": other["id"]}
+            assert (
+                f"replacing adapter {adapters / name} with job other/{name}'s: "
+                f"job {name}/1 made it and ended {state}"
+            ) in caplog.text
 
 
 def test_start_removes_adapters_left_half_saved(tmp_path, model_dir):
