@@ -263,32 +263,47 @@ func (m *jobManager) create(req *trainer.JobRequest, body []byte) (trainer.Job, 
 	return e.job, true, nil
 }
 
-// adapterTaken says why req may not have its output_adapter, or "": a job
-// that succeeded made it, a queued or running job is to make it (of
-// several, the latest created is named), or its directory exists and
-// another job, or none known, made it. The adapter of a job that ended
-// cancelled or failed (replaceable) is free: such a job can leave its
-// adapter written (saved, then failed), and no answer of the trainer
+// adapterTaken says why req may not have its output_adapter, or "": a
+// queued or running job is to make it (of several, the latest created is
+// named), or another job made it. The job named as its maker is the one
+// the adapter's AdapterJobFile names, which made what is there now (the
+// records may name others that held the name before); without that file
+// (a directory written before the file existed, or no directory), the
+// latest created succeeded job whose adapter has the name; failing that,
+// an existing directory is no known job's. The adapter of a job that
+// ended cancelled or failed (replaceable) is free: such a job can leave
+// its adapter written (saved, then failed), and no answer of the trainer
 // points at it. Callers hold m.mu; req.ID is not a known job.
 func (m *jobManager) adapterTaken(req *trainer.JobRequest) string {
 	name := req.OutputAdapter
-	var holder *jobEntry
+	var toMake, made *jobEntry
 	for _, e := range m.jobs {
-		made := e.job.State == trainer.StateSucceeded && e.job.Adapter != nil && e.job.Adapter.Name == name
-		toMake := (e.job.State == trainer.StateQueued || e.job.State == trainer.StateRunning) && e.req != nil && e.req.OutputAdapter == name
-		if (made || toMake) && (holder == nil || e.created.After(holder.created)) {
-			holder = e
+		switch {
+		case (e.job.State == trainer.StateQueued || e.job.State == trainer.StateRunning) && e.req != nil && e.req.OutputAdapter == name:
+			if toMake == nil || e.created.After(toMake.created) {
+				toMake = e
+			}
+		case e.job.State == trainer.StateSucceeded && e.job.Adapter != nil && e.job.Adapter.Name == name:
+			if made == nil || e.created.After(made.created) {
+				made = e
+			}
 		}
 	}
-	switch {
-	case holder != nil && holder.job.State == trainer.StateSucceeded:
-		return adapterTaken(name, holder.job.ID, holder.job.Adapter.Path, "")
-	case holder != nil:
-		return adapterTaken(name, holder.job.ID, "", holder.job.State)
+	if toMake != nil {
+		return adapterTaken(name, toMake.job.ID, "", toMake.job.State)
 	}
 	dir := m.adapterDir(name)
-	if owner, ok := adapterJob(dir); ok && owner != req.ID && !m.replaceable(owner) {
+	owner, exists := adapterJob(dir)
+	switch {
+	case owner != "":
+		if owner == req.ID || m.replaceable(owner) {
+			return ""
+		}
 		return adapterTaken(name, owner, dir, "")
+	case made != nil:
+		return adapterTaken(name, made.job.ID, made.job.Adapter.Path, "")
+	case exists:
+		return adapterTaken(name, "", dir, "")
 	}
 	return ""
 }

@@ -689,3 +689,67 @@ func TestJobReplacesTheAdapterOfACancelledOrFailedJob(t *testing.T) {
 		})
 	}
 }
+
+// TestJobRefusedNamesTheJobThatMadeTheAdapter: when several jobs have
+// held one adapter name (a data directory from before the refusal, or
+// shared by two trainers), the 409 names the job the adapter's
+// AdapterJobFile names, the one that made what is there now; it named the
+// latest created succeeded job of the records, and the Python trainer the
+// first it read. Without that file it names the latest created succeeded
+// job, as the Python trainer now does too.
+func TestJobRefusedNamesTheJobThatMadeTheAdapter(t *testing.T) {
+	dir := t.TempDir()
+	jobs := &jobManager{dir: filepath.Join(dir, "jobs")}
+	adapters := filepath.Join(dir, "adapters")
+	record := func(id, adapter string, created time.Time) {
+		t.Helper()
+		rec := jobRecord{
+			Job:     trainer.Job{ID: id, State: trainer.StateSucceeded, Progress: 1, Adapter: &trainer.Adapter{Name: adapter, Path: filepath.Join(adapters, adapter)}},
+			Created: created, Updated: created,
+		}
+		raw, err := json.Marshal(rec)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.MkdirAll(jobs.jobDir(id), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(jobs.jobDir(id), jobFile), raw, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Read back in the order of their directories' names (a%2F1 first),
+	// created the other way round (z/1 the latest).
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	record("a/1", "x", t0)
+	record("z/1", "x", t0.Add(time.Hour))
+	record("a/2", "y", t0)
+	record("z/2", "y", t0.Add(time.Hour))
+	// x was made last by m/1, which this trainer has no record of; y was
+	// made before adapters named their job.
+	ad, err := NewAdapter(8, 16, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := ad.save(filepath.Join(adapters, "x"), "m/1", nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := ad.Save(filepath.Join(adapters, "y")); err != nil {
+		t.Fatal(err)
+	}
+
+	b := mustOpen(t, dir, 7)
+	srv := httptest.NewServer(b.Handler())
+	defer srv.Close()
+	for _, c := range []struct{ adapter, owner string }{{"x", "m/1"}, {"y", "z/2"}} {
+		req := jobRequest("n/"+c.adapter, c.adapter, nil, oneTurn(stateFirstRound, outThink, 1))
+		code, raw := do(t, http.MethodPost, srv.URL+"/v1/jobs", req)
+		var e jobError
+		json.Unmarshal(raw, &e)
+		want := `output_adapter "` + c.adapter + `" is taken: job "` + c.owner + `" made it (` + filepath.Join(adapters, c.adapter) + `); ` +
+			`a job does not replace another job's adapter: give this job another output_adapter`
+		if code != http.StatusConflict || e.Error != want {
+			t.Errorf("create %s: %d %s\nwant 409 with error %q", req.ID, code, raw, want)
+		}
+	}
+}

@@ -253,21 +253,49 @@ class JobManager:
         return answer, True
 
     def _adapter_taken(self, req: JobRequest) -> str:
-        """Why req may not have its output_adapter, or "": another job
-        made it or is to make it. The adapter of a job that ended cancelled
-        or failed is free (REPLACEABLE_STATES). Callers hold self._cv."""
+        """Why req may not have its output_adapter, or "": a queued or
+        running job is to make it (of several, the latest created is
+        named), or another job made it. The job named as its maker is the
+        one the adapter's ADAPTER_JOB_FILE names, which made what is there
+        now (the records may name others that held the name before);
+        without that file (a directory written before the file existed, or
+        no directory), the latest created succeeded job whose adapter has
+        the name; failing that, an existing directory is no known job's.
+        The adapter of a job that ended cancelled or failed is free
+        (REPLACEABLE_STATES). As the Go reference trainer decides. Callers
+        hold self._cv."""
         name = req.output_adapter
-        for e in self._jobs.values():
-            if e.job.state == "succeeded" and e.job.adapter and e.job.adapter.name == name:
-                return adapter_taken(name, e.job.id, Path(e.job.adapter.path))
-            if e.job.state in ("queued", "running") and e.req and e.req.output_adapter == name:
-                return adapter_taken(name, e.job.id, None, e.job.state)
-        if self.adapters_dir is not None:
-            dest = self.adapters_dir / name
-            owner = adapter_job(dest)
-            free = owner == req.id or self._state(owner or "") in REPLACEABLE_STATES
-            if owner is not None and not free:
-                return adapter_taken(name, owner, dest)
+        jobs = self._jobs.values()
+        to_make = max(
+            (
+                e
+                for e in jobs
+                if e.job.state in ("queued", "running") and e.req and e.req.output_adapter == name
+            ),
+            key=lambda e: e.created,
+            default=None,
+        )
+        made = max(
+            (
+                e
+                for e in jobs
+                if e.job.state == "succeeded" and e.job.adapter and e.job.adapter.name == name
+            ),
+            key=lambda e: e.created,
+            default=None,
+        )
+        if to_make is not None:
+            return adapter_taken(name, to_make.job.id, None, to_make.job.state)
+        dest = self.adapters_dir / name if self.adapters_dir is not None else None
+        owner = adapter_job(dest) if dest is not None else None
+        if owner:
+            if owner == req.id or self._state(owner) in REPLACEABLE_STATES:
+                return ""
+            return adapter_taken(name, owner, dest)
+        if made is not None and made.job.adapter is not None:
+            return adapter_taken(name, made.job.id, Path(made.job.adapter.path))
+        if owner == "":
+            return adapter_taken(name, "", dest)
         return ""
 
     def _state(self, job_id: str) -> str:

@@ -514,6 +514,60 @@ def test_a_job_replaces_the_adapter_of_a_cancelled_or_failed_job(
             ) in caplog.text
 
 
+def test_a_refused_job_names_the_job_that_made_the_adapter(tmp_path):
+    # When several jobs have held one adapter name (a data directory shared
+    # by two trainers, or records from before the refusal), the 409 names
+    # the job the adapter's grpo_job.json names, the one that made what is
+    # there now; it named the first of the records read. Without that file
+    # it names the latest created succeeded job, as the Go reference does.
+    from grpo_trainer.api import JobRequest
+    from grpo_trainer.jobs import AdapterTaken, JobManager
+
+    def never(req, ctl):
+        raise AssertionError("not started")
+
+    jobs, adapters = tmp_path / "jobs", tmp_path / "adapters"
+    # Read back in the order of their directories' names (a%2F1 first),
+    # created the other way round (z/1 the latest).
+    t0 = 1.7e9
+    for job_id, name, created in [
+        ("a/1", "x", t0),
+        ("z/1", "x", t0 + 3600),
+        ("a/2", "y", t0),
+        ("z/2", "y", t0 + 3600),
+    ]:
+        job = {
+            "id": job_id,
+            "state": "succeeded",
+            "progress": 1.0,
+            "adapter": {"name": name, "path": str(adapters / name)},
+        }
+        d = jobs / job_dir_name(job_id)
+        d.mkdir(parents=True)
+        (d / JOB_FILE).write_text(json.dumps({"job": job, "created": created, "updated": created}))
+    # x was made last by m/1, which this trainer has no record of; y was
+    # made before adapters named their job.
+    for name in ("x", "y"):
+        (adapters / name).mkdir(parents=True)
+        (adapters / name / "adapter_config.json").write_text("{}")
+    (adapters / "x" / "grpo_job.json").write_text(json.dumps({"job_id": "m/1"}) + "\n")
+
+    m = JobManager(jobs, never, adapters_dir=adapters)
+    m.open()
+    for name, owner in [("x", "m/1"), ("y", "z/2")]:
+        body = {
+            "id": f"n/{name}",
+            "output_adapter": name,
+            "trajectories": [{"messages_and_choices": [{"role": "user"}], "advantage": 1.0}],
+        }
+        with pytest.raises(AdapterTaken) as taken:
+            m.create(JobRequest.model_validate(body), json.dumps(body).encode())
+        assert str(taken.value) == (
+            f"output_adapter {name!r} is taken: job {owner!r} made it ({adapters / name}); "
+            "a job does not replace another job's adapter: give this job another output_adapter"
+        )
+
+
 def test_start_removes_adapters_left_half_saved(tmp_path, model_dir):
     # A trainer killed while saving leaves its temporary adapter directory
     # (.tmp-<name>-<hex>); the next start removes it once it is abandoned
