@@ -117,6 +117,28 @@ def _abandoned(p: Path) -> bool:
         return False
 
 
+def _remove_abandoned_temporaries(d: Path) -> None:
+    """Removes d's temporary files (write_atomic's) untouched for
+    ABANDONED_AFTER: a killed trainer's, as the Go reference removes them.
+    A younger one may be a write in progress in another process."""
+    try:
+        entries = list(d.iterdir())
+    except OSError:
+        return
+    for p in entries:
+        if _is_temporary(p.name) and p.is_file() and _abandoned(p):
+            log.info(
+                "removing %s: a temporary file of a write cut short (untouched for over "
+                "%d minutes)",
+                p,
+                ABANDONED_AFTER // 60,
+            )
+            try:
+                p.unlink(missing_ok=True)
+            except OSError as e:
+                log.warning("remove %s: %s", p, e)
+
+
 def job_dir_name(job_id: str) -> str:
     """A directory name for a job id: escaped (so "run/step-0003" and ".."
     are safe), or hashed when the escaped id would be too long. A leading
@@ -187,6 +209,7 @@ class JobManager:
                         )
                         shutil.rmtree(d, ignore_errors=True)
                     continue
+                _remove_abandoned_temporaries(d)
                 try:
                     rec = json.loads(rec_file.read_bytes())
                     job = Job.model_validate(rec["job"])

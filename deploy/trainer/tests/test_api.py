@@ -635,6 +635,38 @@ def test_start_removes_only_abandoned_half_created_job_directories(tmp_path, cap
     ]
 
 
+def test_start_removes_abandoned_temporary_files_of_recorded_jobs(tmp_path, caplog):
+    # A trainer killed while it rewrote a job's record leaves the temporary
+    # file beside it (.job.json.<hex>.tmp). The next start removes it once
+    # untouched for 10 minutes (a younger one may be a write in progress in
+    # another process), as the Go reference does; it was left for good.
+    from grpo_trainer.jobs import JobManager
+
+    def never(req, ctl):
+        raise AssertionError("not started")
+
+    jobs = tmp_path / "jobs"
+    d = jobs / job_dir_name("run/step-0001")
+    d.mkdir(parents=True)
+    rec = {"job": {"id": "run/step-0001", "state": "failed", "error": "x"}, "created": 1.0}
+    (d / JOB_FILE).write_text(json.dumps(rec))
+    old, young = d / f".{JOB_FILE}.0123abcd.tmp", d / f".{JOB_FILE}.4567ef01.tmp"
+    old_other = d / "notes.tmp"  # not a temporary file of the trainer's
+    for p in (old, young, old_other):
+        p.write_bytes(b"{")
+    long_ago = time.time() - 3600
+    for p in (old, old_other):
+        os.utime(p, (long_ago, long_ago))
+
+    with caplog.at_level("INFO", logger="grpo_trainer.jobs"):
+        JobManager(jobs, never).open()
+    assert sorted(p.name for p in d.iterdir()) == sorted([JOB_FILE, young.name, old_other.name])
+    removed = [r.getMessage() for r in caplog.records if r.getMessage().startswith("removing")]
+    assert removed == [
+        f"removing {old}: a temporary file of a write cut short (untouched for over 10 minutes)"
+    ]
+
+
 def test_job_requests_over_the_size_limit_are_refused(tmp_path, model_dir, trajs):
     app = make_app(tmp_path, model_dir)
     body = json.dumps(job_body(trajs)).encode()
