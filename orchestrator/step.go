@@ -213,6 +213,13 @@ func (r *run) jobRequest(s int, trajs []trainer.Trajectory) *trainer.JobRequest 
 	}
 }
 
+// retryHint says how to retry a step whose job ended in state: resuming
+// asks the trainer for the same job id, which answers the ended job.
+func retryHint(state string) string {
+	return "a job id is never trained twice, so resuming fails the same way: to retry the step, remove the " + state +
+		" job from the trainer first; the embedded trainer keeps it in its data directory's jobs/"
+}
+
 // train submits the job (idempotently: after a restart this reattaches to
 // the job already there) and waits for it.
 func (r *run) train(ctx context.Context, s int, req trainer.JobRequest) (*checkpoint.Job, trainer.Adapter, error) {
@@ -240,8 +247,12 @@ func (r *run) train(ctx context.Context, s int, req trainer.JobRequest) (*checkp
 			err = fmt.Errorf("%w (lost again after it was submitted again: the trainer keeps no jobs, or another one answers at its URL)", err)
 		}
 	}
-	if errors.Is(err, trainer.ErrJobFailed) {
-		return nil, trainer.Adapter{}, fmt.Errorf("%w (a job id is never trained twice, so resuming fails the same way: to retry the step, remove the failed job from the trainer first; the embedded trainer keeps it in its data directory's jobs/)", err)
+	switch {
+	case errors.Is(err, trainer.ErrJobFailed):
+		return nil, trainer.Adapter{}, fmt.Errorf("%w (%s)", err, retryHint("failed"))
+	case errors.Is(err, trainer.ErrJobCancelled), errors.Is(err, trainer.ErrJobTimeout):
+		// A resume reattaches to the cancelled job and ends here again.
+		return nil, trainer.Adapter{}, fmt.Errorf("%w (%s)", err, retryHint("cancelled"))
 	}
 	if err != nil {
 		return nil, trainer.Adapter{}, err // it names the job (Trainer)

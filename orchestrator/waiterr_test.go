@@ -17,7 +17,9 @@ import (
 // TestWaitErrorNamesTheJobOnce: a run whose wait for its trainer job
 // fails fails with the client's error, which names the job once; it was
 // wrapped again ("trainer job ID: wait for trainer job ID: ..."), and a
-// cancelled wait's error named no job.
+// cancelled wait's error named no job. A job that ended failed or
+// cancelled (by the trainer, or by the wait past job_timeout) says how to
+// retry the step, since a resume reattaches to the ended job.
 func TestWaitErrorNamesTheJobOnce(t *testing.T) {
 	for _, tc := range []struct {
 		name string
@@ -26,7 +28,12 @@ func TestWaitErrorNamesTheJobOnce(t *testing.T) {
 	}{
 		{"timeout", func(w http.ResponseWriter, _ context.CancelFunc) {
 			fmt.Fprint(w, `{"state":"running","progress":0.5}`)
-		}, "wait for trainer job ID: still running after 100ms, cancelled it: trainer job timed out"},
+		}, "wait for trainer job ID: still running after 100ms, cancelled it: trainer job timed out (a job id is never trained twice, so resuming fails the same way: " +
+			"to retry the step, remove the cancelled job from the trainer first; the embedded trainer keeps it in its data directory's jobs/)"},
+		{"job cancelled", func(w http.ResponseWriter, _ context.CancelFunc) {
+			fmt.Fprint(w, `{"state":"cancelled","error":"cancelled by the operator"}`)
+		}, "trainer job ID cancelled: cancelled by the operator (a job id is never trained twice, so resuming fails the same way: " +
+			"to retry the step, remove the cancelled job from the trainer first; the embedded trainer keeps it in its data directory's jobs/)"},
 		{"failed poll", func(w http.ResponseWriter, _ context.CancelFunc) {
 			w.WriteHeader(http.StatusBadRequest)
 			fmt.Fprint(w, `{"error":"bad job id"}`)
