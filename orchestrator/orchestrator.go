@@ -164,6 +164,13 @@ type Options struct {
 	// DataDir, recorded with a new run (checkpoint.Run.DataDir), is the
 	// embedded backend's directory; empty for other backends.
 	DataDir string
+	// RetryEndedJob: when Resume reattaches a step's in-flight job and
+	// the trainer says it ended failed or cancelled, the step's job is
+	// submitted again, once, under the next attempt's id (trainer.RetryID,
+	// recorded as the in-flight job first), instead of the run failing
+	// the same way again. The job API's trainers only: a trainer without
+	// idempotency keys (ResumableTrainer, ART) is not retried.
+	RetryEndedJob bool
 }
 
 // Orchestrator runs training runs.
@@ -578,6 +585,16 @@ func (r *run) step(ctx context.Context, s int, p *pipeline) error {
 	if req != nil {
 		t0 := time.Now()
 		job, a, err := r.train(ctx, s, *req)
+		if inf != nil && r.o.opts.RetryEndedJob && (errors.Is(err, trainer.ErrJobFailed) || errors.Is(err, trainer.ErrJobCancelled)) {
+			// The job reattached after a restart had ended; the user
+			// asked for it to be tried again (once: a retry that ends
+			// so fails the run).
+			if r.retriable() {
+				job, a, err = r.retry(ctx, s, *inf, *req, err)
+			} else {
+				r.o.opts.Logger.Warn("the step's trainer job ended and is not retried: this trainer's jobs have no ids to retry under (ART)", "run", r.name, "step", s)
+			}
+		}
 		step.Seconds["train"] = time.Since(t0).Seconds()
 		if err != nil {
 			return err

@@ -2,6 +2,7 @@ package orchestrator
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
@@ -215,9 +216,39 @@ func (r *run) jobRequest(s int, trajs []trainer.Trajectory) *trainer.JobRequest 
 
 // retryHint says how to retry a step whose job ended in state: resuming
 // asks the trainer for the same job id, which answers the ended job.
-func retryHint(state string) string {
-	return "a job id is never trained twice, so resuming fails the same way: to retry the step, remove the " + state +
-		" job from the trainer first; the embedded trainer keeps it in its data directory's jobs/"
+func (r *run) retryHint(state string) string {
+	h := "a job id is never trained twice, so resuming fails the same way: to retry the step, "
+	if r.retriable() {
+		h += "resume with --retry-job (the step's job is submitted again under a new id), or "
+	}
+	return h + "remove the " + state + " job from the trainer first; the embedded trainer keeps it in its data directory's jobs/"
+}
+
+// retriable reports whether an ended job of this run's trainer can be
+// tried again under a new id (Options.RetryEndedJob): the job API's
+// trainers, whose ids are idempotency keys.
+func (r *run) retriable() bool {
+	_, resumable := r.o.opts.Trainer.(ResumableTrainer)
+	return !resumable
+}
+
+// retry submits the job of step s, found ended failed or cancelled when
+// the run resumed (Options.RetryEndedJob), again under the next attempt's
+// id, recorded first as the step's in-flight job (the same rollouts, train
+// statistics and output adapter), and waits for it.
+func (r *run) retry(ctx context.Context, s int, inf checkpoint.InFlight, req trainer.JobRequest, ended error) (*checkpoint.Job, trainer.Adapter, error) {
+	req.ID = trainer.RetryID(req.ID)
+	body, err := json.Marshal(req)
+	if err != nil {
+		return nil, trainer.Adapter{}, fmt.Errorf("encode job: %w", err)
+	}
+	inf.JobID, inf.Request, inf.Submitted, inf.Next = req.ID, body, r.o.now(), nil
+	if err := r.o.opts.Store.SetInFlight(ctx, r.name, inf); err != nil {
+		return nil, trainer.Adapter{}, err
+	}
+	r.o.opts.Logger.Warn("the step's trainer job had ended; submitting it again under a new id (--retry-job)",
+		"run", r.name, "step", s, "job", req.ID, "ended", ended)
+	return r.train(ctx, s, req)
 }
 
 // train submits the job (idempotently: after a restart this reattaches to
@@ -249,10 +280,10 @@ func (r *run) train(ctx context.Context, s int, req trainer.JobRequest) (*checkp
 	}
 	switch {
 	case errors.Is(err, trainer.ErrJobFailed):
-		return nil, trainer.Adapter{}, fmt.Errorf("%w (%s)", err, retryHint("failed"))
+		return nil, trainer.Adapter{}, fmt.Errorf("%w (%s)", err, r.retryHint("failed"))
 	case errors.Is(err, trainer.ErrJobCancelled), errors.Is(err, trainer.ErrJobTimeout):
 		// A resume reattaches to the cancelled job and ends here again.
-		return nil, trainer.Adapter{}, fmt.Errorf("%w (%s)", err, retryHint("cancelled"))
+		return nil, trainer.Adapter{}, fmt.Errorf("%w (%s)", err, r.retryHint("cancelled"))
 	}
 	if err != nil {
 		return nil, trainer.Adapter{}, err // it names the job (Trainer)

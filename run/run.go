@@ -68,6 +68,10 @@ type Options struct {
 	// a run no longer running in the store once it holds its lease (see
 	// orchestrator.Options.OnlyRunning).
 	OnlyRunning bool
+	// RetryEndedJob: a reopened run whose in-flight job the trainer says
+	// ended failed or cancelled submits it again under a new id (see
+	// orchestrator.Options.RetryEndedJob).
+	RetryEndedJob bool
 
 	// step is the step of the last step_started event, for the events
 	// that come from outside the step loop (the fleet's endpoint_state).
@@ -241,6 +245,8 @@ func (r *Run) Play(ctx context.Context) error {
 		Logger:      r.opts.Logger,
 		Interrupted: r.opts.Interrupted,
 		OnlyRunning: r.opts.OnlyRunning,
+
+		RetryEndedJob: r.opts.RetryEndedJob,
 	}
 	switch {
 	case r.peers != nil:

@@ -2,6 +2,7 @@ package trainer
 
 import (
 	"fmt"
+	"strconv"
 	"strings"
 )
 
@@ -10,6 +11,23 @@ import (
 // existing job, so a restarted orchestrator never trains a step twice.
 func JobID(run string, step int) string {
 	return fmt.Sprintf("%s/step-%04d", run, step)
+}
+
+// retrySuffix marks a job id as a later attempt at a step's job (RetryID).
+const retrySuffix = "-retry-"
+
+// RetryID returns the id of the next attempt at the job whose id is id:
+// a step's job that ended failed or cancelled keeps its id on the trainer
+// (the id is the idempotency key, never trained twice), so it is tried
+// again under a new one. RetryID("dp5/step-0003") = "dp5/step-0003-retry-2",
+// and RetryID of that is "dp5/step-0003-retry-3".
+func RetryID(id string) string {
+	if i := strings.LastIndex(id, retrySuffix); i >= 0 {
+		if n, err := strconv.Atoi(id[i+len(retrySuffix):]); err == nil && n >= 2 {
+			return id[:i] + retrySuffix + strconv.Itoa(n+1)
+		}
+	}
+	return id + retrySuffix + "2"
 }
 
 // JobKey returns the run part of a run's job ids: its name and, when it

@@ -19,6 +19,7 @@ func TestBadNumericFlags(t *testing.T) {
 		{[]string{"run", "--steps", "-3"}, "--steps -3: need at least 1"},
 		{[]string{"run", "--resume", "r", "--seed", "0"}, "--resume uses the run's stored config"},
 		{[]string{"run", "--resume", "r", "--steps", "0"}, "--resume uses the run's stored config"},
+		{[]string{"run", "--retry-job"}, "--retry-job retries a stored run's trainer job: use it with --resume RUN"},
 		{[]string{"eval", "--episodes", "0"}, "--episodes 0: need at least 1"},
 		{[]string{"eval", "--episodes", "-1"}, "--episodes -1: need at least 1"},
 		{[]string{"eval", "--rounds", "0"}, "--rounds 0: need at least 1"},
@@ -87,6 +88,27 @@ func TestRunSeedAndStepsGiven(t *testing.T) {
 		rc.override(&cfg)
 		if cfg.Run.Steps != c.steps || cfg.Run.Seed != c.seed {
 			t.Errorf("%v: steps %d seed %d; want %d and %d", c.args, cfg.Run.Steps, cfg.Run.Seed, c.steps, c.seed)
+		}
+	}
+}
+
+// TestRunRetryJobFlag: --retry-job with --resume asks the run for a retry
+// of an ended job; without it, a resume does not retry.
+func TestRunRetryJobFlag(t *testing.T) {
+	m := &Main{Stdout: &strings.Builder{}, Stderr: &strings.Builder{}, Getenv: func(string) string { return "" }}
+	for _, c := range []struct {
+		args []string
+		want bool
+	}{
+		{[]string{"--resume", "r", "--retry-job"}, true},
+		{[]string{"--resume", "r"}, false},
+	} {
+		var rc runCommand
+		if err := rc.parse(m, c.args); err != nil {
+			t.Fatalf("%v: %v", c.args, err)
+		}
+		if rc.retryJob != c.want {
+			t.Errorf("%v: retryJob %v, want %v", c.args, rc.retryJob, c.want)
 		}
 	}
 }

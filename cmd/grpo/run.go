@@ -37,7 +37,10 @@ shaped reward and best-validation selection.
 
 A run killed at any point continues with 'grpo run --resume RUN': committed
 steps are kept, the in-flight trainer job is reattached, and no step is
-trained twice or skipped.
+trained twice or skipped. A run that failed because its step's trainer job
+failed or was cancelled fails the same way when resumed (the job id is the
+trainer's idempotency key); once the cause is fixed, 'grpo run --resume RUN
+--retry-job' submits that job again under a new id (<id>-retry-2, -3, ...).
 `
 
 // runCommand is 'grpo run': what its flags ask for.
@@ -45,7 +48,7 @@ type runCommand struct {
 	config, db, resume, name, dataDir string
 	steps                             int
 	seed                              int64
-	quiet                             bool
+	quiet, retryJob                   bool
 	// set holds the flags given on the command line: --steps 0 and
 	// --seed 0 are values, not "unset".
 	set map[string]bool
@@ -69,6 +72,7 @@ func (c *runCommand) parse(m *Main, args []string) error {
 	fs.Int64Var(&c.seed, "seed", 0, "seed, any integer (default: run.seed, 1)")
 	fs.StringVar(&c.dataDir, "data-dir", "", "embedded backend's adapters and jobs (default: <db>.data next to the store; with --resume, the directory the run's adapters are in)")
 	fs.BoolVar(&c.quiet, "quiet", false, "no progress output on stderr")
+	fs.BoolVar(&c.retryJob, "retry-job", false, "with --resume: when the step's trainer job ended failed or cancelled, submit it again under a new job id (same rollouts and adapter name) instead of failing the same way")
 	if err := parse(fs, args); err != nil {
 		return err
 	}
@@ -78,6 +82,9 @@ func (c *runCommand) parse(m *Main, args []string) error {
 	c.set = givenFlags(fs)
 	if c.resume != "" && (c.set["config"] || c.set["name"] || c.set["steps"] || c.set["seed"]) {
 		return usagef("--resume uses the run's stored config: drop --config, --name, --steps and --seed")
+	}
+	if c.retryJob && c.resume == "" {
+		return usagef("--retry-job retries a stored run's trainer job: use it with --resume RUN")
 	}
 	// Seeds are any int64 (0 included); a step count is at least 1.
 	if c.set["steps"] && c.steps < 1 {
@@ -175,6 +182,8 @@ func (c *runCommand) play(ctx context.Context, m *Main) error {
 		Logger:      warnLogger(m.Stderr),
 		Events:      view.event,
 		Interrupted: checkpoint.StateCancelled,
+
+		RetryEndedJob: c.retryJob,
 	})
 	if errors.Is(err, checkpoint.ErrLeased) {
 		return c.leased(c.resume, c.db, err)
