@@ -108,6 +108,11 @@ func TestSummarize(t *testing.T) {
 	near(t, "diff", c.Diff, 1, 1e-12)
 	near(t, "ci lo", c.CI95[0], 1-1.299228, 1e-5)
 	near(t, "ci hi", c.CI95[1], 1+1.299228, 1e-5)
+	// g, paired (grpo.PairedHedgesG): best 1, 2, 3, 1 (var 11/12), last
+	// 0, 1, 1, 1 (var 3/12), cov 3/12: s_p² = 7/12, d = 1/sqrt(7/12);
+	// ν = 3·(14/12)² / ((121 + 9 + 2·9)/144) = 588/148, J = 1 - 3/(4ν-1)
+	// = 1760/2204. (As independent groups, J = 1 - 3/23: g 1.1385.)
+	near(t, "g", c.G, 1/math.Sqrt(7.0/12)*1760/2204, 1e-12)
 	// Per-arm table: best's per-seed means 1.5 and 2: mean 1.75, sd
 	// 0.3535534, se 0.25, t(0.975, 1) = 12.7062: CI 1.75 ± 3.176551.
 	rows := s.Table(s.Arms[0], f.Test.Steps, f.Test.N)

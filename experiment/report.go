@@ -50,7 +50,7 @@ func (f *File) WriteReport(w io.Writer, s Summary, command string, plots []strin
 	if len(s.Comparisons) == 0 {
 		b.WriteString("None (no pair of checkpoints or arms measured on shared tables).\n")
 	} else {
-		b.WriteString("Paired t-tests of A − B over the (run.seed, test table) units both sides scored; p Holm-corrected across all the comparisons below; Hedges' g of A vs B (standardised by the pooled standard deviation of the two sides' rewards).\n\n")
+		b.WriteString("Paired t-tests of A − B over the (run.seed, test table) units both sides scored; p Holm-corrected across all the comparisons below; Hedges' g of A vs B, paired (standardised by the pooled standard deviation of the two sides' rewards, as an independent-groups g is, not by that of the differences; its small-sample correction on the pairs' degrees of freedom).\n\n")
 		b.WriteString("Two units, two questions. The (seed, table) test's p says whether *these trained runs* differ on *these tables*: its units share their tables across seeds and their run within a seed, so it is no evidence that the training choice (an arm, or best vs last) helps beyond these seeds. That is the seed-level test's: a paired t-test over each seed's mean difference (df = seeds − 1), its p Holm-corrected across the comparisons too. Read claims about training choices from the seed columns.\n\n")
 		if fns := f.rewardFunctions(); len(fns) > 1 {
 			fmt.Fprintf(&b, "The arms score episodes with different reward functions (%s): a comparison of two such arms compares numbers on different scales; their deadlock rates and meals above compare.\n\n", strings.Join(fns, ", "))

@@ -119,7 +119,7 @@ type Comparison struct {
 	CI95  [2]float64 `json:"ci95"`
 	P     float64    `json:"p"`
 	PHolm float64    `json:"p_holm"` // Holm across every comparison of the experiment
-	G     float64    `json:"g"`      // Hedges' g of A vs B (pooled SD of the two sides' rewards)
+	G     float64    `json:"g"`      // Hedges' g of A vs B for paired samples (grpo.PairedHedgesG: pooled SD of the two sides' rewards, J on the pairs' degrees of freedom)
 	Test  string     `json:"test"`   // paired-t
 	Pairs int        `json:"pairs"`
 	// BySeed is the same comparison with the seed as the unit: a paired
@@ -175,8 +175,12 @@ func (f *File) Summarize(results []RunResult) (Summary, error) {
 		if err != nil {
 			return err
 		}
+		g, err := grpo.PairedHedgesG(y, x)
+		if err != nil {
+			return err
+		}
 		c := Comparison{A: a + "/" + ka, B: b + "/" + kb, N: n, Diff: pr.Diff, CI95: pr.CI95, P: pr.P,
-			G: grpo.HedgesG(y, x), Test: "paired-t", Pairs: pr.N}
+			G: g, Test: "paired-t", Pairs: pr.N}
 		if xs, ys := seedMeans(x, y, seeds); len(xs) >= 2 {
 			ps, err := grpo.Paired(ys, xs)
 			if err != nil {

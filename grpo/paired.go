@@ -66,6 +66,49 @@ func Paired(a, b []float64) (PairedResult, error) {
 	return r, nil
 }
 
+// PairedHedgesG returns Hedges' g of b against a for paired samples (the
+// same units, in the same order): the mean difference mean(b_i - a_i)
+// standardised, as HedgesG does, by the pooled standard deviation of the
+// two sides, s_p = sqrt((s_a² + s_b²)/2), so that it reads on the scale of
+// an independent-groups g; not by the standard deviation of the
+// differences (d_z, which is t/sqrt(n) and grows with the correlation of
+// the sides). This is metafor's escalc(measure = "SMCRP") (Cousineau
+// 2020). Its small-sample correction is J = 1 - 3/(4ν-1) with ν the
+// degrees of freedom of s_p² from n correlated pairs,
+//
+//	ν = (n-1)(s_a² + s_b²)² / (s_a⁴ + s_b⁴ + 2·cov(a, b)²),
+//
+// which is SMCRP's 2(n-1)/(1+r²) when the two standard deviations are
+// equal, n-1 when one side is constant, and never more than the 2(n-1) of
+// two independent groups that HedgesG uses: pairing correlates the two
+// variance estimates, so s_p² rests on fewer independent values.
+//
+// It returns 0 when the effect size is undefined: fewer than two pairs, or
+// both sides constant (Paired reports whether such a difference is
+// certain). a and b must have the same length.
+func PairedHedgesG(a, b []float64) (float64, error) {
+	if len(a) != len(b) {
+		return 0, fmt.Errorf("paired effect size: %d values against %d; pairs need the same tables on both sides", len(a), len(b))
+	}
+	n := len(a)
+	if n < 2 {
+		return 0, nil
+	}
+	ma, va := meanVar(a)
+	mb, vb := meanVar(b)
+	if va+vb == 0 {
+		return 0, nil
+	}
+	var cov float64
+	for i := range a {
+		cov += (a[i] - ma) * (b[i] - mb)
+	}
+	cov /= float64(n - 1)
+	nu := float64(n-1) * (va + vb) * (va + vb) / (va*va + vb*vb + 2*cov*cov)
+	j := 1 - 3/(4*nu-1)
+	return (mb - ma) / math.Sqrt((va+vb)/2) * j, nil
+}
+
 // bootstrapMeanCI is the percentile bootstrap 95% interval of mean(d).
 func bootstrapMeanCI(d []float64, resamples int) [2]float64 {
 	rng := rand.New(rand.NewPCG(0x9e3779b97f4a7c15, uint64(len(d))))

@@ -80,3 +80,42 @@ func TestHolm(t *testing.T) {
 		t.Errorf("Holm(nil)=%v", got)
 	}
 }
+
+// TestPairedHedgesG checks by hand: g = mean(b - a) / s_p · J, s_p² =
+// (s_a² + s_b²)/2, J = 1 - 3/(4ν - 1), ν = (n-1)(s_a²+s_b²)² / (s_a⁴ +
+// s_b⁴ + 2 cov²). The sleep figure was computed with numpy from the same
+// formula (r = 0.7951702, ν = 10.996266; metafor's SMCRP ν = 2·9/(1+r²)
+// = 11.027414 assumes equal SDs, which these are not).
+func TestPairedHedgesG(t *testing.T) {
+	for _, tt := range []struct {
+		name string
+		a, b []float64
+		want float64
+	}{
+		// s_a² = s_b² = 1, cov 0.5 (r = 0.5): ν = 2·4/(1+1+0.5) = 3.2 =
+		// SMCRP's 2·2/(1+0.25); d = 1/1; J = 1 - 3/11.8. Independent
+		// groups (HedgesG) would take ν = 4: J = 0.8.
+		{"EqualSDs", []float64{1, 2, 3}, []float64{2, 4, 3}, 1 - 3/11.8},
+		{"EqualSDsReversed", []float64{2, 4, 3}, []float64{1, 2, 3}, -(1 - 3/11.8)},
+		// s_a² 1, s_b² 3, cov 1.5: ν = 2·16/(1+9+4.5) = 32/14.5; J = 1 -
+		// 43.5/113.5 = 70/113.5; d = 2/sqrt(2).
+		{"UnequalSDs", []float64{1, 2, 3}, []float64{3, 3, 6}, 2 / math.Sqrt(2) * 70 / 113.5},
+		// a constant: ν = n-1 = 2, J = 4/7; d = 1/sqrt(1/2).
+		{"OneSideConstant", []float64{1, 1, 1}, []float64{1, 2, 3}, math.Sqrt(2) * 4 / 7},
+		{"Sleep", sleep1, sleep2, 0.7741017630733970},
+		{"OnePair", []float64{1}, []float64{2}, 0},
+		{"BothConstant", []float64{1, 1}, []float64{2, 2}, 0},
+		{"Empty", nil, nil, 0},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			g, err := grpo.PairedHedgesG(tt.a, tt.b)
+			if err != nil {
+				t.Fatal(err)
+			}
+			near(t, "PairedHedgesG", g, tt.want, 1e-12)
+		})
+	}
+	if _, err := grpo.PairedHedgesG([]float64{1, 2}, []float64{1}); err == nil {
+		t.Error("PairedHedgesG of 2 against 1 values: no error")
+	}
+}

@@ -26,7 +26,9 @@ cannot be compared: compare names it on stderr (and under "unmatched" with
 --paired: both files played the same tables (same seeds, as every model of
 one 'grpo eval' and every checkpoint of 'grpo eval --run' do); compare table
 by table: a paired t-test on the per-table differences B - A, with its t
-interval and a percentile bootstrap 95% CI. Only tables scored on both
+interval and a percentile bootstrap 95% CI; Hedges' g is then the paired
+one (still the pooled standard deviation of A and B, its small-sample
+correction on the degrees of freedom of correlated pairs). Only tables scored on both
 sides count; how many tables each file had alone is said on stderr (and
 as only_a, only_b with --json).
 
@@ -145,6 +147,9 @@ func (c *CompareCommand) Run(ctx context.Context) error {
 		if c.paired {
 			pr, err := grpo.Paired(ra, rb)
 			if err != nil {
+				return err
+			}
+			if cmp.HedgesG, err = grpo.PairedHedgesG(ra, rb); err != nil {
 				return err
 			}
 			cmp.Test, cmp.Pairs, cmp.Diff, cmp.DiffCI, cmp.Boot95, cmp.T, cmp.DF, cmp.P = "paired-t", pr.N, pr.Diff, pr.CI95, &pr.Boot95, pr.T, pr.DF, pr.P

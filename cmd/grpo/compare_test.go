@@ -37,6 +37,8 @@ func writeSeededEpisodes(t *testing.T, path, model string, ns []int, seeds []int
 // df = 9, p-value = 0.002833, CI [0.7001142, 2.4598858]. B's file lists
 // the tables in another order: pairs are made by seed, not by line. Two
 // table sizes with the same data give the same p twice; Holm doubles both.
+// Hedges' g is the paired one (grpo.PairedHedgesG; numpy from its formula:
+// 0.7741018), not the independent groups' 0.7970185.
 func TestComparePaired(t *testing.T) {
 	g1 := []float64{0.7, -1.6, -0.2, -1.2, -0.1, 3.4, 3.7, 0.8, 0.0, 2.0}
 	g2 := []float64{1.9, 0.8, 1.1, 0.1, -0.1, 4.4, 5.5, 1.6, 4.6, 3.4}
@@ -63,7 +65,7 @@ func TestComparePaired(t *testing.T) {
 	for _, c := range cmp.Comparisons {
 		if c.Test != "paired-t" || c.Pairs != 10 || math.Abs(c.T-4.0621) > 5e-5 || c.DF != 9 || math.Abs(c.P-0.002833) > 5e-7 ||
 			math.Abs(c.DiffCI[0]-0.7001142) > 5e-8 || math.Abs(c.DiffCI[1]-2.4598858) > 5e-8 || math.Abs(c.Diff-1.58) > 1e-12 ||
-			math.Abs(c.PHolm-2*c.P) > 1e-15 || math.Abs(c.HedgesG-0.797) > 1e-3 || c.Boot95 == nil || !(c.Boot95[0] > 0 && c.Boot95[0] < 1.58 && c.Boot95[1] > 1.58) {
+			math.Abs(c.PHolm-2*c.P) > 1e-15 || math.Abs(c.HedgesG-0.7741018) > 5e-8 || c.Boot95 == nil || !(c.Boot95[0] > 0 && c.Boot95[0] < 1.58 && c.Boot95[1] > 1.58) {
 			t.Fatalf("paired comparison %+v", c)
 		}
 	}

@@ -593,7 +593,7 @@ func sharedTables(a, b []checkpoint.EpisodeRecord) (x, y []float64) {
 
 // printTest measures the best, last and base checkpoints on the config's
 // test split and compares them table by table (paired t, Holm across the
-// comparisons printed, Hedges' g).
+// comparisons printed, paired Hedges' g).
 func (r *report) printTest(ctx context.Context, m *Main, cfg config.Config) error {
 	picks, err := r.choose([]string{"best", "last", "base"})
 	if err != nil {
@@ -638,7 +638,11 @@ func (r *report) printTest(ctx context.Context, m *Main, cfg config.Config) erro
 			if err != nil {
 				return err
 			}
-			cs = append(cs, cmp{fmt.Sprintf("best step %d vs %s step %d at n=%d", best.step, other.selectedBy, other.step, n), pr, grpo.HedgesG(a, b)})
+			g, err := grpo.PairedHedgesG(a, b)
+			if err != nil {
+				return err
+			}
+			cs = append(cs, cmp{fmt.Sprintf("best step %d vs %s step %d at n=%d", best.step, other.selectedBy, other.step, n), pr, g})
 		}
 	}
 	ps := make([]float64, len(cs))
