@@ -243,6 +243,26 @@ func TestOptimism(t *testing.T) {
 	if cells := (RunResult{Tests: results[0].Tests, Validation: results[0].Validation}).validationCells(); cells != nil {
 		t.Fatalf("cells without validation sizes: %+v", cells)
 	}
+	// Validation on n=5 and n=15, a test split scored at n=5 and n=10:
+	// the validation reward 1.5 averages over n=15 too, which no test
+	// reward covers, so there is no cell (it was 1.5 - 0.9 = 0.6 from n=5
+	// alone). base and last cover n=15 with a scored episode (last's other
+	// one errored): their cells stand, over n=5 and n=15.
+	at15 := func(table int64, r float64, errored bool) checkpoint.EpisodeRecord {
+		return checkpoint.EpisodeRecord{N: 15, Seed: table, Reward: r, Errored: errored}
+	}
+	partial := RunResult{BestStep: 3, LastStep: 4, ValidationN: []int{5, 15}, Validation: results[0].Validation,
+		Tests: map[string]checkpoint.Evaluation{
+			"base": ev(rec(10, 0.1), rec(11, 0.3), at15(10, 0.5, false)),                    // (0.1+0.3+0.5)/3 = 0.3: optimism 0.2-0.3
+			"best": ev(rec(10, 1.0), rec(11, 0.8), at10(10, 5)),                             // no n=15
+			"last": ev(rec(10, 1.1), rec(11, 0.9), at15(10, 1.3, false), at15(11, 9, true)), // 3.3/3 = 1.1: optimism -0.1
+		}}
+	cells := partial.validationCells()
+	if _, ok := cells["best"]; ok || len(cells) != 2 {
+		t.Fatalf("cells with a validation size the test split did not score: %+v", cells)
+	}
+	near(t, "base optimism over n=5 and 15", cells["base"].Optimism, 0.2-0.3, 1e-12)
+	near(t, "last optimism over n=5 and 15", cells["last"].Optimism, 1.0-1.1, 1e-12)
 }
 
 // TestReportNotes: a report of arms scored by different reward functions

@@ -37,7 +37,7 @@ func (f *File) WriteReport(w io.Writer, s Summary, command string, plots []strin
 			if cfg, err := f.Config(a.Name, f.Seeds[0]); err == nil && cfg.Validation.Selection != checkpoint.PolicyBestValidation {
 				saw = "not what selection saw: this arm selects by " + string(cfg.Validation.Selection)
 			}
-			fmt.Fprintf(&b, "Validation vs test: each checkpoint's validation reward (%s) and its test reward on the validation's table sizes; optimism = validation − test, mean and 95%% CI across seeds.\n\n", saw)
+			fmt.Fprintf(&b, "Validation vs test: each checkpoint's validation reward (%s) and its test reward on the validation's table sizes (a run whose test split scored none at one of them is left out); optimism = validation − test, mean and 95%% CI across seeds.\n\n", saw)
 			b.WriteString("| checkpoint | seeds | validation reward | test reward | optimism | 95% CI across seeds |\n|---|---|---|---|---|---|\n")
 			for _, row := range rows {
 				fmt.Fprintf(&b, "| %s | %d | %.3f | %.3f | %+.3f | [%.3f, %.3f] |\n", row.Kind, row.Seeds, row.ValidationReward, row.TestReward,

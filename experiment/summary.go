@@ -65,7 +65,10 @@ type ValidationCell struct {
 }
 
 // validationCells pairs each measured checkpoint's validation reward with
-// its test reward over the test records at the validation's sizes.
+// its test reward over the test records at the validation's sizes. A
+// checkpoint whose test split scored none at one of those sizes has no
+// cell: its validation reward averages over sizes its test reward would
+// leave out, and rewards differ by table size.
 func (r RunResult) validationCells() map[string]ValidationCell {
 	out := map[string]ValidationCell{}
 	for kind, ev := range r.Tests {
@@ -80,13 +83,15 @@ func (r RunResult) validationCells() map[string]ValidationCell {
 		}
 		var sum float64
 		var k int
+		scored := map[int]bool{}
 		for _, e := range ev.Records {
 			if !e.Errored && slices.Contains(r.ValidationN, e.N) {
 				sum += e.Reward
 				k++
+				scored[e.N] = true
 			}
 		}
-		if k == 0 {
+		if k == 0 || slices.ContainsFunc(r.ValidationN, func(n int) bool { return !scored[n] }) {
 			continue
 		}
 		t := sum / float64(k)
