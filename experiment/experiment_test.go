@@ -265,6 +265,56 @@ func TestOptimism(t *testing.T) {
 	near(t, "last optimism over n=5 and 15", cells["last"].Optimism, 1.0-1.1, 1e-12)
 }
 
+// TestReportOneSeedOnePair: one seed gives no interval across seeds, and
+// one pair no test: the report prints "-" for them, not a zero-width CI
+// ([mean, mean]) or p = 1, and the untested comparison does not count in
+// the others' Holm correction. By hand: best - last at n=10 is 1, 0, 2:
+// mean 1, sd 1, t = sqrt(3) on 2 df, p = 1 - t/sqrt(t²+2) = 0.2254033,
+// CI 1 ± 4.302653/sqrt(3); g: both sides var 1, cov 0.5, ν = 3.2, J = 1 -
+// 3/11.8 = 0.746. With the one-pair comparison in Holm's family its Holm p
+// would be 2 × 0.2254.
+func TestReportOneSeedOnePair(t *testing.T) {
+	f := &File{Name: "x", Seeds: []int64{1}, Arms: []Arm{{Name: "a"}}, Test: Test{N: []int{5, 10}, Episodes: 3, Steps: []string{"best", "last"}}}
+	ev := func(m5, m10 float64, rs ...checkpoint.EpisodeRecord) checkpoint.Evaluation {
+		return checkpoint.Evaluation{PerN: []checkpoint.EvalN{{N: 5, Episodes: 1, RewardMean: m5}, {N: 10, Episodes: 3, RewardMean: m10}}, Records: rs}
+	}
+	at10 := func(table int64, r float64) checkpoint.EpisodeRecord {
+		return checkpoint.EpisodeRecord{N: 10, Seed: table, Reward: r}
+	}
+	s, err := f.Summarize([]RunResult{{Arm: "a", Seed: 1, Run: "x/a/1", BestStep: 3, LastStep: 4, ValidationN: []int{5},
+		Validation: map[int]float64{3: 1.5, 4: 0.5},
+		Tests: map[string]checkpoint.Evaluation{
+			"best": ev(2, 2, rec(10, 2), at10(10, 1), at10(11, 2), at10(12, 3)),
+			"last": ev(1, 1, rec(10, 1), at10(10, 0), at10(11, 2), at10(12, 1)),
+		}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(s.Comparisons) != 2 || s.Comparisons[0].Pairs != 1 || s.Comparisons[1].Pairs != 3 {
+		t.Fatalf("comparisons %+v", s.Comparisons)
+	}
+	one, three := s.Comparisons[0], s.Comparisons[1]
+	if one.P != 1 || one.PHolm != 1 {
+		t.Errorf("one pair: p %v, Holm p %v; want 1, 1", one.P, one.PHolm)
+	}
+	near(t, "p", three.P, 0.2254033, 1e-6)
+	near(t, "Holm p (the one-pair comparison not counted)", three.PHolm, 0.2254033, 1e-6)
+	var b strings.Builder
+	if err := f.WriteReport(&b, s, "grpo experiment x.yaml", nil); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{
+		"| best | 5 | 1 | 2.000 | - | 0.00 | 0.00 | 0.000 |",
+		"| best | 1 | 1.500 | 2.000 | -0.500 | - |",
+		"| a/best | a/last | 5 | 1 | +1.000 | - | - | - | - | 1 | - | - | - |",
+		"| a/best | a/last | 10 | 3 | +1.000 | [-1.484, 3.484] | 0.225 | 0.225 | +0.75 | 1 | - | - | - |",
+	} {
+		if !strings.Contains(b.String(), want) {
+			t.Errorf("report lacks %q:\n%s", want, b.String())
+		}
+	}
+}
+
 // TestReportNotes: a report of arms scored by different reward functions
 // says their rewards are on different scales, and an arm that does not
 // select on validation does not call its validation reward the score

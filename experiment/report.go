@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/grpo-dev/grpo/checkpoint"
+	"github.com/grpo-dev/grpo/grpo"
 )
 
 // WriteReport writes report.md: per arm, checkpoint kind and n, the test
@@ -28,8 +29,8 @@ func (f *File) WriteReport(w io.Writer, s Summary, command string, plots []strin
 		}
 		b.WriteString("\n| checkpoint | n | seeds | test reward (mean of seeds) | 95% CI across seeds | deadlock | meals | invalid |\n|---|---|---|---|---|---|---|---|\n")
 		for _, row := range s.Table(a, f.Test.Steps, f.Test.N) {
-			fmt.Fprintf(&b, "| %s | %d | %d | %.3f | [%.3f, %.3f] | %.2f | %.2f | %.3f |\n", row.Kind, row.N, row.Seeds,
-				row.Reward.Mean, row.Reward.CI95[0], row.Reward.CI95[1], row.DeadlockRate, row.MealsMean, row.InvalidRate)
+			fmt.Fprintf(&b, "| %s | %d | %d | %.3f | %s | %.2f | %.2f | %.3f |\n", row.Kind, row.N, row.Seeds,
+				row.Reward.Mean, ciCell(row.Reward), row.DeadlockRate, row.MealsMean, row.InvalidRate)
 		}
 		b.WriteString("\n")
 		if rows := s.Optimism(a, f.Test.Steps); len(rows) > 0 {
@@ -40,8 +41,8 @@ func (f *File) WriteReport(w io.Writer, s Summary, command string, plots []strin
 			fmt.Fprintf(&b, "Validation vs test: each checkpoint's validation reward (%s) and its test reward on the validation's table sizes (a run whose test split scored none at one of them is left out); optimism = validation − test, mean and 95%% CI across seeds.\n\n", saw)
 			b.WriteString("| checkpoint | seeds | validation reward | test reward | optimism | 95% CI across seeds |\n|---|---|---|---|---|---|\n")
 			for _, row := range rows {
-				fmt.Fprintf(&b, "| %s | %d | %.3f | %.3f | %+.3f | [%.3f, %.3f] |\n", row.Kind, row.Seeds, row.ValidationReward, row.TestReward,
-					row.Optimism.Mean, row.Optimism.CI95[0], row.Optimism.CI95[1])
+				fmt.Fprintf(&b, "| %s | %d | %.3f | %.3f | %+.3f | %s |\n", row.Kind, row.Seeds, row.ValidationReward, row.TestReward,
+					row.Optimism.Mean, ciCell(row.Optimism))
 			}
 			b.WriteString("\n")
 		}
@@ -57,7 +58,11 @@ func (f *File) WriteReport(w io.Writer, s Summary, command string, plots []strin
 		}
 		b.WriteString("| A | B | n | pairs | A − B | 95% CI | p | p (Holm) | g | seeds | 95% CI across seeds | p, seeds | p (Holm), seeds |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|\n")
 		for _, c := range s.Comparisons {
-			fmt.Fprintf(&b, "| %s | %s | %d | %d | %+.3f | [%.3f, %.3f] | %.3g | %.3g | %+.2f |", c.A, c.B, c.N, c.Pairs, c.Diff, c.CI95[0], c.CI95[1], c.P, c.PHolm, c.G)
+			if c.Pairs < 2 {
+				fmt.Fprintf(&b, "| %s | %s | %d | %d | %+.3f | - | - | - | - |", c.A, c.B, c.N, c.Pairs, c.Diff)
+			} else {
+				fmt.Fprintf(&b, "| %s | %s | %d | %d | %+.3f | [%.3f, %.3f] | %.3g | %.3g | %+.2f |", c.A, c.B, c.N, c.Pairs, c.Diff, c.CI95[0], c.CI95[1], c.P, c.PHolm, c.G)
+			}
 			if sc := c.BySeed; sc != nil {
 				fmt.Fprintf(&b, " %d | [%.3f, %.3f] | %.3g | %.3g |\n", sc.Seeds, sc.CI95[0], sc.CI95[1], sc.P, sc.PHolm)
 			} else {
@@ -73,6 +78,16 @@ func (f *File) WriteReport(w io.Writer, s Summary, command string, plots []strin
 	}
 	_, err := io.WriteString(w, b.String())
 	return err
+}
+
+// ciCell is a summary's 95% CI as a table cell: "-" for fewer than two
+// values, which give no interval (Summarize's [mean, mean] would read as
+// a certain mean).
+func ciCell(s grpo.Summary) string {
+	if s.N < 2 {
+		return "-"
+	}
+	return fmt.Sprintf("[%.3f, %.3f]", s.CI95[0], s.CI95[1])
 }
 
 func armNames(f *File) string {

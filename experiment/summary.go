@@ -115,7 +115,10 @@ type TestCell struct {
 // Comparison is A - B at one table size, paired across shared tables:
 // the units are (run.seed, test table) pairs scored on both sides, so
 // within an arm a checkpoint is compared with another of the same run, and
-// across arms runs of the same seed are paired.
+// across arms runs of the same seed are paired. With fewer than 2 pairs
+// there is no test: CI95 is [Diff, Diff], P and PHolm are 1 and G is 0
+// (the report prints "-"), and the comparison is not counted in the
+// others' Holm correction.
 type Comparison struct {
 	A     string     `json:"a"` // arm/kind
 	B     string     `json:"b"`
@@ -123,7 +126,7 @@ type Comparison struct {
 	Diff  float64    `json:"diff"` // mean(A - B)
 	CI95  [2]float64 `json:"ci95"`
 	P     float64    `json:"p"`
-	PHolm float64    `json:"p_holm"` // Holm across every comparison of the experiment
+	PHolm float64    `json:"p_holm"` // Holm across every comparison of the experiment with 2 pairs or more
 	G     float64    `json:"g"`      // Hedges' g of A vs B for paired samples (grpo.PairedHedgesG: pooled SD of the two sides' rewards, J on the pairs' degrees of freedom)
 	Test  string     `json:"test"`   // paired-t
 	Pairs int        `json:"pairs"`
@@ -218,12 +221,20 @@ func (f *File) Summarize(results []RunResult) (Summary, error) {
 			}
 		}
 	}
-	ps := make([]float64, len(s.Comparisons))
-	for i, c := range s.Comparisons {
-		ps[i] = c.P
+	// Holm's family is the comparisons that were tested: one pair gives
+	// no test (p 1 stands for none), and counting it would raise every
+	// other Holm p.
+	var tested []*Comparison
+	var ps []float64
+	for i := range s.Comparisons {
+		if c := &s.Comparisons[i]; c.Pairs >= 2 {
+			tested, ps = append(tested, c), append(ps, c.P)
+		} else {
+			c.PHolm = 1
+		}
 	}
 	for i, p := range grpo.Holm(ps) {
-		s.Comparisons[i].PHolm = p
+		tested[i].PHolm = p
 	}
 	var bySeed []*SeedComparison
 	ps = ps[:0]
