@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"slices"
+	"strings"
 	"text/tabwriter"
 
 	"github.com/grpo-dev/grpo/grpo"
@@ -33,7 +34,9 @@ sides count; how many tables each file had alone is said on stderr (and
 as only_a, only_b with --json).
 
 With several table sizes the p-values are also Holm-corrected across them
-(P HOLM), since they are reported together.
+(P HOLM), since they are reported together. A size with one episode on a
+side (one pair with --paired) has no test: its CI, p and g read "-" (df 0
+and p 1 with --json) and it is not counted in the others' Holm correction.
 `
 
 type comparison struct {
@@ -163,12 +166,20 @@ func (c *CompareCommand) Run(ctx context.Context) error {
 	if c.paired && len(out) == 0 {
 		return fmt.Errorf("--paired: %s and %s share no table (same n and seed) scored on both sides; were they played with the same --seed?", c.pathA, c.pathB)
 	}
-	ps := make([]float64, len(out))
+	// Holm's family is the comparisons that were tested: a side with one
+	// episode (one pair) gives no test, and its p of 1 would raise the
+	// others'.
+	var tested []*comparison
+	var ps []float64
 	for i := range out {
-		ps[i] = out[i].P
+		if c := &out[i]; c.DF > 0 {
+			tested, ps = append(tested, c), append(ps, c.P)
+		} else {
+			c.PHolm = 1
+		}
 	}
 	for i, p := range grpo.Holm(ps) {
-		out[i].PHolm = p
+		tested[i].PHolm = p
 	}
 	slices.SortFunc(unmatched, func(x, y unmatchedN) int { return x.N - y.N })
 	for _, u := range unmatched {
@@ -199,7 +210,22 @@ func printComparisons(w io.Writer, cs []comparison) {
 	}
 	fmt.Fprintln(tw, hdr+"HEDGES G")
 	for _, c := range cs {
-		line := fmt.Sprintf("%d\t%.3f (%d)\t%.3f (%d)\t%+.3f\t[%.3f, %.3f]\t", c.N, c.A.Mean, c.NA, c.B.Mean, c.NB, c.Diff, c.DiffCI[0], c.DiffCI[1])
+		line := fmt.Sprintf("%d\t%.3f (%d)\t%.3f (%d)\t%+.3f\t", c.N, c.A.Mean, c.NA, c.B.Mean, c.NB, c.Diff)
+		if c.DF == 0 {
+			// A side with one episode (one pair) has no variance estimate:
+			// no interval, no test, no effect size (the JSON holds [diff,
+			// diff] and p 1). Print none rather than a certain difference.
+			dashes := 3 // 95% CI, P, HEDGES G
+			if paired {
+				dashes++ // BOOTSTRAP CI
+			}
+			if len(cs) > 1 {
+				dashes++ // P HOLM
+			}
+			fmt.Fprintln(tw, line+strings.TrimSuffix(strings.Repeat("-\t", dashes), "\t"))
+			continue
+		}
+		line += fmt.Sprintf("[%.3f, %.3f]\t", c.DiffCI[0], c.DiffCI[1])
 		if paired {
 			line += fmt.Sprintf("[%.3f, %.3f]\t", c.Boot95[0], c.Boot95[1])
 		}

@@ -110,3 +110,58 @@ func TestComparePaired(t *testing.T) {
 		t.Fatalf("--paired with a table played twice: exit %d %s", code, errs)
 	}
 }
+
+// TestCompareOnePair: a table size with one pair (or, without --paired,
+// a side with one episode) has no variance estimate: compare prints "-"
+// for its interval, test and g, not a zero-width CI and p = 1, and leaves
+// it out of the other sizes' Holm correction. By hand, n=5: differences
+// 1, 2, 0: mean 1, sd 1, t = sqrt(3) on 2 df, p = 1 - t/sqrt(t²+2) =
+// 0.2254033 (Holm over n=5 alone: the same; with n=7's p of 1 it was
+// doubled); g (grpo.PairedHedgesG): both sides var 1, cov 0.5, ν = 3.2,
+// J = 1 - 3/11.8 = 0.746.
+func TestCompareOnePair(t *testing.T) {
+	dir := t.TempDir()
+	join := func(name string, paths ...string) string {
+		var all []byte
+		for _, p := range paths {
+			b, err := os.ReadFile(p)
+			if err != nil {
+				t.Fatal(err)
+			}
+			all = append(all, b...)
+		}
+		p := filepath.Join(dir, name)
+		os.WriteFile(p, all, 0o644)
+		return p
+	}
+	a := join("a.jsonl",
+		writeSeededEpisodes(t, filepath.Join(dir, "a5"), "base", []int{5}, []int64{10, 11, 12}, []float64{1, 2, 3}),
+		writeSeededEpisodes(t, filepath.Join(dir, "a7"), "base", []int{7}, []int64{10}, []float64{1}))
+	b := join("b.jsonl",
+		writeSeededEpisodes(t, filepath.Join(dir, "b5"), "grpo", []int{5}, []int64{10, 11, 12}, []float64{2, 4, 3}),
+		writeSeededEpisodes(t, filepath.Join(dir, "b7"), "grpo", []int{7}, []int64{10}, []float64{3}))
+	code, out, errs := cli(t, "compare", "--paired", "--json", a, b)
+	var cmp struct{ Comparisons []comparison }
+	if code != 0 || json.Unmarshal([]byte(out), &cmp) != nil || len(cmp.Comparisons) != 2 {
+		t.Fatalf("compare --paired --json: exit %d %s %s", code, out, errs)
+	}
+	five, seven := cmp.Comparisons[0], cmp.Comparisons[1]
+	if math.Abs(five.P-0.2254033) > 1e-6 || math.Abs(five.PHolm-0.2254033) > 1e-6 || seven.Pairs != 1 || seven.P != 1 || seven.PHolm != 1 {
+		t.Fatalf("n=5 %+v\nn=7 %+v", five, seven)
+	}
+	code, out, _ = cli(t, "compare", "--paired", a, b)
+	var rows [][]string
+	for _, line := range strings.Split(strings.TrimSpace(out), "\n") {
+		rows = append(rows, strings.Fields(line))
+	}
+	// N A (k) B (k) B-A [lo, hi] [lo, hi] P HOLM G: 13 fields tested, 9 with dashes.
+	if code != 0 || len(rows) != 4 || len(rows[1]) != 13 || rows[1][10] != "0.225" || rows[1][11] != "0.225" || rows[1][12] != "+0.75" ||
+		strings.Join(rows[2], " ") != "7 1.000 (1) 3.000 (1) +2.000 - - - - -" {
+		t.Fatalf("compare --paired table:\n%s", out)
+	}
+	// Without --paired, one episode at n=7 on each side: no Welch test either.
+	code, out, _ = cli(t, "compare", a, b)
+	if code != 0 || !strings.Contains(out, "+2.000  -") || strings.Contains(out, "[2.000, 2.000]") {
+		t.Fatalf("compare table:\n%s", out)
+	}
+}
