@@ -121,8 +121,20 @@ func bootstrapMeanCI(d []float64, resamples int) [2]float64 {
 		means[i] = s / float64(len(d))
 	}
 	slices.Sort(means)
-	at := func(q float64) float64 { return means[min(resamples-1, int(q*float64(resamples)))] }
-	return [2]float64{at(0.025), at(0.975)}
+	return [2]float64{quantile(means, 0.025), quantile(means, 0.975)}
+}
+
+// quantile is the q-quantile of sorted xs, interpolated linearly between
+// the order statistics around position q·(len-1): R's quantile() default
+// (type 7) and numpy's percentile, which scipy's percentile bootstrap
+// uses. xs must not be empty.
+func quantile(xs []float64, q float64) float64 {
+	h := q * float64(len(xs)-1)
+	i := int(h)
+	if i >= len(xs)-1 {
+		return xs[len(xs)-1]
+	}
+	return xs[i] + (h-float64(i))*(xs[i+1]-xs[i])
 }
 
 // Holm adjusts p-values for multiple comparisons (Holm 1979), as R's
