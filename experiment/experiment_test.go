@@ -123,6 +123,20 @@ func TestSummarize(t *testing.T) {
 	near(t, "table ci lo", rows[0].Reward.CI95[0], 1.75-3.176551, 1e-5)
 }
 
+// TestSummarizeSortsExtremeSeeds: runs are listed in seed order for any
+// int64 seeds; the order once came from the seeds' difference, which
+// overflows for math.MaxInt64 and -2 and put the larger first.
+func TestSummarizeSortsExtremeSeeds(t *testing.T) {
+	f := &File{Name: "x", Seeds: []int64{math.MaxInt64, -2}, Arms: []Arm{{Name: "a"}}, Test: Test{N: []int{5}, Episodes: 1, Steps: []string{"best"}}}
+	s, err := f.Summarize([]RunResult{{Arm: "a", Seed: math.MaxInt64}, {Arm: "a", Seed: -2}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if runs := s.Arms[0].Runs; len(runs) != 2 || runs[0].Seed != -2 || runs[1].Seed != math.MaxInt64 {
+		t.Fatalf("runs %+v, want seed -2 then %d", runs, int64(math.MaxInt64))
+	}
+}
+
 // TestSummarizeBySeed checks the seed-level comparison by hand: per-seed
 // mean differences 1, 2 and 0.
 func TestSummarizeBySeed(t *testing.T) {

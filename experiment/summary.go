@@ -1,6 +1,7 @@
 package experiment
 
 import (
+	"cmp"
 	"fmt"
 	"slices"
 	"strconv"
@@ -157,7 +158,7 @@ func (f *File) Summarize(results []RunResult) (Summary, error) {
 	}
 	for _, a := range f.Arms {
 		rs := byArm[a.Name]
-		slices.SortFunc(rs, func(x, y RunResult) int { return int(x.Seed - y.Seed) })
+		slices.SortFunc(rs, func(x, y RunResult) int { return cmp.Compare(x.Seed, y.Seed) })
 		as := ArmSummary{Name: a.Name}
 		for _, r := range rs {
 			rsum := RunSummary{Seed: r.Seed, Run: r.Run, BestStep: r.BestStep, LastStep: r.LastStep, Test: map[string]map[string]TestCell{},
