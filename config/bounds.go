@@ -54,8 +54,10 @@ func formatBound(v any) string {
 	return s
 }
 
-// The bounds of the inference keys that grpo eval's flags set too. Why each
-// maximum is what it is, is said in its High and in docs/CONFIG.md.
+// The bounds of the keys that would only take a large value by mistake,
+// most of which grpo eval's flags set too (trainer.job_timeout has no
+// flag). Why each maximum is what it is, is said in its High and in
+// docs/CONFIG.md.
 var (
 	// ConcurrencyBound bounds inference.concurrency (--concurrency). Each
 	// request in flight holds its own connection: a file descriptor and a
@@ -118,5 +120,37 @@ var (
 		Min: 0, Max: 24 * time.Hour,
 		Low:  "need 0 (fail at once) or a duration such as 2m",
 		High: "(with every endpoint down for a day, let the step fail and resume the run once they are back: grpo run --resume RUN; a daemon resumes its runs at start)",
+	}
+	// RequestTimeoutBound bounds inference.request_timeout
+	// (--request-timeout), the time one attempt of one request may take.
+	// An answer is one tool call (512 tokens by default): even 131,072
+	// tokens, Qwen3-14B's longest context, at 10 tokens a second take 3.6
+	// hours. An attempt still unanswered after a day is a server that
+	// hung, and the timeout is what sends the request to its retries and
+	// the endpoint to be drained.
+	RequestTimeoutBound = Bound[time.Duration]{
+		Min: time.Nanosecond, Max: 24 * time.Hour,
+		Low:  "need a duration > 0 such as 60s",
+		High: "(one attempt of one request, whose answer is one tool call; an attempt unanswered for a day is a server that hung, and the timeout is what sends the request to its retries and another endpoint)",
+	}
+	// RetryBudgetBound bounds inference.retry_budget (--retry-budget), the
+	// time a request that keeps failing is sent again at the only live
+	// endpoint before that endpoint is drained and outage_window begins:
+	// as for outage_window, a step whose endpoint failed for a day had
+	// better fail and be resumed once it is back.
+	RetryBudgetBound = Bound[time.Duration]{
+		Min: 0, Max: 24 * time.Hour,
+		Low:  "need 0 (drain a failing endpoint at once: retries alone bound a request) or a duration such as 2m",
+		High: "(with an endpoint failing every request for a day, let the step fail and resume the run once it is back: grpo run --resume RUN)",
+	}
+	// JobTimeoutBound bounds trainer.job_timeout, the time one step's
+	// trainer job may run (default 30m; it also bounds the job's create).
+	// A job trains one step's episodes: the reference trainer takes
+	// minutes, and a job still running after a week is hung while the run
+	// waits for it.
+	JobTimeoutBound = Bound[time.Duration]{
+		Min: time.Nanosecond, Max: 7 * 24 * time.Hour,
+		Low:  "need a duration > 0 such as 30m",
+		High: "(7 days; a job trains one step's episodes, and one still running after a week is hung while the run waits for it)",
 	}
 )

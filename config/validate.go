@@ -156,18 +156,24 @@ func (c Config) validateInference() error {
 			return invalid(b.key, "is %d; %s", b.v, msg)
 		}
 	}
-	if msg := OutageWindowBound.Check(time.Duration(in.OutageWindow)); msg != "" {
-		return invalid("inference.outage_window", "is %v; %s", in.OutageWindow, msg)
+	for _, b := range []struct {
+		key   string
+		v     Duration
+		bound Bound[time.Duration]
+	}{
+		{"inference.request_timeout", in.RequestTimeout, RequestTimeoutBound},
+		{"inference.retry_budget", in.RetryBudget, RetryBudgetBound},
+		{"inference.outage_window", in.OutageWindow, OutageWindowBound},
+	} {
+		if msg := b.bound.Check(time.Duration(b.v)); msg != "" {
+			return invalid(b.key, "is %v; %s", b.v, msg)
+		}
 	}
 	switch {
 	case in.Model == "":
 		return invalid("inference.model", "is empty; give the base model's served name")
 	case !nonNegative(in.Temperature):
 		return invalid("inference.temperature", "is %v; need a number >= 0", in.Temperature)
-	case in.RequestTimeout <= 0:
-		return invalid("inference.request_timeout", "is %v; need a duration > 0 such as 60s", in.RequestTimeout)
-	case in.RetryBudget < 0:
-		return invalid("inference.retry_budget", "is %v; need a duration >= 0 such as 2m (0: retries alone bound a request)", in.RetryBudget)
 	case !finite(in.MaxErroredFraction) || in.MaxErroredFraction < 0 || in.MaxErroredFraction > 1:
 		return invalid("inference.max_errored_fraction", "is %v; need a fraction from 0 to 1", in.MaxErroredFraction)
 	case in.Adapters.Naming != NamingPerStep && in.Adapters.Naming != NamingInplace:
@@ -216,6 +222,9 @@ func (c Config) validateTrainer() error {
 	if t.APIKeyEnv != "" && t.Kind != TrainerJobs {
 		return invalid("trainer.api_key_env", "is set, but trainer.kind is %s: only the job API (trainer.kind jobs) is sent a key", t.Kind)
 	}
+	if msg := JobTimeoutBound.Check(time.Duration(t.JobTimeout)); msg != "" {
+		return invalid("trainer.job_timeout", "is %v; %s", t.JobTimeout, msg)
+	}
 	h := t.Hyperparameters
 	switch {
 	case t.BaseModel == "":
@@ -234,8 +243,6 @@ func (c Config) validateTrainer() error {
 		return invalid("trainer.hyperparameters.kl_beta", "is %v; need a number >= 0", h.KLBeta)
 	case h.Epochs < 1 || h.Epochs > 1000:
 		return invalid("trainer.hyperparameters.epochs", "is %d; accepted: 1 to 1000 (the reference trainers refuse more)", h.Epochs)
-	case t.JobTimeout <= 0:
-		return invalid("trainer.job_timeout", "is %v; need a duration > 0 such as 30m", t.JobTimeout)
 	case !(t.BaseCoordination >= MinBaseCoordination && t.BaseCoordination <= MaxBaseCoordination):
 		return invalid("trainer.base_coordination", "is %v; accepted: %v to %v (0: the default base; below 0 coordinates worse, above 0 better)", t.BaseCoordination, MinBaseCoordination, MaxBaseCoordination)
 	case t.BaseCoordination != 0 && !c.Embedded():

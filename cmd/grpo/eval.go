@@ -163,9 +163,9 @@ func (c *EvalCommand) ParseFlags(args []string) error {
 	toolChoice := fs.String("tool-choice", "auto", "tool_choice: auto | required | none")
 	kwargs := fs.String("chat-template-kwargs", "", `JSON object passed through as chat_template_kwargs (e.g. '{"enable_thinking": false}')`)
 	concurrency := fs.Int("concurrency", 64, fmt.Sprintf("max in-flight requests (1 to %d, as inference.concurrency)", config.ConcurrencyBound.Max))
-	timeout := fs.Duration("request-timeout", 60*time.Second, "timeout of one request attempt")
+	timeout := fs.Duration("request-timeout", 60*time.Second, fmt.Sprintf("timeout of one request attempt (at most %s, as inference.request_timeout)", config.RequestTimeoutBound.MaxString()))
 	retries := fs.Int("retries", 3, fmt.Sprintf("retries of a failed request (429, 5xx, connection errors, timeouts) before the endpoint is judged failing (0 to %d, as inference.retries)", config.RetriesBound.Max))
-	retryBudget := fs.Duration("retry-budget", 2*time.Minute, "how long a request that keeps failing at its endpoint is sent again (with backoff) before the endpoint is drained (0: drain at once)")
+	retryBudget := fs.Duration("retry-budget", 2*time.Minute, fmt.Sprintf("how long a request that keeps failing at its endpoint is sent again (with backoff) before the endpoint is drained (0: drain at once; at most %s, as inference.retry_budget)", config.RetryBudgetBound.MaxString()))
 	outage := fs.Duration("outage-window", 2*time.Minute, fmt.Sprintf("with the endpoint drained, how long requests wait for it to answer again (0: fail at once; at most %s, as inference.outage_window)", config.OutageWindowBound.MaxString()))
 	replays := fs.Int("episode-replays", 2, fmt.Sprintf("times an episode whose call still fails after the retries is replayed from its seeds (the same episode) before it counts as errored (0 to %d, as inference.episode_replays)", config.EpisodeReplaysBound.Max))
 	maxErrored := fs.Float64("max-errored-fraction", 0.1, "fail when more than this fraction of a model's episodes at one n errored after replays (1: never)")
@@ -206,7 +206,7 @@ func (c *EvalCommand) ParseFlags(args []string) error {
 	if set["endpoint"] {
 		return usagef("--endpoint serves a stored run's checkpoints (with --db and --run); to evaluate a model on a server use --base-url and --model")
 	}
-	if err := checkDurations(*retryBudget, *outage); err != nil {
+	if err := checkDurations(*timeout, *retryBudget, *outage); err != nil {
 		return err
 	}
 	o := &c.opts
@@ -233,9 +233,6 @@ func (c *EvalCommand) ParseFlags(args []string) error {
 		if err := within(c.name, c.v, c.bound); err != nil {
 			return err
 		}
-	}
-	if err := positive("request-timeout", o.timeout); err != nil {
-		return err
 	}
 	if o.maxRecord < 1 {
 		return usagef("--max-record-bytes %d: need at least 1", o.maxRecord)
@@ -364,10 +361,7 @@ func (c *EvalCommand) parseCheckpointFlags(set map[string]bool, db, runName, ste
 	if err := within("retries", retries, config.RetriesBound); err != nil {
 		return err
 	}
-	if err := checkDurations(retryBudget, outage); err != nil {
-		return err
-	}
-	if err := positive("request-timeout", timeout); err != nil {
+	if err := checkDurations(timeout, retryBudget, outage); err != nil {
 		return err
 	}
 	if maxRecord < 1 {
@@ -381,13 +375,23 @@ func (c *EvalCommand) parseCheckpointFlags(set map[string]bool, db, runName, ste
 	return nil
 }
 
-// checkDurations refuses a negative --retry-budget, and an --outage-window
-// that inference.outage_window would refuse.
-func checkDurations(retryBudget, outage time.Duration) error {
-	if retryBudget < 0 {
-		return usagef("--retry-budget %s: need 0 (drain a failing endpoint at once) or a duration such as 2m", retryBudget)
+// checkDurations refuses a --request-timeout, --retry-budget or
+// --outage-window that the inference key it sets would refuse.
+func checkDurations(timeout, retryBudget, outage time.Duration) error {
+	for _, c := range []struct {
+		name  string
+		v     time.Duration
+		bound config.Bound[time.Duration]
+	}{
+		{"request-timeout", timeout, config.RequestTimeoutBound},
+		{"retry-budget", retryBudget, config.RetryBudgetBound},
+		{"outage-window", outage, config.OutageWindowBound},
+	} {
+		if err := within(c.name, c.v, c.bound); err != nil {
+			return err
+		}
 	}
-	return within("outage-window", outage, config.OutageWindowBound)
+	return nil
 }
 
 // inference is the evaluation's request settings, as a run's config

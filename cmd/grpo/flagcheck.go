@@ -24,14 +24,6 @@ func atLeast(name string, v, min int) error {
 	return nil
 }
 
-// positive refuses a duration flag that is zero or negative.
-func positive(name string, d time.Duration) error {
-	if d <= 0 {
-		return usagef("--%s %s: need a positive duration (e.g. 60s)", name, d)
-	}
-	return nil
-}
-
 // within refuses a flag that sets a config key's value (--concurrency,
 // inference.concurrency) outside the key's bound: the config package owns
 // the rule, so the flag and the key accept the same values.
