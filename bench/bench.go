@@ -7,7 +7,21 @@ import (
 	"net/http"
 	"slices"
 	"time"
+
+	"github.com/grpo-dev/grpo/config"
 )
+
+// AgentsBound bounds each count of grpo bench --agents. The rollout and
+// floor rows play at least one table of 5 (rollout.go's N), and each agent
+// holds its own connection to the one fake server, so its own local port:
+// a TCP client has at most 65,535 per server address (port 0 is never
+// used; Linux's default range 32768-60999 gives 28,232). More agents than
+// that cannot be connected at once.
+var AgentsBound = config.Bound[int]{
+	Min: 5, Max: 65535,
+	Low:  "need at least 5 (one table of 5)",
+	High: "agents (each holds a connection to the one fake server from its own local port, and a client has at most 65535 ports per server address, 28232 in Linux's default range)",
+}
 
 // Options choose the rows and sizes of a bench run. Zero values take the
 // defaults of `grpo bench`.

@@ -29,9 +29,10 @@ const benchSynopsis = `Usage: grpo bench [--rows cpu,rollout,floor,step,store,me
 
 Measures the orchestrator against fakes with known service times and prints
 one table: (cpu) client CPU and allocations per LLM call, (rollout) rollout
-time over the ideal (rounds x service time) at each --agents count, with the
-whole process's CPU per call (and the kernel's part of it), peak RSS and
-TIME_WAIT connections, (floor) the same calls made by a bare HTTP/1.1
+time over the ideal (rounds x service time) at each --agents count (5 to
+65535: each agent holds a connection to the one fake server from its own
+local port), with the whole process's CPU per call (and the kernel's part
+of it), peak RSS and TIME_WAIT connections, (floor) the same calls made by a bare HTTP/1.1
 client with no episodes or JSON (what this machine's kernel and Go's
 runtime cost any client). Both rows measure each count twice: cold (every
 agent dials its connection, as a run's first step does) and warm (the
@@ -58,7 +59,7 @@ func (c *BenchCommand) ParseFlags(args []string) error {
 	}
 	fs := c.newFlags("bench", benchSynopsis)
 	rows := fs.String("rows", strings.Join(bench.Rows, ","), "rows to measure, from "+strings.Join(bench.Rows, ","))
-	agents := fs.String("agents", "1000,2000,10000", "concurrent agents of the rollout and floor rows")
+	agents := fs.String("agents", "1000,2000,10000", fmt.Sprintf("concurrent agents of the rollout and floor rows, each count %d to %d (each agent holds a connection to the one fake server, from its own local port)", bench.AgentsBound.Min, bench.AgentsBound.Max))
 	fs.DurationVar(&c.opts.Service, "service", 200*time.Millisecond, "the fake server's service time per call")
 	fs.DurationVar(&c.opts.TrainTime, "train", 2*time.Second, "the fake trainer's job duration (step row)")
 	fs.IntVar(&c.opts.Steps, "steps", 4, "training steps per run of the step row")
@@ -85,8 +86,8 @@ func (c *BenchCommand) ParseFlags(args []string) error {
 		return err
 	}
 	for _, a := range n {
-		if a < 5 {
-			return usagef("--agents %d: need at least 5 (one table of 5)", a)
+		if err := within("agents", a, bench.AgentsBound); err != nil {
+			return err
 		}
 	}
 	c.opts.Agents = n

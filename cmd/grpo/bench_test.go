@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"os/exec"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 
@@ -75,6 +76,32 @@ func TestBenchBadFlags(t *testing.T) {
 		m := &Main{Stdout: &out, Stderr: &errOut, Getenv: func(string) string { return "" }}
 		if code := m.Run(context.Background(), append([]string{"bench"}, tc.args...)); code != 2 || !strings.Contains(errOut.String(), tc.want) {
 			t.Errorf("bench %v: exit %d, stderr %q; want 2 and %q", tc.args, code, errOut.String(), tc.want)
+		}
+	}
+}
+
+// TestBenchAgentsRange: --agents takes each count from 5 to 65535
+// (bench.AgentsBound), the ends included, and refuses a count above,
+// naming it and the maximum. (Parsed only: a count let through would be
+// measured.)
+func TestBenchAgentsRange(t *testing.T) {
+	parse := func(agents string) (*BenchCommand, error) {
+		c := &BenchCommand{Main: &Main{Stdout: &bytes.Buffer{}, Stderr: &bytes.Buffer{}, Getenv: func(string) string { return "" }}}
+		return c, c.ParseFlags([]string{"--agents", agents})
+	}
+	c, err := parse("5,65535")
+	if err != nil {
+		t.Fatalf("--agents 5,65535: %v", err)
+	}
+	if !slices.Equal(c.opts.Agents, []int{5, 65535}) {
+		t.Errorf("--agents 5,65535 gave %v", c.opts.Agents)
+	}
+	for agents, want := range map[string]string{
+		"65536":        "--agents 65536: at most 65535 agents (each holds a connection to the one fake server from its own local port, and a client has at most 65535 ports per server address",
+		"1000,1000000": "--agents 1000000: at most 65535 agents",
+	} {
+		if _, err := parse(agents); err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("--agents %s: %v; want %q", agents, err, want)
 		}
 	}
 }
