@@ -143,26 +143,40 @@ func putLease(b *bolt.Bucket, l LeaseInfo) error {
 // GetLease returns the lease on run name, nil when there is none, and
 // whether it is live (its holder presumed playing).
 func (s *Store) GetLease(ctx context.Context, name string, opts LeaseOptions) (*LeaseInfo, bool, error) {
-	opts = opts.withDefaults()
 	var out *LeaseInfo
 	err := s.view(ctx, func(tx *bolt.Tx) error {
 		b, err := runBucket(tx, name)
 		if err != nil {
 			return err
 		}
-		if v := b.Get(leaseKey); v != nil {
-			out = new(LeaseInfo)
-			if err := json.Unmarshal(v, out); err != nil {
-				return badRecord("lease of run "+name, err)
-			}
-		}
-		return nil
+		out, err = getLease(b, name)
+		return err
 	})
 	if err != nil || out == nil {
 		return nil, false, runNotFound(name, err)
 	}
+	return out, opts.live(*out), nil
+}
+
+// getLease decodes the lease in run name's bucket b, nil when there is
+// none.
+func getLease(b *bolt.Bucket, name string) (*LeaseInfo, error) {
+	v := b.Get(leaseKey)
+	if v == nil {
+		return nil, nil
+	}
+	var l LeaseInfo
+	if err := json.Unmarshal(v, &l); err != nil {
+		return nil, badRecord("lease of run "+name, err)
+	}
+	return &l, nil
+}
+
+// live reports whether l's holder is presumed to play its run, as seen
+// from this host: the opposite of stale.
+func (o LeaseOptions) live(l LeaseInfo) bool {
 	host, _ := os.Hostname()
-	return out, !opts.stale(*out, host), nil
+	return !o.withDefaults().stale(l, host)
 }
 
 // Keep renews the lease every LeaseOptions.Every until Release. If the

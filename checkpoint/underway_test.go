@@ -2,6 +2,7 @@ package checkpoint
 
 import (
 	"context"
+	"errors"
 	"testing"
 	"time"
 )
@@ -58,9 +59,12 @@ func TestSetUnderway(t *testing.T) {
 			}
 			commit(s, 0)
 			c.play(s)
-			inf, err := s.GetInFlight(ctx, "r")
+			u, err := s.GetUnderway(ctx, "r")
 			if err != nil {
 				t.Fatal(err)
+			}
+			if u.Lease != nil || u.Live {
+				t.Errorf("lease %+v (live %v) of a run no process holds", u.Lease, u.Live)
 			}
 			run, steps, evals, err := s.Snapshot(ctx, "r")
 			if err != nil {
@@ -70,7 +74,7 @@ func TestSetUnderway(t *testing.T) {
 				t.Fatalf("state %s, want %s", run.State, c.state)
 			}
 			v := NewRunView(run, steps, evals)
-			v.SetUnderway(inf, nil, false)
+			v.SetUnderway(u)
 			switch {
 			case c.job == 0 && v.InFlight != nil:
 				t.Errorf("in flight %+v, want none", *v.InFlight)
@@ -92,12 +96,44 @@ func TestSetUnderway(t *testing.T) {
 	}
 }
 
+// TestGetUnderway: GetUnderway reads the in-flight record and the lease
+// GetInFlight and GetLease read, and an unknown run is ErrRunNotFound.
+func TestGetUnderway(t *testing.T) {
+	ctx := context.Background()
+	s := mustOpen(t)
+	if err := s.CreateRun(ctx, Run{Name: "r", State: StateRunning}); err != nil {
+		t.Fatal(err)
+	}
+	at := time.Date(2026, 1, 2, 15, 4, 5, 0, time.UTC)
+	if err := s.SetInFlight(ctx, "r", InFlight{Step: 0, N: 5, JobID: "r/step-0000", Submitted: at}); err != nil {
+		t.Fatal(err)
+	}
+	l, err := s.AcquireLease(ctx, "r", LeaseOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Release(ctx)
+	u, err := s.GetUnderway(ctx, "r")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if u.InFlight == nil || u.InFlight.JobID != "r/step-0000" || !u.InFlight.Submitted.Equal(at) {
+		t.Errorf("in flight %+v, want r/step-0000 submitted %v", u.InFlight, at)
+	}
+	if u.Lease == nil || *u.Lease != l.info || !u.Live {
+		t.Errorf("lease %+v (live %v), want %+v, live", u.Lease, u.Live, l.info)
+	}
+	if _, err := s.GetUnderway(ctx, "nope"); !errors.Is(err, ErrRunNotFound) {
+		t.Errorf("GetUnderway of an unknown run: %v, want ErrRunNotFound", err)
+	}
+}
+
 // TestSetUnderwayLease: the view carries the run's lease and whether its
 // holder is presumed live.
 func TestSetUnderwayLease(t *testing.T) {
 	at := time.Date(2026, 1, 2, 15, 4, 5, 0, time.UTC)
 	v := NewRunView(Run{Name: "r", State: StateRunning}, nil, nil)
-	v.SetUnderway(nil, &LeaseInfo{Holder: "h", PID: 42, Host: "box", Started: at, Heartbeat: at.Add(time.Minute)}, false)
+	v.SetUnderway(Underway{Lease: &LeaseInfo{Holder: "h", PID: 42, Host: "box", Started: at, Heartbeat: at.Add(time.Minute)}})
 	want := LeaseView{PID: 42, Host: "box", Started: at, Heartbeat: at.Add(time.Minute), Live: false}
 	if v.Lease == nil || *v.Lease != want {
 		t.Fatalf("lease %+v, want %+v", v.Lease, want)
@@ -110,7 +146,7 @@ func TestSetUnderwayLease(t *testing.T) {
 func TestSetUnderwayRecordReadBeforeACommit(t *testing.T) {
 	v := NewRunView(Run{Name: "r", State: StateRunning}, []Step{{Step: 0}, {Step: 1}}, nil)
 	next := &InFlight{Step: 2, N: 5, JobID: "r/step-0002"}
-	v.SetUnderway(&InFlight{Step: 1, N: 5, JobID: "r/step-0001", Next: next}, nil, false)
+	v.SetUnderway(Underway{InFlight: &InFlight{Step: 1, N: 5, JobID: "r/step-0001", Next: next}})
 	if v.Validating != nil || v.InFlight == nil || v.InFlight.Step != 2 {
 		t.Fatalf("validating %v, in flight %+v; want step 2's job alone", v.Validating, v.InFlight)
 	}

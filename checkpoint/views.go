@@ -1,8 +1,11 @@
 package checkpoint
 
 import (
+	"context"
 	"encoding/json"
 	"time"
+
+	bolt "go.etcd.io/bbolt"
 )
 
 // RunView is a run as `grpo runs show --json` prints it and the daemon
@@ -28,7 +31,8 @@ type RunView struct {
 	Tests []TestEvaluation `json:"tests,omitempty"`
 	// InFlight and Validating are what a running run has under way past
 	// its last committed step, as the store records it (the in-flight
-	// record; set by SetUnderway: grpo runs show, not the daemon). InFlight is the trainer job of the
+	// record; set by SetUnderway, for grpo runs show and the daemon's
+	// GET /api/v1/runs/{id} alike). InFlight is the trainer job of the
 	// newest step not committed: still training, or trained and its step
 	// being validated (the store does not say which). Validating is a
 	// step known to be validated, not committed yet: with the
@@ -61,17 +65,54 @@ type LeaseView struct {
 	Live bool `json:"live"`
 }
 
+// Underway is what a RunView's InFlight, Validating and Lease are made of:
+// a run's in-flight record (nil when there is none) and its lease (nil when
+// no process holds the run), Live saying whether its holder is presumed
+// to play the run.
+type Underway struct {
+	InFlight *InFlight
+	Lease    *LeaseInfo
+	Live     bool
+}
+
+// GetUnderway reads run name's in-flight record and lease in one
+// transaction (as GetInFlight and GetLease would, the lease's liveness by
+// the default LeaseOptions), for RunView.SetUnderway. Read it before the
+// steps: a step committed in between then shows as committed, not as
+// under way.
+func (s *Store) GetUnderway(ctx context.Context, name string) (Underway, error) {
+	var u Underway
+	err := s.view(ctx, func(tx *bolt.Tx) error {
+		b, err := runBucket(tx, name)
+		if err != nil {
+			return err
+		}
+		if u.InFlight, err = getInFlight(b, name); err != nil {
+			return err
+		}
+		u.Lease, err = getLease(b, name)
+		return err
+	})
+	if err != nil {
+		return Underway{}, runNotFound(name, err)
+	}
+	if u.Lease != nil {
+		u.Live = LeaseOptions{}.live(*u.Lease)
+	}
+	return u, nil
+}
+
 // SetUnderway sets v's InFlight and Validating from the run's in-flight
-// record (GetInFlight; nil when there is none) and Lease from its lease
-// (GetLease). Read them before the steps: a step committed in between
-// then shows as committed, not as under way.
-func (v *RunView) SetUnderway(inf *InFlight, lease *LeaseInfo, live bool) {
-	if lease != nil {
-		v.Lease = &LeaseView{PID: lease.PID, Host: lease.Host, Started: lease.Started, Heartbeat: lease.Heartbeat, Live: live}
+// record and Lease from its lease, as GetUnderway read them before the
+// steps v was made from.
+func (v *RunView) SetUnderway(u Underway) {
+	if l := u.Lease; l != nil {
+		v.Lease = &LeaseView{PID: l.PID, Host: l.Host, Started: l.Started, Heartbeat: l.Heartbeat, Live: u.Live}
 	}
 	if v.State != StateRunning {
 		return
 	}
+	inf := u.InFlight
 	last := -1
 	if len(v.Steps) > 0 {
 		last = v.Steps[len(v.Steps)-1].Step

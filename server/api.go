@@ -249,13 +249,22 @@ func (s *Server) handleShow(w http.ResponseWriter, r *http.Request) {
 	s.writeRun(w, r, http.StatusOK, r.PathValue("id"))
 }
 
+// writeRun answers the run as grpo runs show --json prints it: its
+// in_flight, validating and lease too (SetUnderway, read before the steps
+// as GetUnderway says), and the daemon's own hosted and endpoints_down.
 func (s *Server) writeRun(w http.ResponseWriter, r *http.Request, code int, name string) {
+	u, err := s.opts.Store.GetUnderway(r.Context(), name)
+	if err != nil {
+		storeError(w, err)
+		return
+	}
 	run, steps, evals, err := s.opts.Store.Snapshot(r.Context(), name)
 	if err != nil {
 		storeError(w, err)
 		return
 	}
 	v := checkpoint.NewRunView(run, steps, evals)
+	v.SetUnderway(u)
 	v.Hosted = s.hostedRuns()[name]
 	promote.MarkOnDisk(&v) // as grpo runs show --json: on the daemon's machine
 	if v.Tests, err = s.opts.Store.TestEvaluations(r.Context(), name, checkpoint.SplitTest); err != nil {

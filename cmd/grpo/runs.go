@@ -159,12 +159,8 @@ func (m *Main) showRun(ctx context.Context, db, name string, asJSON bool) error 
 	if err != nil {
 		return err
 	}
-	// What is under way, read before the steps (SetUnderway).
-	inf, err := store.GetInFlight(ctx, name)
-	if err != nil {
-		return err
-	}
-	lease, live, err := store.GetLease(ctx, name, checkpoint.LeaseOptions{})
+	// What is under way, read before the steps (GetUnderway).
+	u, err := store.GetUnderway(ctx, name)
 	if err != nil {
 		return err
 	}
@@ -173,7 +169,7 @@ func (m *Main) showRun(ctx context.Context, db, name string, asJSON bool) error 
 		return err
 	}
 	out := checkpoint.NewRunView(r.run, r.steps, r.evalList)
-	out.SetUnderway(inf, lease, live)
+	out.SetUnderway(u)
 	if !asJSON {
 		r.underway, r.db = &out, db
 		r.print(m.Stdout)
