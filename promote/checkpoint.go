@@ -65,6 +65,10 @@ type Checkpoint struct {
 	// Store is the file the checkpoint was read from: an export never
 	// replaces a directory holding it.
 	Store string
+	// Steps are every committed step of the run: an export never
+	// replaces, nor writes into, a directory holding one's adapter, or
+	// the run's data directory (Run.DataDir).
+	Steps []checkpoint.Step
 }
 
 // Adapter is the step's adapter, nil for the base model.
@@ -84,7 +88,7 @@ func Resolve(ctx context.Context, store *checkpoint.Store, run string, pick Pick
 	if err != nil {
 		return Checkpoint{}, fmt.Errorf("stored config of run %s: %w", run, err)
 	}
-	cp := Checkpoint{Run: rec, Config: cfg, SelectedBy: pick.By, Store: store.Path()}
+	cp := Checkpoint{Run: rec, Config: cfg, SelectedBy: pick.By, Store: store.Path(), Steps: steps}
 	if sel, err := checkpoint.Select(rec.Policy, rec.Metric, rec.EMA, steps, evals); err == nil {
 		cp.Selection = &sel
 	}

@@ -122,6 +122,9 @@ func Export(cp Checkpoint, dir string, force bool, now time.Time) (Manifest, err
 			return m, fmt.Errorf("export to %s: it holds the store %s the checkpoint is read from, which an export would replace; choose another directory", dir, cp.Store)
 		}
 	}
+	if err := spareRun(cp, dir, dst); err != nil {
+		return m, err
+	}
 	if err := checkTarget(dst, force); err != nil {
 		return m, err
 	}
@@ -167,6 +170,27 @@ func Export(cp Checkpoint, dir string, force bool, now time.Time) (Manifest, err
 		return m, fmt.Errorf("export to %s: %w", dir, err)
 	}
 	return m, nil
+}
+
+// spareRun refuses a dst that overlaps the run's data directory (its
+// adapters and job records) or the adapter directory of one of its steps:
+// the export, forced or not, would replace them or write into them, and
+// the run's steps would name other weights than they trained.
+func spareRun(cp Checkpoint, dir, dst string) error {
+	if cp.Run.DataDir != "" {
+		if data, err := filepath.Abs(cp.Run.DataDir); err == nil && (within(data, dst) || within(dst, data)) {
+			return fmt.Errorf("export to %s: overlaps the data directory %s of run %s (its adapters and job records), which an export would replace or write into; choose a directory outside it", dir, cp.Run.DataDir, cp.Run.Name)
+		}
+	}
+	for _, s := range cp.Steps {
+		if s.Adapter == nil || s.Adapter.Path == "" || s.Step == cp.Step.Step {
+			continue // the exported step's own adapter is checked as the source
+		}
+		if a, err := filepath.Abs(s.Adapter.Path); err == nil && (within(a, dst) || within(dst, a)) {
+			return fmt.Errorf("export to %s: overlaps the adapter directory %s of run %s step %d, which an export would replace or write into; choose another directory", dir, s.Adapter.Path, cp.Run.Name, s.Step)
+		}
+	}
+	return nil
 }
 
 // checkTarget refuses a dst that is a file, or a non-empty directory

@@ -35,6 +35,13 @@ var rewards = []float64{0.1, 0.5, 0.3, 0.2}
 
 func newFixture(t *testing.T, endpoints ...string) *fixture {
 	t.Helper()
+	return newRunFixture(t, false, endpoints...)
+}
+
+// newRunFixture is newFixture; with dataDir the run records its adapters'
+// directory, dir/data, as a run on the embedded backend does.
+func newRunFixture(t *testing.T, dataDir bool, endpoints ...string) *fixture {
+	t.Helper()
 	dir := t.TempDir()
 	f := &fixture{store: checkpoint.New(filepath.Join(dir, "grpo.db"), checkpoint.Options{}), dir: dir, adapters: map[int]string{}}
 	cfg := config.Default()
@@ -44,8 +51,12 @@ func newFixture(t *testing.T, endpoints ...string) *fixture {
 		cfg.Inference.Endpoints = append(cfg.Inference.Endpoints, config.Endpoint{URL: u, APIKeyEnv: "TEST_KEY"})
 	}
 	ctx := context.Background()
-	if err := f.store.CreateRun(ctx, checkpoint.Run{Name: "r1", Config: cfg.JSON(), Steps: 3,
-		Policy: checkpoint.PolicyBestValidation, Metric: checkpoint.MetricRewardMean}); err != nil {
+	rec := checkpoint.Run{Name: "r1", Config: cfg.JSON(), Steps: 3,
+		Policy: checkpoint.PolicyBestValidation, Metric: checkpoint.MetricRewardMean}
+	if dataDir {
+		rec.DataDir = filepath.Join(dir, "data")
+	}
+	if err := f.store.CreateRun(ctx, rec); err != nil {
 		t.Fatal(err)
 	}
 	for step, r := range rewards {
@@ -239,6 +250,62 @@ func TestExport(t *testing.T) {
 	_, err = promote.Export(f.resolve(t, promote.Pick{By: "step", Step: 2}), filepath.Join(f.dir, "two"), false, time.Now())
 	if err == nil || !strings.Contains(err.Error(), f.adapters[2]) || !strings.Contains(err.Error(), "not on this machine") {
 		t.Fatalf("missing adapter: %v", err)
+	}
+}
+
+// TestExportSparesTheRun: not even --force lets an export replace, or
+// write into, the run's data directory or another step's adapter
+// directory: `--step base --force` into the data directory replaced every
+// adapter and job record of the run with a manifest, and an export into
+// step 2's directory gave step 2 step 3's weights.
+func TestExportSparesTheRun(t *testing.T) {
+	for _, dataDir := range []bool{true, false} {
+		f := newRunFixture(t, dataDir)
+		data := filepath.Join(f.dir, "data")
+		os.MkdirAll(filepath.Join(data, "jobs"), 0o755)
+		os.WriteFile(filepath.Join(data, "jobs", "j1.json"), []byte("{}"), 0o644)
+		hashes := map[int]string{}
+		for step, dir := range f.adapters {
+			hashes[step], _, _ = promote.HashDir(dir)
+		}
+		for _, c := range []struct {
+			pick promote.Pick
+			dir  string
+			want string // in the error
+		}{
+			{promote.Pick{By: "step", Step: 3}, f.adapters[2], "step 2"},
+			{promote.Pick{By: "step", Step: 3}, filepath.Join(f.adapters[2], "sub"), "step 2"},
+			{promote.Pick{By: "base"}, filepath.Join(data, "adapters"), "step 1"},
+			{promote.Pick{By: "base"}, f.adapters[1], "step 1"},
+		} {
+			if dataDir {
+				c.want = "data directory " + data
+			}
+			_, err := promote.Export(f.resolve(t, c.pick), c.dir, true, time.Now())
+			if err == nil || !strings.Contains(err.Error(), c.want) || !strings.Contains(err.Error(), c.dir) || !strings.Contains(err.Error(), "choose") {
+				t.Errorf("data dir %v: forced export of %+v to %s: %v, want it refused naming %q", dataDir, c.pick, c.dir, err, c.want)
+			}
+		}
+		if dataDir {
+			for _, dir := range []string{data, filepath.Join(data, "jobs"), filepath.Join(data, "exports", "best")} {
+				_, err := promote.Export(f.resolve(t, promote.Pick{By: "base"}), dir, true, time.Now())
+				if err == nil || !strings.Contains(err.Error(), "overlaps the data directory "+data+" of run r1") {
+					t.Errorf("forced export of the base into %s: %v, want it refused naming the data directory", dir, err)
+				}
+			}
+		}
+		for step, dir := range f.adapters {
+			if got, files, err := promote.HashDir(dir); err != nil || got != hashes[step] || len(files) != 2 {
+				t.Errorf("data dir %v: step %d's adapter changed: %v, %d files", dataDir, step, err, len(files))
+			}
+		}
+		if _, err := os.Stat(filepath.Join(data, "jobs", "j1.json")); err != nil {
+			t.Errorf("data dir %v: the job record is gone: %v", dataDir, err)
+		}
+		// Beside them is fine.
+		if _, err := promote.Export(f.resolve(t, promote.Pick{By: "step", Step: 3}), filepath.Join(f.dir, "out"), true, time.Now()); err != nil {
+			t.Errorf("data dir %v: export beside the run's directories: %v", dataDir, err)
+		}
 	}
 }
 

@@ -27,7 +27,9 @@ policy, metric and value, validation figures, base model, LoRA settings,
 the run's config and a SHA-256 content hash of the adapter files. --step
 exports another step the same way; step 0 (base) has no adapter, so only
 the manifest is written. A DIR that exists and is not empty is refused
-unless --force, which replaces it.
+unless --force, which replaces it; a DIR holding the store, or overlapping
+the run's data directory or a step's adapter directory, is refused even
+with --force.
 
 A run that failed has no trustworthy result: best says so, with the run's
 error and the best of its committed steps, and exits 1 (--export of a
