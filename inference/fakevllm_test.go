@@ -1,6 +1,7 @@
 package inference
 
 import (
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -34,6 +35,9 @@ type fakeVLLM struct {
 	// chatBlock, if set, holds each completion until it is closed.
 	chat      int
 	chatBlock chan struct{}
+	// base and baseRoot are the base model it lists and its root
+	// (default Qwen/Qwen3-14B for both).
+	base, baseRoot string
 	// events records loads, unloads and completions in order:
 	// "load NAME PATH", "unload NAME", "chat MODEL".
 	events []string
@@ -135,9 +139,10 @@ func (f *fakeVLLM) unload(w http.ResponseWriter, r *http.Request) {
 func (f *fakeVLLM) models(w http.ResponseWriter, r *http.Request) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	list := ModelList{Object: "list", Data: []Model{{ID: "Qwen/Qwen3-14B", Object: "model", OwnedBy: "vllm", Root: "Qwen/Qwen3-14B"}}}
+	base, root := cmp.Or(f.base, "Qwen/Qwen3-14B"), cmp.Or(f.baseRoot, "Qwen/Qwen3-14B")
+	list := ModelList{Object: "list", Data: []Model{{ID: base, Object: "model", OwnedBy: "vllm", Root: root}}}
 	for name, path := range f.adapters {
-		parent := "Qwen/Qwen3-14B"
+		parent := base
 		list.Data = append(list.Data, Model{ID: name, Object: "model", OwnedBy: "vllm", Root: path, Parent: &parent})
 	}
 	writeBody(w, http.StatusOK, list)

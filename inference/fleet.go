@@ -51,6 +51,11 @@ type Replica struct {
 
 // FleetOptions configure a Fleet. Zero values take the defaults.
 type FleetOptions struct {
+	// Model, when set, is the base model the requests name
+	// (inference.model): a drained endpoint is readmitted only while GET
+	// /v1/models lists it as before, from the same root (see
+	// Fleet.checkBase).
+	Model string
 	// Inplace, when set, means every step loads the same adapter name
 	// (adapters.naming inplace), by InplaceAuto, InplaceLoad or
 	// InplaceReload; empty means per-step names.
@@ -128,6 +133,7 @@ type Fleet struct {
 	// endpoint readmitted during a load gets that adapter too.
 	adMu     sync.Mutex
 	adapters []loadedAdapter // the adapters every live endpoint serves, in load order
+	listed   bool            // an endpoint listed FleetOptions.Model
 
 	// tellMu serialises calls of FleetOptions.OnEndpoint.
 	tellMu sync.Mutex
@@ -166,6 +172,7 @@ type endpoint struct {
 	// guarded by Fleet.adMu
 	loaded    map[string]string // adapter name -> path loaded here
 	noInplace bool              // the server ignores load_inplace
+	baseRoot  string            // the root it listed FleetOptions.Model with, once seen
 }
 
 // NewFleet returns a fleet of replicas (at least one). It does no I/O.

@@ -166,6 +166,63 @@ func TestPool_ReadmissionLoadsAdaptersFirst(t *testing.T) {
 	}
 }
 
+// TestPool_ReadmissionChecksBaseModel: a drained replica that answers
+// again serving another base model, or the same name from other weights,
+// is not readmitted (it took the run's adapters and requests); back with
+// the model it served, it is.
+func TestPool_ReadmissionChecksBaseModel(t *testing.T) {
+	_, sa := newFakeVLLM(t)
+	b, sb := newFakeVLLM(t)
+	p := testFleet(t, FleetOptions{Model: "Qwen/Qwen3-14B"}, sa.URL, sb.URL)
+	ctx := context.Background()
+	if err := p.Probe(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.LoadEverywhere(ctx, "r-step-0001", "/a/1"); err != nil {
+		t.Fatal(err)
+	}
+	b.set(func(f *fakeVLLM) {
+		f.health = http.StatusServiceUnavailable
+		f.adapters = map[string]string{}
+		f.events = nil
+	})
+	p.Tick(ctx)
+	if got, want := p.Live(), []bool{true, false}; !slices.Equal(got, want) {
+		t.Fatalf("Live()=%v, want %v", got, want)
+	}
+	lastErr := func() string {
+		p.mu.Lock()
+		defer p.mu.Unlock()
+		return fmt.Sprint(p.eps[1].lastErr)
+	}
+	for _, tt := range []struct{ base, root, want string }{
+		{"Qwen/Qwen3-8B", "Qwen/Qwen3-8B", "no longer lists inference.model Qwen/Qwen3-14B (it serves Qwen/Qwen3-8B; restarted with another model?): it stays drained until it serves Qwen/Qwen3-14B again"},
+		{"Qwen/Qwen3-14B", "/models/qwen3-14b-dpo", "serves Qwen/Qwen3-14B from /models/qwen3-14b-dpo now, not from Qwen/Qwen3-14B as when the run saw it first"},
+	} {
+		b.set(func(f *fakeVLLM) { f.health, f.base, f.baseRoot = 0, tt.base, tt.root })
+		time.Sleep(5 * time.Millisecond) // past the probe delay
+		p.Tick(ctx)
+		if got, want := p.Live(), []bool{true, false}; !slices.Equal(got, want) {
+			t.Fatalf("back serving %s from %s: Live()=%v, want %v", tt.base, tt.root, got, want)
+		}
+		if got := lastErr(); !strings.Contains(got, tt.want) {
+			t.Fatalf("back serving %s from %s: last error %q, want %q", tt.base, tt.root, got, tt.want)
+		}
+		if got := b.log(); len(got) != 0 {
+			t.Fatalf("back serving %s from %s, it was sent %v, want nothing", tt.base, tt.root, got)
+		}
+	}
+	b.set(func(f *fakeVLLM) { f.base, f.baseRoot = "", "" })
+	time.Sleep(5 * time.Millisecond)
+	p.Tick(ctx)
+	if got, want := p.Live(), []bool{true, true}; !slices.Equal(got, want) {
+		t.Fatalf("back serving its model: Live()=%v, want %v (last error %s)", got, want, lastErr())
+	}
+	if got, want := b.log(), []string{"load r-step-0001 /a/1"}; !slices.Equal(got, want) {
+		t.Fatalf("readmitted, it was sent %v, want %v", got, want)
+	}
+}
+
 func TestPool_InflightOnDrainedEndpointGoesElsewhere(t *testing.T) {
 	a, sa := newFakeVLLM(t)
 	a.chatBlock = make(chan struct{}) // A hangs

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -19,10 +20,17 @@ const probeRounds = 4
 // what was expected, so a user can fix a config that points at the wrong
 // port or forgot the /v1. It sends the client's API key.
 func (c *AdminClient) Probe(ctx context.Context) error {
-	if _, err := c.models(ctx); err != nil {
-		return fmt.Errorf("probe %s: %w", c.base, err)
+	_, err := c.probe(ctx)
+	return err
+}
+
+// probe is Probe, returning the models listed.
+func (c *AdminClient) probe(ctx context.Context) ([]Model, error) {
+	models, err := c.models(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("probe %s: %w", c.base, err)
 	}
-	return nil
+	return models, nil
 }
 
 // Start begins the fleet's probe loop, until Close: every ProbeInterval
@@ -138,15 +146,22 @@ func (f *Fleet) adapt(ctx context.Context, ep *endpoint) {
 func (f *Fleet) readmit(ctx context.Context, ep *endpoint) {
 	f.adMu.Lock()
 	defer f.adMu.Unlock()
+	notReadmitted := func(err error, attrs ...any) {
+		f.mu.Lock()
+		ep.lastErr = err
+		backoff := f.opts.ProbeInterval << min(ep.drains, 5)
+		ep.retryAt = f.now().Add(backoff)
+		f.mu.Unlock()
+		f.opts.Logger.Warn("inference endpoint not readmitted", append([]any{"endpoint", ep.url, "err", err}, attrs...)...)
+	}
+	if err := f.checkBase(ctx, ep); err != nil {
+		notReadmitted(err)
+		return
+	}
 	clear(ep.loaded)
 	for _, a := range f.adapters {
 		if err := f.loadOn(ctx, ep, a.name, a.path); err != nil {
-			f.mu.Lock()
-			ep.lastErr = err
-			backoff := f.opts.ProbeInterval << min(ep.drains, 5)
-			ep.retryAt = f.now().Add(backoff)
-			f.mu.Unlock()
-			f.opts.Logger.Warn("inference endpoint not readmitted", "endpoint", ep.url, "adapter", a.name, "err", err)
+			notReadmitted(err, "adapter", a.name)
 			return
 		}
 		ep.loaded[a.name] = a.path
@@ -165,6 +180,61 @@ func (f *Fleet) readmit(ctx context.Context, ep *endpoint) {
 	f.changedEndpoint(ep, change, EndpointChange{URL: ep.url, Up: true})
 }
 
+// checkBase refuses to readmit ep (with adMu held) when it no longer
+// serves FleetOptions.Model as before: GET /v1/models does not list it
+// though an endpoint of the fleet did, or lists it from another root than
+// ep did (a replica restarted with another model, or other weights under
+// the same name). Readmitted, it would answer the run's requests with
+// another policy than the others, and take adapters trained on another
+// base. A server that lists no such name (llama.cpp answers any) is not
+// held to it.
+func (f *Fleet) checkBase(ctx context.Context, ep *endpoint) error {
+	model := f.opts.Model
+	if model == "" {
+		return nil
+	}
+	models, err := ep.admin.Models(ctx)
+	if err != nil {
+		return err
+	}
+	var ids []string
+	for _, m := range models {
+		if m.Parent != nil && *m.Parent != "" {
+			continue // an adapter
+		}
+		if m.ID != model {
+			ids = append(ids, m.ID)
+			continue
+		}
+		if ep.baseRoot != "" && m.Root != "" && m.Root != ep.baseRoot {
+			return fmt.Errorf("serves %s from %s now, not from %s as when the run saw it first (restarted with other weights under that name?): it stays drained until it serves %s from %s again", model, m.Root, ep.baseRoot, model, ep.baseRoot)
+		}
+		f.sawBase(ep, models)
+		return nil
+	}
+	if !f.listed {
+		return nil
+	}
+	serves := "no model"
+	if len(ids) > 0 {
+		serves = strings.Join(ids, ", ")
+	}
+	return fmt.Errorf("no longer lists inference.model %s (it serves %s; restarted with another model?): it stays drained until it serves %s again", model, serves, model)
+}
+
+// sawBase records (with adMu held) the root ep lists FleetOptions.Model
+// with, if it lists it.
+func (f *Fleet) sawBase(ep *endpoint, models []Model) {
+	for _, m := range models {
+		if f.opts.Model != "" && m.ID == f.opts.Model {
+			f.listed = true
+			if m.Root != "" {
+				ep.baseRoot = m.Root
+			}
+		}
+	}
+}
+
 // Probe checks every endpoint as AdminClient.Probe does, before a run
 // starts. An endpoint that cannot be reached (refused, reset, timed out)
 // or answers 429/5xx is drained, to be probed back once Start runs, so that a run can start
@@ -181,7 +251,13 @@ func (f *Fleet) Probe(ctx context.Context) error {
 			// scattered fault from failing the start. One that refuses
 			// connections is down now.
 			for round := 0; ; round++ {
-				errs[i] = ep.admin.Probe(ctx)
+				var models []Model
+				models, errs[i] = ep.admin.probe(ctx)
+				if errs[i] == nil {
+					f.adMu.Lock()
+					f.sawBase(ep, models)
+					f.adMu.Unlock()
+				}
 				if errs[i] == nil || round == probeRounds-1 || ctx.Err() != nil ||
 					!endpointFailure(errs[i]) || errors.Is(errs[i], syscall.ECONNREFUSED) {
 					return

@@ -139,11 +139,12 @@ func ServedModels(ctx context.Context, eps []Endpoint) map[string]bool {
 	return served
 }
 
-// fleetOptions are the run's own fleet settings: in-place loading,
-// metrics labelled with the run, and opts.Logger (which names the run:
-// Run.start).
+// fleetOptions are the run's own fleet settings: its model (a replica
+// readmitted must still serve it), in-place loading, metrics labelled
+// with the run, and opts.Logger (which names the run: Run.start).
 func fleetOptions(cfg config.Config, opts Options) inference.FleetOptions {
 	fo := inference.FleetOptions{
+		Model:   cfg.Inference.Model,
 		Metrics: opts.FleetMetrics,
 		Run:     cfg.Run.Name,
 		Logger:  opts.Logger,
