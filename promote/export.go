@@ -1,6 +1,7 @@
 package promote
 
 import (
+	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -109,8 +110,9 @@ func NewManifest(cp Checkpoint) Manifest {
 // which is then renamed to dir, so dir is never half-written. A dir that
 // exists and is not empty is refused with ErrNotEmpty unless force, which
 // replaces it. For the base model (no adapter) only the manifest is
-// written, with "adapter": null.
-func Export(cp Checkpoint, dir string, force bool, now time.Time) (Manifest, error) {
+// written, with "adapter": null. Cancelling ctx stops the copy: the
+// temporary directory is removed and dir left as it was.
+func Export(ctx context.Context, cp Checkpoint, dir string, force bool, now time.Time) (Manifest, error) {
 	m := NewManifest(cp)
 	m.Exported = now.UTC()
 	dst, err := filepath.Abs(dir)
@@ -150,7 +152,10 @@ func Export(cp Checkpoint, dir string, force bool, now time.Time) (Manifest, err
 	}
 	defer os.RemoveAll(tmp)
 	if src != "" {
-		files, err := copyTree(src, tmp)
+		files, err := copyTree(ctx, src, tmp)
+		if ctx.Err() != nil {
+			return m, interrupted(ctx, dir)
+		}
 		if err != nil {
 			return m, fmt.Errorf("copy adapter %s: %w", src, err)
 		}
@@ -166,10 +171,19 @@ func Export(cp Checkpoint, dir string, force bool, now time.Time) (Manifest, err
 	if err := fsutil.SyncDir(tmp); err != nil {
 		return m, fmt.Errorf("export to %s: %w", dir, err)
 	}
+	if ctx.Err() != nil {
+		return m, interrupted(ctx, dir)
+	}
 	if err := swapIn(tmp, dst); err != nil {
 		return m, fmt.Errorf("export to %s: %w", dir, err)
 	}
 	return m, nil
+}
+
+// interrupted is the error of an export stopped by ctx before dir was
+// written.
+func interrupted(ctx context.Context, dir string) error {
+	return fmt.Errorf("export to %s: interrupted before it was written, nothing changed there: %w", dir, ctx.Err())
 }
 
 // spareRun refuses a dst that overlaps the run's data directory (its
@@ -223,10 +237,14 @@ func within(path, dir string) bool {
 
 // copyTree copies the regular files under src into dst (following
 // symbolic links to files), syncing each, and returns them sorted by path.
-func copyTree(src, dst string) ([]FileHash, error) {
+// It stops when ctx is cancelled.
+func copyTree(ctx context.Context, src, dst string) ([]FileHash, error) {
 	var files []FileHash
 	err := filepath.WalkDir(src, func(path string, d fs.DirEntry, err error) error {
 		if err != nil {
+			return err
+		}
+		if err := ctx.Err(); err != nil {
 			return err
 		}
 		rel, err := filepath.Rel(src, path)
@@ -249,7 +267,7 @@ func copyTree(src, dst string) ([]FileHash, error) {
 		if !fi.Mode().IsRegular() {
 			return fmt.Errorf("%s is not a regular file", path)
 		}
-		fh, err := copyFile(path, filepath.Join(dst, rel))
+		fh, err := copyFile(ctx, path, filepath.Join(dst, rel))
 		if err != nil {
 			return err
 		}
@@ -274,7 +292,7 @@ func copyTree(src, dst string) ([]FileHash, error) {
 	return files, err
 }
 
-func copyFile(src, dst string) (FileHash, error) {
+func copyFile(ctx context.Context, src, dst string) (FileHash, error) {
 	in, err := os.Open(src)
 	if err != nil {
 		return FileHash{}, err
@@ -285,7 +303,7 @@ func copyFile(src, dst string) (FileHash, error) {
 		return FileHash{}, err
 	}
 	h := sha256.New()
-	n, err := io.Copy(io.MultiWriter(out, h), in)
+	n, err := io.Copy(io.MultiWriter(out, h), ctxReader{ctx, in})
 	if err == nil {
 		err = out.Sync()
 	}
@@ -296,6 +314,20 @@ func copyFile(src, dst string) (FileHash, error) {
 		return FileHash{}, fmt.Errorf("copy %s: %w", src, err)
 	}
 	return FileHash{Bytes: n, SHA256: hex.EncodeToString(h.Sum(nil))}, nil
+}
+
+// ctxReader reads r until ctx is cancelled: a large adapter's copy stops
+// within a buffer (io.Copy's 32 KiB) of Ctrl-C.
+type ctxReader struct {
+	ctx context.Context
+	r   io.Reader
+}
+
+func (c ctxReader) Read(p []byte) (int, error) {
+	if err := c.ctx.Err(); err != nil {
+		return 0, err
+	}
+	return c.r.Read(p)
 }
 
 // TreeHash is the content hash of files (see AdapterFiles.SHA256); files

@@ -139,7 +139,7 @@ func TestExport(t *testing.T) {
 	}
 	cp := f.resolve(t, promote.Pick{By: "best"})
 	out := filepath.Join(f.dir, "export", "best")
-	m, err := promote.Export(cp, out, false, time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC))
+	m, err := promote.Export(context.Background(), cp, out, false, time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -188,7 +188,7 @@ func TestExport(t *testing.T) {
 	}
 
 	// A non-empty directory is refused, and left alone.
-	_, err = promote.Export(f.resolve(t, promote.Pick{By: "last"}), out, false, time.Now())
+	_, err = promote.Export(context.Background(), f.resolve(t, promote.Pick{By: "last"}), out, false, time.Now())
 	if !errors.Is(err, promote.ErrNotEmpty) || !strings.Contains(err.Error(), "--force") {
 		t.Fatalf("export over a non-empty dir: %v", err)
 	}
@@ -202,7 +202,7 @@ func TestExport(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		_, err = promote.Export(f.resolve(t, promote.Pick{By: "last"}), dir, true, time.Now())
+		_, err = promote.Export(context.Background(), f.resolve(t, promote.Pick{By: "last"}), dir, true, time.Now())
 		if err == nil || !strings.Contains(err.Error(), "holds the store "+f.store.Path()) {
 			t.Fatalf("forced export into %s, which holds the store: %v", dir, err)
 		}
@@ -211,7 +211,7 @@ func TestExport(t *testing.T) {
 		}
 	}
 	// force replaces it with the other step.
-	m3, err := promote.Export(f.resolve(t, promote.Pick{By: "last"}), out, true, time.Now())
+	m3, err := promote.Export(context.Background(), f.resolve(t, promote.Pick{By: "last"}), out, true, time.Now())
 	if err != nil || m3.Step != 3 || m3.Value == nil || *m3.Value != 0.2 || m3.Adapter.SHA256 == sum || m3.Test != nil {
 		t.Fatalf("forced export: %+v %v", m3, err)
 	}
@@ -221,12 +221,12 @@ func TestExport(t *testing.T) {
 	// An empty directory is fine without force.
 	empty := filepath.Join(f.dir, "empty")
 	os.Mkdir(empty, 0o755)
-	if _, err := promote.Export(cp, empty, false, time.Now()); err != nil {
+	if _, err := promote.Export(context.Background(), cp, empty, false, time.Now()); err != nil {
 		t.Fatalf("export into an empty dir: %v", err)
 	}
 	// The base model: manifest only.
 	base := filepath.Join(f.dir, "base")
-	mb, err := promote.Export(f.resolve(t, promote.Pick{By: "base"}), base, false, time.Now())
+	mb, err := promote.Export(context.Background(), f.resolve(t, promote.Pick{By: "base"}), base, false, time.Now())
 	if err != nil || mb.Adapter != nil || mb.Step != 0 || *mb.Value != 0.1 {
 		t.Fatalf("base export: %+v %v", mb, err)
 	}
@@ -236,10 +236,10 @@ func TestExport(t *testing.T) {
 	// A file, and the adapter's own directory, are refused.
 	file := filepath.Join(f.dir, "file")
 	os.WriteFile(file, []byte("x"), 0o644)
-	if _, err := promote.Export(cp, file, true, time.Now()); err == nil || !strings.Contains(err.Error(), "not a directory") {
+	if _, err := promote.Export(context.Background(), cp, file, true, time.Now()); err == nil || !strings.Contains(err.Error(), "not a directory") {
 		t.Fatalf("export to a file: %v", err)
 	}
-	if _, err := promote.Export(cp, f.adapters[1], true, time.Now()); err == nil || !strings.Contains(err.Error(), "overlaps") {
+	if _, err := promote.Export(context.Background(), cp, f.adapters[1], true, time.Now()); err == nil || !strings.Contains(err.Error(), "overlaps") {
 		t.Fatalf("export over the source: %v", err)
 	}
 	if _, err := os.Stat(filepath.Join(f.adapters[1], refmodel.WeightsFile)); err != nil {
@@ -247,7 +247,7 @@ func TestExport(t *testing.T) {
 	}
 	// An adapter that is not on this machine is named.
 	os.RemoveAll(f.adapters[2])
-	_, err = promote.Export(f.resolve(t, promote.Pick{By: "step", Step: 2}), filepath.Join(f.dir, "two"), false, time.Now())
+	_, err = promote.Export(context.Background(), f.resolve(t, promote.Pick{By: "step", Step: 2}), filepath.Join(f.dir, "two"), false, time.Now())
 	if err == nil || !strings.Contains(err.Error(), f.adapters[2]) || !strings.Contains(err.Error(), "not on this machine") {
 		t.Fatalf("missing adapter: %v", err)
 	}
@@ -281,14 +281,14 @@ func TestExportSparesTheRun(t *testing.T) {
 			if dataDir {
 				c.want = "data directory " + data
 			}
-			_, err := promote.Export(f.resolve(t, c.pick), c.dir, true, time.Now())
+			_, err := promote.Export(context.Background(), f.resolve(t, c.pick), c.dir, true, time.Now())
 			if err == nil || !strings.Contains(err.Error(), c.want) || !strings.Contains(err.Error(), c.dir) || !strings.Contains(err.Error(), "choose") {
 				t.Errorf("data dir %v: forced export of %+v to %s: %v, want it refused naming %q", dataDir, c.pick, c.dir, err, c.want)
 			}
 		}
 		if dataDir {
 			for _, dir := range []string{data, filepath.Join(data, "jobs"), filepath.Join(data, "exports", "best")} {
-				_, err := promote.Export(f.resolve(t, promote.Pick{By: "base"}), dir, true, time.Now())
+				_, err := promote.Export(context.Background(), f.resolve(t, promote.Pick{By: "base"}), dir, true, time.Now())
 				if err == nil || !strings.Contains(err.Error(), "overlaps the data directory "+data+" of run r1") {
 					t.Errorf("forced export of the base into %s: %v, want it refused naming the data directory", dir, err)
 				}
@@ -303,9 +303,44 @@ func TestExportSparesTheRun(t *testing.T) {
 			t.Errorf("data dir %v: the job record is gone: %v", dataDir, err)
 		}
 		// Beside them is fine.
-		if _, err := promote.Export(f.resolve(t, promote.Pick{By: "step", Step: 3}), filepath.Join(f.dir, "out"), true, time.Now()); err != nil {
+		if _, err := promote.Export(context.Background(), f.resolve(t, promote.Pick{By: "step", Step: 3}), filepath.Join(f.dir, "out"), true, time.Now()); err != nil {
 			t.Errorf("data dir %v: export beside the run's directories: %v", dataDir, err)
 		}
+	}
+}
+
+// TestExportInterrupted: an export whose context is cancelled (Ctrl-C)
+// writes nothing: no directory, no temporary one beside it, and a
+// directory --force would have replaced is left as it was. It copied and
+// renamed in place regardless, and exited 0.
+func TestExportInterrupted(t *testing.T) {
+	f := newFixture(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	parent := filepath.Join(f.dir, "exports")
+	os.Mkdir(parent, 0o755)
+	out := filepath.Join(parent, "best")
+	for _, pick := range []promote.Pick{{By: "best"}, {By: "base"}} {
+		_, err := promote.Export(ctx, f.resolve(t, pick), out, false, time.Now())
+		if !errors.Is(err, context.Canceled) || !strings.Contains(err.Error(), "export to "+out+": interrupted") {
+			t.Fatalf("cancelled export of %+v: %v, want context.Canceled naming %s", pick, err, out)
+		}
+		if ents, _ := os.ReadDir(parent); len(ents) != 0 {
+			t.Fatalf("cancelled export of %+v left %v in %s, want nothing", pick, ents, parent)
+		}
+	}
+	m, err := promote.Export(context.Background(), f.resolve(t, promote.Pick{By: "last"}), out, false, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := promote.Export(ctx, f.resolve(t, promote.Pick{By: "best"}), out, true, time.Now()); !errors.Is(err, context.Canceled) {
+		t.Fatalf("cancelled forced export: %v, want context.Canceled", err)
+	}
+	if sum, _, err := promote.HashDir(out); err != nil || sum != m.Adapter.SHA256 {
+		t.Fatalf("a cancelled forced export changed %s: %v", out, err)
+	}
+	if ents, _ := os.ReadDir(parent); len(ents) != 1 {
+		t.Fatalf("%s holds %v, want the export alone", parent, ents)
 	}
 }
 

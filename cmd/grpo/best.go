@@ -133,7 +133,7 @@ func (c *BestCommand) runExport(ctx context.Context, store *checkpoint.Store, na
 	if err != nil {
 		return err
 	}
-	m, err := promote.Export(cp, c.export, c.force, time.Now())
+	m, err := promote.Export(ctx, cp, c.export, c.force, time.Now())
 	if err != nil {
 		return err
 	}
