@@ -359,14 +359,23 @@ func (f *Fleet) UnloadEverywhere(ctx context.Context, name string) error {
 // one entry per endpoint, in order: nil where the endpoint is healthy,
 // else an error naming it.
 func (f *Fleet) Healthy(ctx context.Context) []error {
+	errs := f.health(ctx)
+	for i, err := range errs {
+		if err != nil {
+			errs[i] = fmt.Errorf("endpoint %s: %w", f.eps[i].url, err)
+		}
+	}
+	return errs
+}
+
+// health is Healthy without the endpoint's name in each error (its
+// request's URL names the server): what drains an endpoint, told beside
+// its URL in the log, the endpoint_state event and the outage's error.
+func (f *Fleet) health(ctx context.Context) []error {
 	errs := make([]error, len(f.eps))
 	var wg sync.WaitGroup
 	for i, ep := range f.eps {
-		wg.Go(func() {
-			if err := ep.admin.Health(ctx); err != nil {
-				errs[i] = fmt.Errorf("endpoint %s: %w", ep.url, err)
-			}
-		})
+		wg.Go(func() { errs[i] = ep.admin.Health(ctx) })
 	}
 	wg.Wait()
 	return errs

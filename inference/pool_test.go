@@ -1,9 +1,11 @@
 package inference
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"maps"
 	"net/http"
 	"net/http/httptest"
@@ -221,6 +223,70 @@ func TestPool_ReadmissionChecksBaseModel(t *testing.T) {
 	if got, want := b.log(), []string{"load r-step-0001 /a/1"}; !slices.Equal(got, want) {
 		t.Fatalf("readmitted, it was sent %v, want %v", got, want)
 	}
+}
+
+// TestPool_HealthDrainNamesEndpointOnce: a failed health probe that
+// drains an endpoint is told beside its URL (the endpoint_state event,
+// the log line, the error of an outage that outlasts the window); each
+// said "endpoint URL: endpoint URL: health: ..." (grpo watch: "inference
+// endpoint URL down: endpoint URL: health: ...").
+func TestPool_HealthDrainNamesEndpointOnce(t *testing.T) {
+	a, sa := newFakeVLLM(t)
+	b, sb := newFakeVLLM(t)
+	b.health = http.StatusServiceUnavailable
+	var mu sync.Mutex
+	var told []EndpointChange
+	var logs bytes.Buffer
+	p := testFleet(t, FleetOptions{
+		OutageWindow: time.Millisecond,
+		Logger:       slog.New(slog.NewTextHandler(&syncWriter{w: &logs, mu: &mu}, nil)),
+		OnEndpoint: func(c EndpointChange) {
+			mu.Lock()
+			defer mu.Unlock()
+			told = append(told, c)
+		},
+	}, sa.URL, sb.URL)
+	ctx := context.Background()
+	p.Tick(ctx)
+	if got, want := p.Live(), []bool{true, false}; !slices.Equal(got, want) {
+		t.Fatalf("Live()=%v, want %v", got, want)
+	}
+	// The other endpoint fails its request too: none is left.
+	a.set(func(f *fakeVLLM) { f.chat = http.StatusServiceUnavailable })
+	_, err := p.Complete(ctx, chatReq())
+	bURL := sb.URL + "/v1"
+	if !errors.Is(err, ErrNoEndpoint) || strings.Count(err.Error(), "endpoint "+bURL) != 1 || !strings.Contains(err.Error(), "endpoint "+bURL+": health: GET "+sb.URL+"/health: 503") {
+		t.Fatalf("Complete()=%v, want ErrNoEndpoint naming %s once, with its health probe's 503", err, bURL)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(told) == 0 || told[0].URL != bURL || told[0].Err == nil || !strings.HasPrefix(told[0].Err.Error(), "health: GET "+sb.URL+"/health: 503") {
+		t.Fatalf("OnEndpoint was told %+v, want %s down for its health probe's 503, not named again", told, bURL)
+	}
+	drained := 0
+	for _, line := range strings.Split(logs.String(), "\n") {
+		if strings.Contains(line, "inference endpoint drained") && strings.Contains(line, bURL) {
+			drained++
+			if strings.Count(line, bURL) != 1 {
+				t.Fatalf("log line %q names %s more than once", line, bURL)
+			}
+		}
+	}
+	if drained != 1 {
+		t.Fatalf("%d log lines say %s was drained, want 1:\n%s", drained, bURL, logs.String())
+	}
+}
+
+// syncWriter serialises writes to w.
+type syncWriter struct {
+	w  *bytes.Buffer
+	mu *sync.Mutex
+}
+
+func (s *syncWriter) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.w.Write(p)
 }
 
 func TestPool_InflightOnDrainedEndpointGoesElsewhere(t *testing.T) {

@@ -76,7 +76,7 @@ func (f *Fleet) Tick(ctx context.Context) {
 	// own timeouts: loading a real adapter takes seconds.
 	pctx, cancel := context.WithTimeout(ctx, max(f.opts.ProbeInterval, 5*time.Second))
 	defer cancel()
-	health := f.Healthy(pctx)
+	health := f.health(pctx)
 	for i, err := range health {
 		// An OpenAI-compatible server without vLLM's /health (404) is
 		// judged by its requests alone.
