@@ -22,7 +22,8 @@ const watchSynopsis = `Usage: grpo watch [RUN] [--addr HOST:PORT|URL] [--episode
 Connects to a daemon's event stream (/ws) and prints the events of RUN
 (default: every run) as they happen: one line per step (train reward,
 validation reward with its 95% CI, deadlock rate, trainer loss, best step),
-plus one line per episode with --episodes. Lines come in the order of
+a line when an inference endpoint of the run is drained (why, when it is
+probed again) or readmitted, plus one line per episode with --episodes. Lines come in the order of
 the events, each naming its step: with the asynchronous pipeline
 (grpo.max_off_policy_steps > 0) later steps' episodes play while a step
 trains and validates, so their lines come before that step's line.
@@ -509,6 +510,8 @@ func (p *stepPrinter) event(e orchestrator.Event) {
 		p.flushRun(e.Run)
 		fmt.Fprintln(p.w, eventLine(e))
 	case e.JobState != nil && e.JobState.State == "failed":
+		p.say(e.Run, eventLine(e))
+	case e.EndpointState != nil:
 		p.say(e.Run, eventLine(e))
 	}
 }

@@ -108,6 +108,40 @@ func TestWatchOneLinePerStep(t *testing.T) {
 	}
 }
 
+// TestWatchPrintsEndpointChanges: a drained endpoint and its readmission
+// are lines of their own, after the step line the run held (the step
+// printer dropped endpoint_state events, so watch printed neither).
+func TestWatchPrintsEndpointChanges(t *testing.T) {
+	events := decodeEvents(t,
+		`{"type":"step_committed","run":"r","step":3,"data":{"step":3,"n":5,"train":{"reward_mean":0.5}}}`,
+		`{"type":"endpoint_state","run":"r","step":4,"data":{"endpoint":"http://b/v1","up":false,"error":"health: GET http://b/health: 503 Service Unavailable","probe_in_seconds":2,"probe_every_seconds":2}}`,
+		`{"type":"step_committed","run":"r","step":4,"data":{"step":4,"n":5,"train":{"reward_mean":0.25}}}`,
+		`{"type":"endpoint_state","run":"r","step":5,"data":{"endpoint":"http://b/v1","up":true}}`,
+		`{"type":"run_finished","run":"r","step":5,"data":{"state":"succeeded"}}`,
+	)
+	var b strings.Builder
+	p := &stepPrinter{w: &b}
+	for _, e := range events {
+		p.event(e)
+	}
+	lines := strings.Split(strings.TrimSpace(b.String()), "\n")
+	wantEnds := []string{
+		"step  3 n=5  train 0.500  (no signal: no job)",
+		"step  4 endpoint_state    inference endpoint http://b/v1 down: health: GET http://b/health: 503 Service Unavailable (probed again in 2 s)",
+		"step  4 n=5  train 0.250  (no signal: no job)",
+		"step  5 endpoint_state    inference endpoint http://b/v1 answers again: readmitted",
+		"run_finished      succeeded",
+	}
+	if len(lines) != len(wantEnds) {
+		t.Fatalf("%d lines, want %d:\n%s", len(lines), len(wantEnds), b.String())
+	}
+	for i, w := range wantEnds {
+		if !strings.HasSuffix(lines[i], w) {
+			t.Errorf("line %d %q, want it to end with %q", i, lines[i], w)
+		}
+	}
+}
+
 func TestDaemonURL(t *testing.T) {
 	for in, want := range map[string]string{
 		"127.0.0.1:8080":         "http://127.0.0.1:8080",
