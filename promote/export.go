@@ -119,12 +119,15 @@ func Export(ctx context.Context, cp Checkpoint, dir string, force bool, now time
 	if err != nil {
 		return m, fmt.Errorf("export to %s: %w", dir, err)
 	}
+	// at is where the rename lands: dst through the links of its parent
+	// (a link dst itself is replaced, not followed).
+	at := filepath.Join(realPath(filepath.Dir(dst)), filepath.Base(dst))
 	if cp.Store != "" {
-		if db, err := filepath.Abs(cp.Store); err == nil && within(db, dst) {
+		if within(realPath(cp.Store), at) {
 			return m, fmt.Errorf("export to %s: it holds the store %s the checkpoint is read from, which an export would replace; choose another directory", dir, cp.Store)
 		}
 	}
-	if err := spareRun(cp, dir, dst); err != nil {
+	if err := spareRun(cp, dir, at); err != nil {
 		return m, err
 	}
 	if err := checkTarget(dst, force); err != nil {
@@ -138,7 +141,7 @@ func Export(ctx context.Context, cp Checkpoint, dir string, force bool, now time
 		if fi, err := os.Stat(src); err != nil || !fi.IsDir() {
 			return m, fmt.Errorf("adapter %s of step %d: directory %s is not on this machine (with a remote trainer, export on the trainer's host or copy the directory from it)", a.Name, cp.Step.Step, a.Path)
 		}
-		if within(dst, src) || within(src, dst) {
+		if real := realPath(src); within(at, real) || within(real, at) {
 			return m, fmt.Errorf("export to %s: overlaps the adapter directory %s; choose another directory", dir, src)
 		}
 	}
@@ -192,7 +195,7 @@ func interrupted(ctx context.Context, dir string) error {
 // the run's steps would name other weights than they trained.
 func spareRun(cp Checkpoint, dir, dst string) error {
 	if cp.Run.DataDir != "" {
-		if data, err := filepath.Abs(cp.Run.DataDir); err == nil && (within(data, dst) || within(dst, data)) {
+		if data := realPath(cp.Run.DataDir); within(data, dst) || within(dst, data) {
 			return fmt.Errorf("export to %s: overlaps the data directory %s of run %s (its adapters and job records), which an export would replace or write into; choose a directory outside it", dir, cp.Run.DataDir, cp.Run.Name)
 		}
 	}
@@ -200,7 +203,7 @@ func spareRun(cp Checkpoint, dir, dst string) error {
 		if s.Adapter == nil || s.Adapter.Path == "" || s.Step == cp.Step.Step {
 			continue // the exported step's own adapter is checked as the source
 		}
-		if a, err := filepath.Abs(s.Adapter.Path); err == nil && (within(a, dst) || within(dst, a)) {
+		if a := realPath(s.Adapter.Path); within(a, dst) || within(dst, a) {
 			return fmt.Errorf("export to %s: overlaps the adapter directory %s of run %s step %d, which an export would replace or write into; choose another directory", dir, s.Adapter.Path, cp.Run.Name, s.Step)
 		}
 	}
@@ -227,6 +230,26 @@ func checkTarget(dst string, force bool) error {
 		return fmt.Errorf("export to %s: %w (%d entries); pass --force to replace it, or choose a new directory", dst, ErrNotEmpty, len(ents))
 	}
 	return nil
+}
+
+// realPath is p made absolute, with the symbolic links of its longest
+// existing ancestor resolved, so that two paths naming one directory
+// through links compare equal.
+func realPath(p string) string {
+	abs, err := filepath.Abs(p)
+	if err != nil {
+		return p
+	}
+	rest := ""
+	for dir := abs; ; dir = filepath.Dir(dir) {
+		if r, err := filepath.EvalSymlinks(dir); err == nil {
+			return filepath.Join(r, rest)
+		}
+		if filepath.Dir(dir) == dir {
+			return abs
+		}
+		rest = filepath.Join(filepath.Base(dir), rest)
+	}
 }
 
 // within reports whether path is dir or inside it.

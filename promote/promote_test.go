@@ -286,6 +286,30 @@ func TestExportSparesTheRun(t *testing.T) {
 				t.Errorf("data dir %v: forced export of %+v to %s: %v, want it refused naming %q", dataDir, c.pick, c.dir, err, c.want)
 			}
 		}
+		// Through a link to the adapters' directory, the same.
+		link := filepath.Join(f.dir, "adapters-link")
+		if err := os.Symlink(filepath.Join(data, "adapters"), link); err != nil {
+			t.Fatal(err)
+		}
+		want := "step 2"
+		if dataDir {
+			want = "data directory " + data
+		}
+		through := filepath.Join(link, filepath.Base(f.adapters[2]))
+		if _, err := promote.Export(context.Background(), f.resolve(t, promote.Pick{By: "base"}), through, true, time.Now()); err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("data dir %v: forced export of the base to %s: %v, want it refused naming %q", dataDir, through, err, want)
+		}
+		// A link that is the directory itself is replaced, not followed.
+		own := filepath.Join(f.dir, "step2-link")
+		if err := os.Symlink(f.adapters[2], own); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := promote.Export(context.Background(), f.resolve(t, promote.Pick{By: "base"}), own, true, time.Now()); err != nil {
+			t.Errorf("data dir %v: forced export over the link %s: %v", dataDir, own, err)
+		}
+		if fi, err := os.Lstat(own); err != nil || !fi.IsDir() {
+			t.Errorf("data dir %v: %s after a forced export: %v, want a directory", dataDir, own, err)
+		}
 		if dataDir {
 			for _, dir := range []string{data, filepath.Join(data, "jobs"), filepath.Join(data, "exports", "best")} {
 				_, err := promote.Export(context.Background(), f.resolve(t, promote.Pick{By: "base"}), dir, true, time.Now())
