@@ -37,6 +37,21 @@ func ValidateName(name string) error {
 	return nil
 }
 
+// ErrBaseModelName is returned by Promote for a stable name that is the
+// run's base model's (inference.model or trainer.base_model): an adapter
+// loaded under it would shadow the base model for every client of the
+// endpoints (the run's own requests too), or be shadowed by it.
+var ErrBaseModelName = errors.New("is the base model's name")
+
+// CheckName refuses a stable name that is cfg's base model's name, with
+// an error matching ErrBaseModelName; ValidateName checks its form.
+func CheckName(name string, cfg config.Config) error {
+	if name == cfg.Inference.Model || name == cfg.Trainer.BaseModel {
+		return fmt.Errorf("name %q %w the run calls (inference.model %q, trainer.base_model %q): an adapter loaded under it would shadow the base model for every client of the endpoints, or be shadowed by it; choose another name (default RUN-best)", name, ErrBaseModelName, cfg.Inference.Model, cfg.Trainer.BaseModel)
+	}
+	return nil
+}
+
 // ErrNoEndpoints is returned by Endpoints for a run on the embedded
 // backend (its inference server stopped with the run) or on ART (whose
 // vLLM the run does not name).
@@ -99,10 +114,14 @@ type EndpointResult struct {
 // and load where the server does not honour in-place loading. The
 // endpoints are handled concurrently; the Result lists each, and the
 // error names every endpoint that failed. The base model has no adapter:
-// that is an error matching ErrNoAdapter and nothing is sent.
+// that is an error matching ErrNoAdapter and nothing is sent; nor is
+// anything sent under the base model's name (ErrBaseModelName).
 func Promote(ctx context.Context, endpoints []*inference.AdminClient, name string, cp Checkpoint) (Result, error) {
 	res := Result{Run: cp.Run.Name, Name: name, Step: cp.Step.Step, SelectedBy: cp.SelectedBy}
 	if err := ValidateName(name); err != nil {
+		return res, err
+	}
+	if err := CheckName(name, cp.Config); err != nil {
 		return res, err
 	}
 	a := cp.Adapter()

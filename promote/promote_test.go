@@ -528,6 +528,34 @@ func (s *noInplace) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
+// TestPromoteRefusesBaseModelName: promoting under the run's base model's
+// name (a user's "clients call Qwen/Qwen3-14B") is refused before any
+// request; the endpoint loaded an adapter under it, which shadows the base
+// model for every client (the run's requests too) or is shadowed by it.
+func TestPromoteRefusesBaseModelName(t *testing.T) {
+	fake := &noInplace{served: map[string]string{}}
+	srv := httptest.NewServer(fake)
+	defer srv.Close()
+	f := newFixture(t, srv.URL+"/v1")
+	best := f.resolve(t, promote.Pick{By: "best"})
+	clients, err := promote.Endpoints(best.Config, func(string) string { return "" }, inference.AdminOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := promote.Promote(context.Background(), clients, "Qwen/Qwen3-14B", best)
+	if !errors.Is(err, promote.ErrBaseModelName) || !strings.Contains(err.Error(), `name "Qwen/Qwen3-14B" is the base model's name`) || !strings.Contains(err.Error(), "choose another name") {
+		t.Fatalf("Promote as the base model's name: %v, want ErrBaseModelName saying what to do", err)
+	}
+	if res.Endpoints != nil {
+		t.Fatalf("Promote as the base model's name reported endpoints %+v", res.Endpoints)
+	}
+	fake.mu.Lock()
+	defer fake.mu.Unlock()
+	if len(fake.auth) != 0 || len(fake.served) != 0 {
+		t.Fatalf("the endpoint was sent %d requests and serves %v, want none", len(fake.auth), fake.served)
+	}
+}
+
 func TestPromoteFallsBackWithoutInplace(t *testing.T) {
 	fake := &noInplace{served: map[string]string{"r1-best": "/old/adapter"}}
 	srv := httptest.NewServer(fake)

@@ -411,6 +411,10 @@ func (s *Server) handlePromote(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusConflict, err.Error())
 		return
 	}
+	if err := promote.CheckName(req.As, cp.Config); err != nil {
+		writeError(w, http.StatusBadRequest, "as: "+err.Error())
+		return
+	}
 	clients, err := promote.Endpoints(cp.Config, s.opts.Getenv, inference.AdminOptions{})
 	if err != nil {
 		writeError(w, http.StatusConflict, err.Error())

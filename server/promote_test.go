@@ -144,6 +144,7 @@ func TestPromoteRoute(t *testing.T) {
 		{url, `{"as": "no spaces"}`, http.StatusBadRequest, "no spaces"},
 		{url, `{"as": "other.0123456789abcdef-step-0001"}`, http.StatusBadRequest, "the form of a run's own adapter names"},
 		{url, `{"as": "other.0123456789abcdef"}`, http.StatusBadRequest, "the form of a run's own adapter names"},
+		{url, `{"as": "Qwen/Qwen3-14B"}`, http.StatusBadRequest, `as: name \"Qwen/Qwen3-14B\" is the base model's name`},
 		{url, `{"step": [1]}`, http.StatusBadRequest, "step: want"},
 		{url, `{"step": "soon"}`, http.StatusBadRequest, "soon"},
 		{url, `{"endpoint": "http://10.0.0.1/v1"}`, http.StatusBadRequest, "endpoint"},

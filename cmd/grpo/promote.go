@@ -19,7 +19,8 @@ endpoint of the run's config under one stable name, RUN-best unless --as
 says otherwise, so downstream clients always call the same model. Where the
 name is already served it is replaced in place (load_inplace); a server
 that does not honour that gets unload then load. Prints what was loaded
-where.
+where. --as may not be the run's base model's name (inference.model or
+trainer.base_model): the adapter would shadow the base model.
 
 A run on the embedded reference backend has no live endpoint once it has
 ended: serve its adapters with
@@ -87,6 +88,9 @@ func (c *PromoteCommand) Run(ctx context.Context) error {
 	cp, err := promote.Resolve(ctx, store, c.name, c.pick)
 	if err != nil {
 		return err
+	}
+	if err := promote.CheckName(c.as, cp.Config); err != nil {
+		return usagef("--as: %v", err)
 	}
 	var clients []*inference.AdminClient
 	if len(c.endpoints) > 0 {
