@@ -225,6 +225,37 @@ func TestPool_ReadmissionChecksBaseModel(t *testing.T) {
 	}
 }
 
+// TestPool_ReadmissionModelIsAnAdapter: a fleet whose model is an
+// adapter's name (listed with a parent) holds no base model to check, so
+// an endpoint back without it is readmitted, as before the check; it was
+// kept drained for good, the adapter taken for the base model once seen.
+func TestPool_ReadmissionModelIsAnAdapter(t *testing.T) {
+	a, sa := newFakeVLLM(t)
+	b, sb := newFakeVLLM(t)
+	for _, f := range []*fakeVLLM{a, b} {
+		f.set(func(f *fakeVLLM) { f.adapters = map[string]string{"team-adapter": "/a/t"} })
+	}
+	p := testFleet(t, FleetOptions{Model: "team-adapter"}, sa.URL, sb.URL)
+	ctx := context.Background()
+	if err := p.Probe(ctx); err != nil {
+		t.Fatal(err)
+	}
+	b.set(func(f *fakeVLLM) { f.health, f.adapters = http.StatusServiceUnavailable, map[string]string{} })
+	p.Tick(ctx)
+	if got, want := p.Live(), []bool{true, false}; !slices.Equal(got, want) {
+		t.Fatalf("Live()=%v, want %v", got, want)
+	}
+	b.set(func(f *fakeVLLM) { f.health = 0 })
+	time.Sleep(5 * time.Millisecond) // past the probe delay
+	p.Tick(ctx)
+	if got, want := p.Live(), []bool{true, true}; !slices.Equal(got, want) {
+		p.mu.Lock()
+		err := p.eps[1].lastErr
+		p.mu.Unlock()
+		t.Fatalf("back: Live()=%v, want %v (last error %v)", got, want, err)
+	}
+}
+
 // TestPool_HealthDrainNamesEndpointOnce: a failed health probe that
 // drains an endpoint is told beside its URL (the endpoint_state event,
 // the log line, the error of an outage that outlasts the window); each

@@ -226,6 +226,9 @@ func (f *Fleet) checkBase(ctx context.Context, ep *endpoint) error {
 // with, if it lists it.
 func (f *Fleet) sawBase(ep *endpoint, models []Model) {
 	for _, m := range models {
+		if m.Parent != nil && *m.Parent != "" {
+			continue // an adapter of that name is not the base model (checkBase)
+		}
 		if f.opts.Model != "" && m.ID == f.opts.Model {
 			f.listed = true
 			if m.Root != "" {
