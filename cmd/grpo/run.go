@@ -19,6 +19,7 @@ import (
 	"github.com/grpo-dev/grpo/promote"
 	"github.com/grpo-dev/grpo/refmodel"
 	"github.com/grpo-dev/grpo/run"
+	"github.com/grpo-dev/grpo/trainer"
 )
 
 const runSynopsis = `Usage: grpo run [--config FILE] [--db PATH] [--resume RUN] [flags]
@@ -91,6 +92,13 @@ func (c *runCommand) parse(m *Main, args []string) error {
 		return usagef("--steps %d: need at least 1 (a whole number of training steps)", c.steps)
 	}
 	return nil
+}
+
+// jobEnded reports whether a run failed because its step's trainer job
+// ended failed or cancelled (or was cancelled past trainer.job_timeout):
+// a resume reattaches that job, so it needs --retry-job to go on.
+func jobEnded(err error) bool {
+	return errors.Is(err, trainer.ErrJobFailed) || errors.Is(err, trainer.ErrJobCancelled) || errors.Is(err, trainer.ErrJobTimeout)
 }
 
 // open opens the run the flags name: a stored one with --resume, else a
@@ -222,7 +230,12 @@ func (c *runCommand) play(ctx context.Context, m *Main) error {
 		if errors.Is(err, checkpoint.ErrRunExists) { // created meanwhile by another process
 			return withExistsHint(err, cfg.Run.Name, cfg.Run.DB)
 		}
-		return fmt.Errorf("run %s: %w (see 'grpo runs show %s --db %s')", cfg.Run.Name, err, cfg.Run.Name, cfg.Run.DB)
+		resume := fmt.Sprintf("grpo run --resume %s --db %s", cfg.Run.Name, cfg.Run.DB)
+		if jobEnded(err) && cfg.Trainer.Kind != config.TrainerART {
+			resume += " --retry-job" // the ended job would only end the run again
+		}
+		return fmt.Errorf("run %s: %w (see 'grpo runs show %s --db %s'; once the cause is fixed, '%s' continues from the last committed step)",
+			cfg.Run.Name, err, cfg.Run.Name, cfg.Run.DB, resume)
 	}
 	report, err := loadReport(ctx, checkpoint.New(cfg.Run.DB, checkpoint.Options{}), cfg.Run.Name)
 	if err != nil {
