@@ -121,7 +121,17 @@ func (c *BestCommand) Run(ctx context.Context) error {
 	}
 	state := ""
 	if r.run.State != checkpoint.StateSucceeded {
-		state = " (" + r.run.State + ")"
+		if r.run.State == checkpoint.StateRunning {
+			// Whether a live process plays it, as runs show says.
+			u, err := store.GetUnderway(ctx, name)
+			if err != nil {
+				return err
+			}
+			var v checkpoint.RunView
+			v.SetUnderway(u)
+			r.underway = &v
+		}
+		state = " (" + r.stateLabel() + ")"
 	}
 	fmt.Fprintf(c.Stdout, "run %s%s: best step %d by %s (%s %.4f); adapter %s\nlast step %d: %.4f\n",
 		name, state, r.sel.Step, r.sel.Policy, r.run.Metric, r.sel.Value, adapter, r.sel.LastStep, r.sel.LastValue)

@@ -166,4 +166,9 @@ func TestRunsShowKilledRun(t *testing.T) {
 			t.Errorf("runs show of a killed run lacks %q:\n%s", want, out)
 		}
 	}
+	// grpo best says the same of its state.
+	code, out, errs = cli(t, "best", "k", "--db", db)
+	if want := "run k (running, no live process: last heartbeat " + since + "): best step"; code != 0 || !strings.Contains(out, want) {
+		t.Errorf("grpo best of a killed run: exit %d, stdout lacks %q:\n%s%s", code, want, out, errs)
+	}
 }
