@@ -119,7 +119,7 @@ var (
 	OutageWindowBound = Bound[time.Duration]{
 		Min: 0, Max: 24 * time.Hour,
 		Low:  "need 0 (fail at once) or a duration such as 2m",
-		High: "(with every endpoint down for a day, let the step fail and resume the run once they are back: grpo run --resume RUN; a daemon resumes its runs at start)",
+		High: "(with every endpoint down for a day, let the step fail and resume the run once they are back: grpo run --resume RUN, a daemon's run too)",
 	}
 	// RequestTimeoutBound bounds inference.request_timeout
 	// (--request-timeout), the time one attempt of one request may take.
