@@ -139,12 +139,11 @@ func ServedModels(ctx context.Context, eps []Endpoint) map[string]bool {
 	return served
 }
 
-// fleetOptions are the run's own fleet settings: its model (a replica
-// readmitted must still serve it), in-place loading, metrics labelled
-// with the run, and opts.Logger (which names the run: Run.start).
+// fleetOptions are the run's own fleet settings: in-place loading,
+// metrics labelled with the run, and opts.Logger (which names the run:
+// Run.start). NewFleet adds the model.
 func fleetOptions(cfg config.Config, opts Options) inference.FleetOptions {
 	fo := inference.FleetOptions{
-		Model:   cfg.Inference.Model,
 		Metrics: opts.FleetMetrics,
 		Run:     cfg.Run.Name,
 		Logger:  opts.Logger,
@@ -232,10 +231,12 @@ func RetryPolicy(inf config.Inference) httpx.Policy {
 // NewFleet builds the fleet of the endpoints eps with the settings of
 // inf: a request timeout and the retry policy (RetryPolicy) per client,
 // the fleet's own resends within the retry budget, the concurrency, the
-// outage window (0: fail at once). Runs and `grpo eval` build their
-// fleets here, so an evaluation rides out faults and outages as a run
-// does. fo carries the caller's in-place naming, metrics, run label and
-// logger. hc, when not nil, is the connection pool of every client.
+// outage window (0: fail at once), and the base model a drained replica
+// must still serve to be readmitted (inf.Model, unless fo.Model names the
+// model). Runs and `grpo eval` build their fleets here, so an evaluation
+// rides out faults and outages as a run does. fo carries the caller's
+// in-place naming, metrics, run label and logger. hc, when not nil, is the
+// connection pool of every client.
 func NewFleet(eps []Endpoint, inf config.Inference, hc *http.Client, fo inference.FleetOptions) *inference.Fleet {
 	retry := RetryPolicy(inf)
 	var replicas []inference.Replica
@@ -245,6 +246,9 @@ func NewFleet(eps []Endpoint, inf config.Inference, hc *http.Client, fo inferenc
 				OmitTokenIDs: ep.OmitTokenIDs, OmitLogprobs: ep.OmitLogprobs, MaxCompletionTokens: ep.MaxCompletionTokens}),
 			Admin: inference.NewAdminClient(ep.URL, inference.AdminOptions{APIKey: ep.APIKey, HTTPClient: hc, Retry: &retry}),
 		})
+	}
+	if fo.Model == "" {
+		fo.Model = inf.Model // a replica readmitted must still serve it
 	}
 	fo.Concurrency = inf.Concurrency
 	fo.OutageWindow = time.Duration(inf.OutageWindow)

@@ -520,7 +520,7 @@ func (m *Main) runEval(ctx context.Context, o evalOptions) error {
 	// window.
 	fleets := make([]*inference.Fleet, len(o.targets))
 	for i, t := range o.targets {
-		f := run.NewFleet([]run.Endpoint{t.endpoint()}, o.inference(config.Inference{}), hc, inference.FleetOptions{Logger: logger.With("model", t.Name)})
+		f := run.NewFleet([]run.Endpoint{t.endpoint()}, o.inference(config.Inference{}), hc, inference.FleetOptions{Model: t.Name, Logger: logger.With("model", t.Name)})
 		defer f.Close()
 		pctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 		err := f.Probe(pctx)
