@@ -109,9 +109,25 @@ func startPeers(ctx context.Context, cfg config.Config, opts Options) (*peers, e
 // another is a config error, found before the run is recorded. Other
 // servers may answer names they do not list (llama.cpp and TGI take any):
 // a warning, since one that checks (vLLM) will refuse every request.
+//
+// It also warns when trainer.base_model is neither the model's name nor
+// the weights an endpoint lists it from (its root): adapters trained on
+// one base and loaded onto another answer as neither.
 func checkModel(ctx context.Context, cfg config.Config, eps []Endpoint, logger *slog.Logger) error {
-	served := ServedModels(ctx, eps)
+	listed := listModels(ctx, eps)
+	served := map[string]bool{}
+	var roots []string
+	for _, m := range listed {
+		served[m.ID] = true
+		if m.ID == cfg.Inference.Model && (m.Parent == nil || *m.Parent == "") && m.Root != "" && !slices.Contains(roots, m.Root) {
+			roots = append(roots, m.Root)
+		}
+	}
 	model := cfg.Inference.Model
+	if base := cfg.Trainer.BaseModel; len(roots) > 0 && base != model && !slices.Contains(roots, base) {
+		logger.Warn("trainer.base_model is neither inference.model nor the weights the endpoints serve it from: the adapters it trains would be loaded onto another base",
+			"base_model", base, "model", model, "served_from", strings.Join(roots, ", "))
+	}
 	if len(served) == 0 || served[model] {
 		return nil
 	}
@@ -127,16 +143,24 @@ func checkModel(ctx context.Context, cfg config.Config, eps []Endpoint, logger *
 // endpoint that cannot list them counts as serving none.
 func ServedModels(ctx context.Context, eps []Endpoint) map[string]bool {
 	served := map[string]bool{}
+	for _, m := range listModels(ctx, eps) {
+		served[m.ID] = true
+	}
+	return served
+}
+
+// listModels is what the endpoints list (GET /v1/models), all together;
+// an endpoint that cannot list them adds none.
+func listModels(ctx context.Context, eps []Endpoint) []inference.Model {
+	var all []inference.Model
 	for _, ep := range eps {
 		models, err := inference.NewAdminClient(ep.URL, inference.AdminOptions{APIKey: ep.APIKey, RequestTimeout: 10 * time.Second}).Models(ctx)
 		if err != nil {
 			continue
 		}
-		for _, m := range models {
-			served[m.ID] = true
-		}
+		all = append(all, models...)
 	}
-	return served
+	return all
 }
 
 // fleetOptions are the run's own fleet settings: in-place loading,
