@@ -18,6 +18,12 @@ import (
 // model; its completions would succeed (a reference backend behind it),
 // so an eval that readmitted it would finish. It stays drained and the
 // eval fails once the outage window passes, saying what it serves.
+//
+// The window must outlast the readmission probe: the probe loop ticks
+// every 2s (inference.DefaultProbeInterval) from the fleet's start and
+// probes a drained endpoint at the first tick 2s after its drain, so up to
+// 4s after it, later on a loaded machine. A 3s window failed in CI before
+// the probe had run; 10s leaves the probe 6s of slack.
 func TestEvalKeepsAnotherModelDrained(t *testing.T) {
 	b := refBackend(t, 1)
 	real := b.InferenceHandler()
@@ -43,7 +49,7 @@ func TestEvalKeepsAnotherModelDrained(t *testing.T) {
 	}))
 	t.Cleanup(srv.Close)
 	code, _, errs := cli(t, "eval", "--base-url", srv.URL+"/v1", "--model", refmodel.BaseModelName, "--episodes", "1", "--n", "2", "--rounds", "1",
-		"--retries", "0", "--retry-budget", "0s", "--outage-window", "3s", "--episode-replays", "0", "--max-errored-fraction", "0")
+		"--retries", "0", "--retry-budget", "0s", "--outage-window", "10s", "--episode-replays", "0", "--max-errored-fraction", "0")
 	if code == 0 || !strings.Contains(errs, "no longer lists inference.model "+refmodel.BaseModelName+" (it serves other-model") {
 		t.Fatalf("eval against an endpoint back with another model: exit %d, stderr:\n%s", code, errs)
 	}
