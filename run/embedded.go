@@ -36,6 +36,13 @@ type Embedded struct {
 	mu     sync.Mutex
 	errs   []error
 	once   sync.Once
+
+	// handlers counts the requests being served; closed (under mu) turns
+	// new ones away. Close waits for them: http.Server.Close does not,
+	// and a request cancelled with its run (a job's create, an adapter's
+	// load) went on writing into the data directory after Close returned.
+	handlers sync.WaitGroup
+	closed   bool
 }
 
 // EmbeddedOptions configure StartEmbeddedWith.
@@ -91,7 +98,7 @@ func (e *Embedded) serve(ctx context.Context, h http.Handler) (string, error) {
 	if err != nil {
 		return "", fmt.Errorf("embedded reference backend: listen on loopback: %w", err)
 	}
-	srv := &http.Server{Handler: h}
+	srv := &http.Server{Handler: e.counted(h)}
 	e.wg.Add(2)
 	go func() {
 		defer e.wg.Done()
@@ -109,11 +116,34 @@ func (e *Embedded) serve(ctx context.Context, h http.Handler) (string, error) {
 	return "http://" + ln.Addr().String(), nil
 }
 
-// Close stops both servers and the backend's workers; safe to call twice.
+// counted serves h while e is open, counting each request in
+// e.handlers; once e closes, it answers 503.
+func (e *Embedded) counted(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		e.mu.Lock()
+		if e.closed {
+			e.mu.Unlock()
+			http.Error(w, "embedded reference backend closed", http.StatusServiceUnavailable)
+			return
+		}
+		e.handlers.Add(1)
+		e.mu.Unlock()
+		defer e.handlers.Done()
+		h.ServeHTTP(w, r)
+	})
+}
+
+// Close stops both servers, waits for the requests they were serving
+// (closing their connections cancels them), then stops the backend's
+// workers; safe to call twice.
 func (e *Embedded) Close() error {
 	e.once.Do(func() {
 		e.cancel()
 		e.wg.Wait()
+		e.mu.Lock()
+		e.closed = true
+		e.mu.Unlock()
+		e.handlers.Wait()
 		if err := e.backend.Close(); err != nil {
 			e.errs = append(e.errs, err)
 		}
