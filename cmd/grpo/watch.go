@@ -116,7 +116,7 @@ func (c *watchCommand) watch(ctx context.Context, stdout, stderr io.Writer) erro
 	connectedOnce := false
 	for attempt := 0; ; attempt++ {
 		if c.run != "" {
-			done, err := c.checkRun(ctx, p)
+			done, err := c.checkRun(ctx, p, false)
 			switch {
 			case done:
 				return c.ended()
@@ -168,16 +168,20 @@ func (c *watchCommand) ended() error {
 // checkRun asks the daemon about c.run. done: the run has already
 // finished and its end was printed (to c.end). While it plays, the steps
 // it committed that p has not printed (while watch reconnected) are
-// printed now.
-func (c *watchCommand) checkRun(ctx context.Context, p *stepPrinter) (done bool, err error) {
+// printed now; polled (the quiet stream's poll, connected): only those
+// already committed at the previous poll, whose events the stream has
+// not brought since. A step's event comes just after its commit, later
+// on a loaded machine: the poll must not take it for a missed one.
+func (c *watchCommand) checkRun(ctx context.Context, p *stepPrinter, polled bool) (done bool, err error) {
 	v, err := c.getRun(ctx, c.run)
 	if err != nil {
 		return false, err
 	}
+	playing := v.State == checkpoint.StateRunning || v.Hosted
 	if !c.json {
-		p.catchUp(v)
+		p.catchUp(v, polled && playing)
 	}
-	if v.State == checkpoint.StateRunning || v.Hosted {
+	if playing {
 		return false, nil
 	}
 	p.flush()
@@ -288,7 +292,7 @@ func (c *watchCommand) stream(ctx context.Context, p *stepPrinter, stdout io.Wri
 		t := time.NewTicker(2 * time.Second)
 		defer t.Stop()
 		poll = t.C
-		if done, _ := c.checkRun(ctx, p); done {
+		if done, _ := c.checkRun(ctx, p, false); done {
 			return nil
 		}
 	}
@@ -298,7 +302,7 @@ func (c *watchCommand) stream(ctx context.Context, p *stepPrinter, stdout io.Wri
 		case <-ctx.Done():
 			return ctx.Err()
 		case <-poll:
-			if done, _ := c.checkRun(ctx, p); done {
+			if done, _ := c.checkRun(ctx, p, true); done {
 				return nil
 			}
 			continue
@@ -353,6 +357,10 @@ type stepPrinter struct {
 	// when watch first asked about the run: a step at or before it is
 	// not printed again.
 	last map[string]int
+	// polled is, by run, the newest step committed when the daemon was
+	// last asked: a poll prints a missed step only if it was committed
+	// then (catchUp).
+	polled map[string]int
 	// streamed holds the runs with a step committed on this connection:
 	// a run's first committed step may have validated before the stream
 	// began (with an asynchronous pipeline, a whole training step before
@@ -370,21 +378,38 @@ func (p *stepPrinter) connected(stored func(run string, step int) *orchestrator.
 // catchUp prints v's committed steps after the last one printed: those
 // committed while watch was reconnecting. The first time it sees a run
 // it only notes where the run is (watch shows what happens from then on).
-func (p *stepPrinter) catchUp(v checkpoint.RunView) {
+// graced (a poll while connected): only the steps that were committed
+// when the daemon was last asked; the events of newer ones may be on
+// their way.
+func (p *stepPrinter) catchUp(v checkpoint.RunView, graced bool) {
 	if len(v.Steps) == 0 {
 		return
 	}
 	if p.last == nil {
 		p.last = map[string]int{}
 	}
+	if p.polled == nil {
+		p.polled = map[string]int{}
+	}
+	newest := v.Steps[len(v.Steps)-1].Step
+	upTo := newest
+	if prev, ok := p.polled[v.Run]; graced && ok {
+		upTo = prev
+	} else if graced {
+		upTo = -1
+	}
+	p.polled[v.Run] = newest
 	last, seen := p.last[v.Run]
 	if !seen {
-		p.last[v.Run] = v.Steps[len(v.Steps)-1].Step
+		p.last[v.Run] = newest
 		return
 	}
 	for _, s := range v.Steps {
 		if s.Step <= last {
 			continue
+		}
+		if s.Step > upTo {
+			break
 		}
 		if sl := p.pending[v.Run]; sl != nil && sl.step == s.Step {
 			if sl.line != "" {

@@ -171,7 +171,7 @@ func TestWatchPollKeepsLiveLine(t *testing.T) {
 	var b strings.Builder
 	p := &stepPrinter{w: &b}
 	// watch joins after step 0.
-	p.catchUp(checkpoint.RunView{Run: "r", State: checkpoint.StateRunning, Steps: []checkpoint.StepView{{Step: 0, N: 5}}})
+	p.catchUp(checkpoint.RunView{Run: "r", State: checkpoint.StateRunning, Steps: []checkpoint.StepView{{Step: 0, N: 5}}}, false)
 	for _, e := range decodeEvents(t,
 		`{"type":"validation_done","run":"r","step":1,"time":"2026-01-02T15:04:05.123Z","data":{"step":1,"reward_mean":0.5,"reward_ci95":[0.25,0.75],"deadlock_rate":0.5,"meals_mean":2}}`,
 		`{"type":"step_committed","run":"r","step":1,"time":"2026-01-02T15:04:05.123Z","data":{"step":1,"n":5,"train":{"reward_mean":0.75},"job":{"id":"r/step-0001","state":"succeeded","metrics":{"loss":0.125,"kl":0.01}}}}`,
@@ -180,11 +180,13 @@ func TestWatchPollKeepsLiveLine(t *testing.T) {
 	}
 	// The poll while the stream is quiet: step 1 is stored.
 	val := &checkpoint.Evaluation{Step: 1, RewardMean: 0.5, RewardCI95: [2]float64{0.25, 0.75}, DeadlockRate: 0.5, MealsMean: 2}
-	p.catchUp(checkpoint.RunView{Run: "r", State: checkpoint.StateRunning, Steps: []checkpoint.StepView{
+	polled := checkpoint.RunView{Run: "r", State: checkpoint.StateRunning, Steps: []checkpoint.StepView{
 		{Step: 0, N: 5},
 		{Step: 1, N: 5, Train: &checkpoint.TrainStats{RewardMean: 0.75}, Validation: val,
 			Job: &checkpoint.Job{ID: "r/step-0001", State: "succeeded", Metrics: map[string]float64{"loss": 0.125, "kl": 0.01}}},
-	}})
+	}}
+	p.catchUp(polled, true)
+	p.catchUp(polled, true) // step 1 was stored at the previous poll too
 	// Step 2's events flush whatever is still held.
 	for _, e := range decodeEvents(t,
 		`{"type":"step_committed","run":"r","step":2,"data":{"step":2,"n":5,"train":{"reward_mean":0.5}}}`,
@@ -201,6 +203,43 @@ func TestWatchPollKeepsLiveLine(t *testing.T) {
 	}
 	if n := strings.Count(text, "step  2 n=5"); n != 1 {
 		t.Errorf("step 2 printed %d times, want once:\n%s", n, text)
+	}
+}
+
+// TestWatchPollWaitsForTheEvent: the quiet stream's poll finds a step
+// stored before its step_committed event has come (it comes just after
+// the commit; seconds later on a loaded machine). It must not print it
+// as caught up "(while reconnecting)": the event prints it. A step still
+// without its event at the next poll was missed, and is printed then.
+func TestWatchPollWaitsForTheEvent(t *testing.T) {
+	var b strings.Builder
+	p := &stepPrinter{w: &b}
+	stored := func(n int) checkpoint.RunView {
+		v := checkpoint.RunView{Run: "r", State: checkpoint.StateRunning}
+		for i := 0; i <= n; i++ {
+			v.Steps = append(v.Steps, checkpoint.StepView{Step: i, N: 5, Train: &checkpoint.TrainStats{RewardMean: 0.25 * float64(i)}})
+		}
+		return v
+	}
+	p.catchUp(stored(0), false) // watch joins after step 0
+	p.catchUp(stored(1), true)  // a poll: step 1 is stored, its event on its way
+	if b.Len() != 0 {
+		t.Fatalf("the poll printed a step whose event had not come yet:\n%s", b.String())
+	}
+	for _, e := range decodeEvents(t,
+		`{"type":"step_committed","run":"r","step":1,"data":{"step":1,"n":5,"train":{"reward_mean":0.25}}}`,
+	) {
+		p.event(e)
+	}
+	p.catchUp(stored(2), true) // step 2 stored, its event on its way
+	p.catchUp(stored(2), true) // ... and never came: missed
+	p.flush()
+	text := b.String()
+	if n := strings.Count(text, "step  1 n=5  train 0.250"); n != 1 || strings.Contains(text, "train 0.250  (no signal: no job)  (while reconnecting)") {
+		t.Errorf("step 1 printed %d times or as caught up; want once, from its event:\n%s", n, text)
+	}
+	if n := strings.Count(text, "step  2 n=5  train 0.500"); n != 1 || !strings.Contains(text, "(while reconnecting)") {
+		t.Errorf("step 2 printed %d times; want once, caught up at the second poll:\n%s", n, text)
 	}
 }
 
