@@ -338,7 +338,7 @@ func TestTrainerFailureFailsTheRun(t *testing.T) {
 	e := newEnv(t, filepath.Join(dir, "data"), filepath.Join(dir, "grpo.db"))
 	e.trainer = fakeTrainer(t, trainer.Job{State: trainer.StateFailed, Error: "CUDA out of memory"}, 0)
 	err := e.orchestrator(nil).Start(context.Background(), smallConfig(t, "f", 2))
-	if !errors.Is(err, trainer.ErrJobFailed) || !strings.Contains(err.Error(), "CUDA out of memory") || !strings.Contains(err.Error(), "/step-0001") || !strings.Contains(err.Error(), "to retry the step, resume with --retry-job (the step's job is submitted again under a new id), or remove the failed job from the trainer first") || strings.Count(err.Error(), "trainer job ") != 1 {
+	if !errors.Is(err, trainer.ErrJobFailed) || !strings.Contains(err.Error(), "CUDA out of memory") || !strings.Contains(err.Error(), "/step-0001") || !strings.Contains(err.Error(), "to retry the step, resume with --retry-job (the step's job is submitted again under a new id; a daemon's run: POST /api/v1/runs/RUN/resume with {\"retry_job\": true}), or remove the failed job from the trainer first") || strings.Count(err.Error(), "trainer job ") != 1 {
 		t.Fatalf("err = %v", err)
 	}
 	run, steps, _ := snapshot(t, e.store, "f")

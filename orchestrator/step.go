@@ -219,7 +219,7 @@ func (r *run) jobRequest(s int, trajs []trainer.Trajectory) *trainer.JobRequest 
 func (r *run) retryHint(state string) string {
 	h := "a job id is never trained twice, so resuming fails the same way: to retry the step, "
 	if r.retriable() {
-		h += "resume with --retry-job (the step's job is submitted again under a new id), or "
+		h += "resume with --retry-job (the step's job is submitted again under a new id; a daemon's run: POST /api/v1/runs/RUN/resume with {\"retry_job\": true}), or "
 	}
 	return h + "remove the " + state + " job from the trainer first; the embedded trainer keeps it in its data directory's jobs/"
 }

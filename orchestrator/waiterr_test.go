@@ -29,11 +29,11 @@ func TestWaitErrorNamesTheJobOnce(t *testing.T) {
 		{"timeout", func(w http.ResponseWriter, _ context.CancelFunc) {
 			fmt.Fprint(w, `{"state":"running","progress":0.5}`)
 		}, "wait for trainer job ID: still running after 100ms, cancelled it: trainer job timed out (a job id is never trained twice, so resuming fails the same way: " +
-			"to retry the step, resume with --retry-job (the step's job is submitted again under a new id), or remove the cancelled job from the trainer first; the embedded trainer keeps it in its data directory's jobs/)"},
+			"to retry the step, resume with --retry-job (the step's job is submitted again under a new id; a daemon's run: POST /api/v1/runs/RUN/resume with {\"retry_job\": true}), or remove the cancelled job from the trainer first; the embedded trainer keeps it in its data directory's jobs/)"},
 		{"job cancelled", func(w http.ResponseWriter, _ context.CancelFunc) {
 			fmt.Fprint(w, `{"state":"cancelled","error":"cancelled by the operator"}`)
 		}, "trainer job ID cancelled: cancelled by the operator (a job id is never trained twice, so resuming fails the same way: " +
-			"to retry the step, resume with --retry-job (the step's job is submitted again under a new id), or remove the cancelled job from the trainer first; the embedded trainer keeps it in its data directory's jobs/)"},
+			"to retry the step, resume with --retry-job (the step's job is submitted again under a new id; a daemon's run: POST /api/v1/runs/RUN/resume with {\"retry_job\": true}), or remove the cancelled job from the trainer first; the embedded trainer keeps it in its data directory's jobs/)"},
 		{"failed poll", func(w http.ResponseWriter, _ context.CancelFunc) {
 			w.WriteHeader(http.StatusBadRequest)
 			fmt.Fprint(w, `{"error":"bad job id"}`)
@@ -45,7 +45,7 @@ func TestWaitErrorNamesTheJobOnce(t *testing.T) {
 		{"job failed", func(w http.ResponseWriter, _ context.CancelFunc) {
 			fmt.Fprint(w, `{"state":"failed","error":"CUDA out of memory"}`)
 		}, "trainer job ID failed: CUDA out of memory (a job id is never trained twice, so resuming fails the same way: " +
-			"to retry the step, resume with --retry-job (the step's job is submitted again under a new id), or remove the failed job from the trainer first; the embedded trainer keeps it in its data directory's jobs/)"},
+			"to retry the step, resume with --retry-job (the step's job is submitted again under a new id; a daemon's run: POST /api/v1/runs/RUN/resume with {\"retry_job\": true}), or remove the failed job from the trainer first; the embedded trainer keeps it in its data directory's jobs/)"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			dir := t.TempDir()

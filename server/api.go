@@ -34,6 +34,7 @@ func (s *Server) routes() http.Handler {
 	mux.HandleFunc("GET /api/v1/runs/{id}/steps/{step}/transcripts", s.handleTranscripts)
 	mux.Handle("POST /api/v1/runs/{id}/cancel", s.mutating(s.handleCancel))
 	mux.Handle("POST /api/v1/runs/{id}/promote", s.mutating(s.handlePromote))
+	mux.Handle("POST /api/v1/runs/{id}/resume", s.mutating(s.handleResume))
 	mux.Handle("GET /metrics", promhttp.HandlerFor(s.opts.Registry, promhttp.HandlerOpts{}))
 	mux.HandleFunc("GET /ws", s.serveWS)
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "ok\n") })
@@ -214,16 +215,7 @@ func (s *Server) handleCreate(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if _, err := s.launch(r.Context(), cfg); err != nil {
-		switch {
-		case errors.Is(err, checkpoint.ErrRunExists):
-			writeError(w, http.StatusConflict, err.Error())
-		case errors.Is(err, ErrClosing):
-			writeError(w, http.StatusServiceUnavailable, err.Error())
-		case errors.Is(err, ErrTooManyRuns):
-			writeError(w, http.StatusTooManyRequests, err.Error())
-		default:
-			writeError(w, http.StatusBadGateway, err.Error())
-		}
+		hostError(w, err)
 		return
 	}
 	// One path segment: run names may hold '/' (exp/arm/1 -> exp%2Farm%2F1).
@@ -353,9 +345,29 @@ func (p *stepPick) UnmarshalJSON(b []byte) error {
 	return nil
 }
 
-// decodePromote decodes a promote body, JSON or (by its content type)
+// readOptions reads the small optional body of an action (promote,
+// resume) into req, which keeps its zero value when the body is empty. It
+// answers the error itself, naming the action and the body's form
+// (usage), and then reports false.
+func readOptions(w http.ResponseWriter, r *http.Request, req any, action, usage string) bool {
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, 1<<16))
+	if err != nil {
+		writeError(w, http.StatusRequestEntityTooLarge, fmt.Sprintf("read body: %v", err))
+		return false
+	}
+	if len(strings.TrimSpace(string(body))) == 0 {
+		return true
+	}
+	if err := decodeBody(r.Header.Get("Content-Type"), body, req); err != nil {
+		writeError(w, http.StatusBadRequest, fmt.Sprintf("%s body: %v (want %s)", action, err, usage))
+		return false
+	}
+	return true
+}
+
+// decodeBody decodes an action's body, JSON or (by its content type)
 // YAML, refusing unknown fields.
-func decodePromote(contentType string, body []byte, req *promoteRequest) error {
+func decodeBody(contentType string, body []byte, req any) error {
 	if mt, _, _ := mime.ParseMediaType(contentType); strings.EqualFold(mt, "application/yaml") {
 		var v any
 		if err := yaml.Unmarshal(body, &v); err != nil {
@@ -380,16 +392,8 @@ func decodePromote(contentType string, body []byte, req *promoteRequest) error {
 func (s *Server) handlePromote(w http.ResponseWriter, r *http.Request) {
 	name := r.PathValue("id")
 	var req promoteRequest
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, 1<<16))
-	if err != nil {
-		writeError(w, http.StatusRequestEntityTooLarge, fmt.Sprintf("read body: %v", err))
+	if !readOptions(w, r, &req, "promote", `{"as": NAME, "step": "best"|"last"|N}, both optional`) {
 		return
-	}
-	if len(strings.TrimSpace(string(body))) > 0 {
-		if err := decodePromote(r.Header.Get("Content-Type"), body, &req); err != nil {
-			writeError(w, http.StatusBadRequest, fmt.Sprintf("promote body: %v (want {\"as\": NAME, \"step\": \"best\"|\"last\"|N}, both optional)", err))
-			return
-		}
 	}
 	pick, err := promote.ParsePick(string(req.Step))
 	if err != nil {
@@ -439,4 +443,66 @@ func (s *Server) handlePromote(w http.ResponseWriter, r *http.Request) {
 type promoteAnswer struct {
 	promote.Result
 	Error string `json:"error,omitempty"`
+}
+
+// resumeRequest is the optional body of POST /api/v1/runs/{id}/resume.
+type resumeRequest struct {
+	// RetryJob: when the step's trainer job had ended failed or
+	// cancelled, submit it again under a new id (grpo run --retry-job).
+	RetryJob bool `json:"retry_job"`
+}
+
+// handleResume plays again, in this daemon, a stored run that is not
+// playing here: one that failed or was cancelled (grpo run --resume
+// does the same from a shell), or one another process left running. It
+// continues from the last committed step, as every resume does, and
+// answers the run as GET does. A run playing here or elsewhere (leased)
+// is 409, as is a run that succeeded.
+func (s *Server) handleResume(w http.ResponseWriter, r *http.Request) {
+	name := r.PathValue("id")
+	var req resumeRequest
+	if !readOptions(w, r, &req, "resume", `{"retry_job": true|false}, optional`) {
+		return
+	}
+	if s.hostedRuns()[name] {
+		writeError(w, http.StatusConflict, fmt.Sprintf("run %s is playing in this daemon already", name))
+		return
+	}
+	rec, err := s.opts.Store.GetRun(r.Context(), name)
+	if err != nil {
+		storeError(w, err)
+		return
+	}
+	if rec.State == checkpoint.StateSucceeded {
+		writeError(w, http.StatusConflict, fmt.Sprintf("run %s succeeded: nothing to resume", name))
+		return
+	}
+	// A user resuming a run by hand starts the crash-loop guard's count
+	// afresh (Options.MaxFailedStarts), as grpo run --resume does.
+	if err := s.opts.Store.ResetStarts(r.Context(), name); err != nil {
+		storeError(w, err)
+		return
+	}
+	if err := s.resume(r.Context(), name, &req); err != nil {
+		hostError(w, err)
+		return
+	}
+	s.writeRun(w, r, http.StatusOK, name)
+}
+
+// hostError answers a run this daemon could not start playing: 409 when
+// it plays already (here, or in another process: its lease), 503 while
+// the daemon closes, 429 at its limit of runs, 502 otherwise (a peer
+// that does not answer as the run needs).
+func hostError(w http.ResponseWriter, err error) {
+	switch {
+	case errors.Is(err, checkpoint.ErrRunExists), errors.Is(err, checkpoint.ErrLeased):
+		writeError(w, http.StatusConflict, err.Error())
+	case errors.Is(err, ErrClosing):
+		writeError(w, http.StatusServiceUnavailable, err.Error())
+	case errors.Is(err, ErrTooManyRuns):
+		writeError(w, http.StatusTooManyRequests, err.Error())
+	default:
+		writeError(w, http.StatusBadGateway, err.Error())
+	}
 }

@@ -8,7 +8,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/grpo-dev/grpo/refmodel"
 	"github.com/grpo-dev/grpo/server"
 )
 
@@ -17,14 +16,7 @@ import (
 // drained endpoint (endpoint_state) before the run's record is stored, and
 // the POST must still answer 201 with the run, not 404 "no such run".
 func TestCreateWithAnEndpointDown(t *testing.T) {
-	b, err := refmodel.New(refmodel.Options{DataDir: t.TempDir()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := b.Open(); err != nil {
-		t.Fatal(err)
-	}
-	defer b.Close()
+	b := refBackend(t)
 	ref := httptest.NewServer(b.Handler())
 	defer ref.Close()
 	// A loopback address nobody listens on.

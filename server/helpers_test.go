@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/grpo-dev/grpo/checkpoint"
+	"github.com/grpo-dev/grpo/refmodel"
 	"github.com/grpo-dev/grpo/server"
 	"github.com/prometheus/client_golang/prometheus"
 )
@@ -141,3 +142,18 @@ func launch(tb testing.TB, base, token, cfg string) runJSON {
 }
 
 func contains(b []byte, s string) bool { return bytes.Contains(b, []byte(s)) }
+
+// refBackend opens a reference backend on a temporary directory; it is
+// closed at cleanup.
+func refBackend(tb testing.TB) *refmodel.Backend {
+	tb.Helper()
+	b, err := refmodel.New(refmodel.Options{DataDir: tb.TempDir()})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	if err := b.Open(); err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { b.Close() })
+	return b
+}

@@ -9,7 +9,6 @@ import (
 
 	"github.com/chromedp/chromedp"
 	"github.com/grpo-dev/grpo/inference"
-	"github.com/grpo-dev/grpo/refmodel"
 	"github.com/grpo-dev/grpo/server"
 )
 
@@ -19,14 +18,7 @@ import (
 // <run>-best from the best step's adapter.
 func TestDashboardPromoteButton(t *testing.T) {
 	chrome := binary(t, "GRPO_CHROMIUM", "chromium", "chromium-browser")
-	b, err := refmodel.New(refmodel.Options{DataDir: t.TempDir()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := b.Open(); err != nil {
-		t.Fatal(err)
-	}
-	defer b.Close()
+	b := refBackend(t)
 	vllm := httptest.NewServer(b.InferenceHandler())
 	defer vllm.Close()
 	e := newEnv(t)

@@ -57,14 +57,7 @@ func storeRun(t *testing.T, store *checkpoint.Store, dir, name string, endpoints
 }
 
 func TestPromoteRoute(t *testing.T) {
-	b, err := refmodel.New(refmodel.Options{DataDir: t.TempDir()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := b.Open(); err != nil {
-		t.Fatal(err)
-	}
-	defer b.Close()
+	b := refBackend(t)
 	vllm := httptest.NewServer(b.InferenceHandler())
 	defer vllm.Close()
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/url"
 	"path/filepath"
 	"runtime/debug"
 	"slices"
@@ -87,10 +88,16 @@ func (s *Server) launch(ctx context.Context, cfg config.Config) (*hosted, error)
 // embedded run keeps the data directory its adapters (and trainer jobs)
 // are in: one started by grpo run (<db>.data), not only this daemon's
 // <data-dir>/<run>, whose trainer would train its job in flight again.
-func (s *Server) resume(ctx context.Context, name string) error {
+// Without byHand (the daemon's start), only a run still recorded running
+// is played; byHand (POST .../resume) plays one that ended too.
+func (s *Server) resume(ctx context.Context, name string, byHand *resumeRequest) error {
 	_, err := s.host(ctx, name, func(opts run.Options) (*run.Run, error) {
 		if dir, ok := run.StoredDataDir(ctx, opts.Store, name); ok {
 			opts.DataDir = dir
+		}
+		if byHand != nil {
+			opts.OnlyRunning = false
+			opts.RetryEndedJob = byHand.RetryJob
 		}
 		return run.Reopen(ctx, name, opts)
 	})
@@ -152,7 +159,7 @@ func (s *Server) host(ctx context.Context, name string, open func(run.Options) (
 		WrapCompleter: func(c rollout.Completer) rollout.Completer { return s.metrics.completer(name, c) },
 		Interrupted:   checkpoint.StateRunning,
 		// The daemon resumes runs it found running: not one another
-		// process ended since.
+		// process ended since (POST .../resume lifts this: resume).
 		OnlyRunning: true,
 	})
 	if err != nil {
@@ -238,8 +245,8 @@ func (s *Server) resumeAll(ctx context.Context) error {
 			continue
 		}
 		if max := s.opts.MaxFailedStarts; max > 0 && n > max {
-			msg := fmt.Sprintf("not resumed: the daemon resumed this run %d times in a row and died each time before the run committed a step (a crash, out of memory or a kill; see the daemon's log); resume it by hand with 'grpo run --resume %s --db %s' once the cause is fixed (grpo serve --max-failed-starts sets the limit)",
-				n-1, r.Name, s.opts.Store.Path())
+			msg := fmt.Sprintf("not resumed: the daemon resumed this run %d times in a row and died each time before the run committed a step (a crash, out of memory or a kill; see the daemon's log); resume it by hand once the cause is fixed, with POST /api/v1/runs/%s/resume or 'grpo run --resume %s --db %s' (grpo serve --max-failed-starts sets the limit)",
+				n-1, url.PathEscape(r.Name), r.Name, s.opts.Store.Path())
 			if err := s.opts.Store.SetRunState(ctx, r.Name, checkpoint.StateFailed, msg); err != nil {
 				s.logger.Error("mark run failed", "run", r.Name, "err", err)
 				continue
@@ -247,7 +254,7 @@ func (s *Server) resumeAll(ctx context.Context) error {
 			s.logger.Error("run marked failed instead of resumed", "run", r.Name, "starts", n-1)
 			continue
 		}
-		if err := s.resume(ctx, r.Name); errors.Is(err, checkpoint.ErrLeased) {
+		if err := s.resume(ctx, r.Name, nil); errors.Is(err, checkpoint.ErrLeased) {
 			s.logger.Warn("run held by another process: resumed here once that process ends or its lease goes stale", "run", r.Name, "err", err)
 			s.retryResume(r.Name)
 			continue
@@ -296,7 +303,7 @@ func (s *Server) retryResume(name string) {
 			if _, live, err := s.opts.Store.GetLease(s.ctx, name, checkpoint.LeaseOptions{}); err == nil && live {
 				continue
 			}
-			switch err := s.resume(s.ctx, name); {
+			switch err := s.resume(s.ctx, name, nil); {
 			case errors.Is(err, checkpoint.ErrLeased):
 				continue
 			case errors.Is(err, checkpoint.ErrNotRunning):

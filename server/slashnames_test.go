@@ -114,14 +114,7 @@ func TestRunNamesWithSlashes(t *testing.T) {
 	}
 
 	// Promote a stored run on an endpoint.
-	b, err := refmodel.New(refmodel.Options{DataDir: t.TempDir()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := b.Open(); err != nil {
-		t.Fatal(err)
-	}
-	defer b.Close()
+	b := refBackend(t)
 	vllm := httptest.NewServer(b.InferenceHandler())
 	defer vllm.Close()
 	const stored = "exp/paper/3"

@@ -134,7 +134,7 @@ func TestDaemonCrashLoopStops(t *testing.T) {
 		json.NewDecoder(resp.Body).Decode(&rs)
 		resp.Body.Close()
 	}
-	if rs.State != "failed" || !strings.Contains(rs.Error, "resumed this run 3 times in a row") || !strings.Contains(rs.Error, "grpo run --resume loop --db "+db) {
+	if rs.State != "failed" || !strings.Contains(rs.Error, "resumed this run 3 times in a row") || !strings.Contains(rs.Error, "grpo run --resume loop --db "+db) || !strings.Contains(rs.Error, "POST /api/v1/runs/loop/resume") {
 		t.Fatalf("after 3 failed starts: state %q error %q; want failed, naming the count and how to resume", rs.State, rs.Error)
 	}
 	before := polls.Load()

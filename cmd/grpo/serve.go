@@ -27,6 +27,7 @@ the websocket /ws, and a dashboard with live reward curves on /.
   GET  /api/v1/runs/{id}/best    selected step and adapter
   GET  /api/v1/runs/{id}/steps/{step}/transcripts   a step's validation replays
   POST /api/v1/runs/{id}/cancel  cancel
+  POST /api/v1/runs/{id}/resume  play a failed, cancelled or orphaned run again ({"retry_job": true} optional)
   POST /api/v1/runs/{id}/promote load the selected adapter under a stable name
                                  (body {"as": NAME, "step": "best"|"last"|N})
 
