@@ -132,9 +132,19 @@ func (c *ChatClient) Complete(ctx context.Context, req *rollout.Request) (*rollo
 // messages when Messages is empty (rollout.EncodedReader).
 func (c *ChatClient) ReadsEncodedMessages() bool { return true }
 
+// wrap names the model and the attempts made; the request's URL too,
+// unless err already does (a status or connection error says
+// "POST URL: ...").
 func (c *ChatClient) wrap(req *rollout.Request, attempts int, err error) error {
-	return fmt.Errorf("chat completion at %s/chat/completions (model %q, %d attempt(s)): %w", c.url, req.Model, attempts, err)
+	if states(err, c.chatURL) {
+		return fmt.Errorf("chat completion (model %q, %d attempt(s)): %w", req.Model, attempts, err)
+	}
+	return fmt.Errorf("chat completion at %s (model %q, %d attempt(s)): %w", c.chatURL, req.Model, attempts, err)
 }
+
+// states reports whether err's message already states fact (a URL, a
+// model), so that a layer wrapping err does not state it again.
+func states(err error, fact string) bool { return strings.Contains(err.Error(), fact) }
 
 // explain names the server flags behind vLLM's 400 for tool_choice "auto"
 // ("auto" tool choice requires --enable-auto-tool-choice and

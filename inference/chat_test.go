@@ -114,8 +114,8 @@ func TestChatHangTimesOut(t *testing.T) {
 	c := NewChatClient(srv.URL+"/v1", ChatOptions{RequestTimeout: 250 * time.Millisecond, Retry: fastRetry(1)})
 	_, err := c.Complete(context.Background(), chatReq())
 	var te *TimeoutError
-	if !errors.As(err, &te) || !strings.Contains(err.Error(), "no answer within 250ms") {
-		t.Fatalf("err = %v, want a timeout", err)
+	if !errors.As(err, &te) || !strings.Contains(err.Error(), "no answer within 250ms") || strings.Count(err.Error(), srv.URL+"/v1/chat/completions") != 1 {
+		t.Fatalf("err = %v, want a timeout naming the request's URL once", err)
 	}
 	if n.Load() != 2 {
 		t.Fatalf("%d requests, want 2", n.Load())

@@ -175,6 +175,15 @@ type endpoint struct {
 	baseRoot  string            // the root it listed FleetOptions.Model with, once seen
 }
 
+// named is err naming ep: "endpoint URL: err", unless err names it
+// already (the URL of a request to it, such as a chat completion's).
+func (ep *endpoint) named(err error) error {
+	if states(err, ep.url) {
+		return err
+	}
+	return fmt.Errorf("endpoint %s: %w", ep.url, err)
+}
+
 // NewFleet returns a fleet of replicas (at least one). It does no I/O.
 func NewFleet(replicas []Replica, opts FleetOptions) *Fleet {
 	if opts.Concurrency <= 0 {
@@ -346,7 +355,7 @@ func (f *Fleet) UnloadEverywhere(ctx context.Context, name string) error {
 		case ctx.Err() == nil && endpointFailure(err):
 			f.drain(live[i], -1, err)
 		default:
-			failed = append(failed, fmt.Errorf("endpoint %s: %w", live[i].url, err))
+			failed = append(failed, live[i].named(err))
 		}
 	}
 	if len(failed) > 0 {
@@ -362,7 +371,7 @@ func (f *Fleet) Healthy(ctx context.Context) []error {
 	errs := f.health(ctx)
 	for i, err := range errs {
 		if err != nil {
-			errs[i] = fmt.Errorf("endpoint %s: %w", f.eps[i].url, err)
+			errs[i] = f.eps[i].named(err)
 		}
 	}
 	return errs

@@ -118,7 +118,11 @@ func (f *Fleet) failed(ctx context.Context, r *failures, ep *endpoint, epoch int
 //
 //go:noinline
 func acquireError(req *rollout.Request, last *endpoint, err error) error {
-	err = fmt.Errorf("chat completion (model %q): %w", req.Model, err)
+	if !states(err, fmt.Sprintf("(model %q", req.Model)) {
+		// An endpoint's last failure, when it was this model's
+		// request, names it already.
+		err = fmt.Errorf("chat completion (model %q): %w", req.Model, err)
+	}
 	if last != nil {
 		return &EndpointError{Endpoint: last.url, Err: err}
 	}
@@ -284,7 +288,7 @@ func (f *Fleet) noneLiveLocked() error {
 	var errs []error
 	for _, ep := range f.eps {
 		if ep.lastErr != nil {
-			errs = append(errs, fmt.Errorf("endpoint %s: %w", ep.url, ep.lastErr))
+			errs = append(errs, ep.named(ep.lastErr))
 		}
 	}
 	if f.opts.OutageWindow < 0 {

@@ -308,6 +308,75 @@ func TestPool_HealthDrainNamesEndpointOnce(t *testing.T) {
 	}
 }
 
+// TestPool_ErrorNamesEachFactOnce: the error of an outage that outlasts
+// the window, and of a request the server refuses, names each endpoint's
+// URL once (its request's URL: "POST URL/chat/completions") and the model
+// once per failure, and keeps the attempts, the status, the server's
+// message and the wait. Each layer (the chat client, the fleet's
+// "endpoint URL:", the request's "chat completion (model ...)") named
+// them again: "... endpoint URL: chat completion at URL/chat/completions
+// (model "m", 1 attempt(s)): POST URL/chat/completions: 503 ...".
+func TestPool_ErrorNamesEachFactOnce(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		endpoints int
+		status    int
+		want      []string
+	}{
+		{"one endpoint down", 1, http.StatusServiceUnavailable, []string{"no live inference endpoint after waiting 1ms", "1 attempt(s)", "503 Service Unavailable", "engine dead"}},
+		{"two endpoints down", 2, http.StatusServiceUnavailable, []string{"no live inference endpoint after waiting 1ms", "1 attempt(s)", "503 Service Unavailable", "engine dead"}},
+		{"request refused", 1, http.StatusBadRequest, []string{"1 attempt(s)", "400 Bad Request", "engine dead"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var urls []string
+			for range tc.endpoints {
+				f, srv := newFakeVLLM(t)
+				f.chat = tc.status
+				urls = append(urls, srv.URL)
+			}
+			var mu sync.Mutex
+			var told []EndpointChange
+			p := testFleet(t, FleetOptions{OutageWindow: time.Millisecond, OnEndpoint: func(c EndpointChange) {
+				mu.Lock()
+				defer mu.Unlock()
+				told = append(told, c)
+			}}, urls...)
+			_, err := p.Complete(context.Background(), chatReq())
+			var se *httpx.StatusError
+			if !errors.As(err, &se) || se.StatusCode != tc.status {
+				t.Fatalf("Complete()=%v, want an *httpx.StatusError %d", err, tc.status)
+			}
+			if got, want := errors.Is(err, ErrNoEndpoint), tc.status != http.StatusBadRequest; got != want {
+				t.Fatalf("Complete()=%v: errors.Is(ErrNoEndpoint)=%v, want %v", err, got, want)
+			}
+			msg := err.Error()
+			for _, u := range urls {
+				if got := strings.Count(msg, u+"/v1"); got != 1 {
+					t.Errorf("Complete()=%q names %s/v1 %d times, want once", msg, u, got)
+				}
+			}
+			if got, want := strings.Count(msg, `model "m"`), tc.endpoints; got != want {
+				t.Errorf("Complete()=%q names the model %d times, want %d (once per failure)", msg, got, want)
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(msg, w) {
+					t.Errorf("Complete()=%q does not say %q", msg, w)
+				}
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			if tc.status != http.StatusBadRequest && len(told) == 0 {
+				t.Fatal("OnEndpoint was not told of a drain")
+			}
+			for _, c := range told {
+				if c.Err != nil && strings.Count(c.Err.Error(), c.URL) > 1 {
+					t.Errorf("OnEndpoint was told %s down for %q, naming it more than once", c.URL, c.Err)
+				}
+			}
+		})
+	}
+}
+
 // syncWriter serialises writes to w.
 type syncWriter struct {
 	w  *bytes.Buffer

@@ -28,6 +28,9 @@ func (c *AdminClient) Probe(ctx context.Context) error {
 func (c *AdminClient) probe(ctx context.Context) ([]Model, error) {
 	models, err := c.models(ctx)
 	if err != nil {
+		if states(err, c.base) { // its request's URL: "GET URL/models: ..."
+			return nil, fmt.Errorf("probe: %w", err)
+		}
 		return nil, fmt.Errorf("probe %s: %w", c.base, err)
 	}
 	return models, nil

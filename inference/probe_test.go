@@ -67,6 +67,9 @@ func TestProbe_NotOpenAI(t *testing.T) {
 					t.Errorf("error %q does not contain %q", err, want)
 				}
 			}
+			if got := strings.Count(err.Error(), srv.URL+tt.suffix); got != 1 {
+				t.Errorf("error %q names %s %d times, want once", err, srv.URL+tt.suffix, got)
+			}
 			if tt.suffix == "/v1" && strings.Contains(err.Error(), "does the URL end in /v1?") {
 				t.Errorf("error %q asks about /v1 for a URL that has it", err)
 			}
@@ -82,8 +85,8 @@ func TestProbe_ConnectionRefused(t *testing.T) {
 	url := "http://" + ln.Addr().String() + "/v1"
 	ln.Close()
 	err = probe(url)
-	if err == nil || !strings.Contains(err.Error(), url) {
-		t.Fatalf("Probe()=%v, want an error naming %s", err, url)
+	if err == nil || strings.Count(err.Error(), url) != 1 {
+		t.Fatalf("Probe()=%v, want an error naming %s once", err, url)
 	}
 }
 
