@@ -19,40 +19,8 @@ import (
 // none. It carried none of them. The runs are played by this test's
 // process (it holds their leases), so the daemon leaves them alone.
 func TestShowRunUnderway(t *testing.T) {
-	ctx := context.Background()
 	e := newEnv(t)
-	create := func(name, state string) {
-		t.Helper()
-		if err := e.store.CreateRun(ctx, checkpoint.Run{Name: name, State: state, Steps: 4, Policy: checkpoint.PolicyBestValidation, Metric: checkpoint.MetricRewardMean, Config: json.RawMessage(`{}`)}); err != nil {
-			t.Fatal(err)
-		}
-		ev := &checkpoint.Evaluation{Step: 0, Episodes: 2, RewardMean: 0.25, Rewards: []float64{0.25, 0.25}}
-		if err := e.store.CommitStep(ctx, name, checkpoint.Step{Step: 0, N: 5}, ev); err != nil {
-			t.Fatal(err)
-		}
-	}
-	// "busy": asynchronous pipeline, step 1 validates while step 2 trains.
-	create("busy", checkpoint.StateRunning)
-	at1 := time.Date(2026, 1, 2, 15, 4, 5, 0, time.UTC)
-	at2 := at1.Add(90 * time.Second)
-	for _, inf := range []checkpoint.InFlight{
-		{Step: 1, N: 5, JobID: "busy/step-0001", Submitted: at1},
-		{Step: 2, N: 6, JobID: "busy/step-0002", Submitted: at2},
-	} {
-		if err := e.store.SetInFlight(ctx, "busy", inf); err != nil {
-			t.Fatal(err)
-		}
-	}
-	// "idle": running, its process between steps, no job in flight.
-	create("idle", checkpoint.StateRunning)
-	for _, name := range []string{"busy", "idle"} {
-		if _, err := e.store.AcquireLease(ctx, name, checkpoint.LeaseOptions{}); err != nil {
-			t.Fatal(err)
-		}
-	}
-	// "done": finished, no lease, nothing under way.
-	create("done", checkpoint.StateSucceeded)
-
+	underwayRuns(t, e.store, "busy/step-0002")
 	s := e.MustStart(t, server.Options{})
 	get := func(name string) map[string]json.RawMessage {
 		t.Helper()
@@ -105,6 +73,45 @@ func TestShowRunUnderway(t *testing.T) {
 	if string(done["state"]) != `"succeeded"` {
 		t.Errorf("done: state %s", done["state"])
 	}
+}
+
+// underwayRuns stores "busy" (running, asynchronous pipeline: step 1
+// validates while step 2's job, job2, trains; submitted at the time
+// returned), "idle" (running, between steps, no job in flight) and "done"
+// (succeeded, no lease, nothing under way). This process holds the leases
+// of the running ones, so a daemon leaves them alone.
+func underwayRuns(t *testing.T, store *checkpoint.Store, job2 string) time.Time {
+	t.Helper()
+	ctx := context.Background()
+	create := func(name, state string) {
+		t.Helper()
+		if err := store.CreateRun(ctx, checkpoint.Run{Name: name, State: state, Steps: 4, Policy: checkpoint.PolicyBestValidation, Metric: checkpoint.MetricRewardMean, Config: json.RawMessage(`{}`)}); err != nil {
+			t.Fatal(err)
+		}
+		ev := &checkpoint.Evaluation{Step: 0, Episodes: 2, RewardMean: 0.25, Rewards: []float64{0.25, 0.25}}
+		if err := store.CommitStep(ctx, name, checkpoint.Step{Step: 0, N: 5}, ev); err != nil {
+			t.Fatal(err)
+		}
+	}
+	create("busy", checkpoint.StateRunning)
+	at1 := time.Date(2026, 1, 2, 15, 4, 5, 0, time.UTC)
+	at2 := at1.Add(90 * time.Second)
+	for _, inf := range []checkpoint.InFlight{
+		{Step: 1, N: 5, JobID: "busy/step-0001", Submitted: at1},
+		{Step: 2, N: 6, JobID: job2, Submitted: at2},
+	} {
+		if err := store.SetInFlight(ctx, "busy", inf); err != nil {
+			t.Fatal(err)
+		}
+	}
+	create("idle", checkpoint.StateRunning)
+	for _, name := range []string{"busy", "idle"} {
+		if _, err := store.AcquireLease(ctx, name, checkpoint.LeaseOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	create("done", checkpoint.StateSucceeded)
+	return at2
 }
 
 // compact is JSON without spaces, its keys in their order ("" for none).

@@ -74,6 +74,7 @@ async function loadRuns() {
 
 function select(name) {
   state.selected = name;
+  state.run = null; // the previous run's, until loadRun reads this one
   history.replaceState(null, "", "?run=" + encodeURIComponent(name));
   state.jobs = {};
   state.live = new Map();
@@ -84,6 +85,7 @@ function select(name) {
   $("#tx-none").textContent = "No step selected.";
   $("#promote-result").textContent = "";
   $("#progress").textContent = "";
+  $("#underway").hidden = true;
   $("#cancel-error").textContent = "";
   state.endpoints = new Map();
   showEndpoints();
@@ -152,6 +154,7 @@ function render(r) {
   $("#run-error").className = r.state === "failed" ? "error" : "note";
   $("#cancel").hidden = !r.hosted;
   if (!r.hosted) $("#cancel-error").textContent = "";
+  showUnderway(r);
   const best = r.best ? r.best.step : null;
   promotable(r);
 
@@ -403,6 +406,7 @@ function onEvent(ev) {
       state.jobs[j.id] = { ...prev, step: ev.step, id: j.id, state: j.state, progress: j.progress,
         loss: j.metrics ? j.metrics.loss : prev.loss };
       renderJobs();
+      if (state.run) showUnderway(state.run);
       break;
     }
     // With an asynchronous pipeline several steps play at once (a step's
@@ -478,6 +482,35 @@ function showEndpoints() {
     (e.error ? ": " + e.error : "") + probed(e));
   $("#endpoints").textContent = lines.join("\n");
   $("#endpoints").hidden = lines.length === 0;
+}
+
+// showUnderway says what run view r has under way, as grpo runs show
+// does: the step being validated, the trainer job in flight (with its
+// state and progress once a job_state event told them) and the process
+// that holds the run's lease; each only when r has it. Without a live
+// holder they are what the run left when its process stopped.
+function showUnderway(r) {
+  const time = (t) => new Date(t).toLocaleTimeString();
+  const live = !!(r.lease && r.lease.live);
+  const lines = [];
+  if (r.validating !== undefined && r.validating !== null) {
+    lines.push("step " + r.validating + (live ? ": being validated, not committed yet" : ": was being validated when the run stopped, not committed"));
+  }
+  const j = r.in_flight;
+  if (j && live) {
+    const known = state.jobs[j.job_id];
+    const st = known && known.state ? " (" + known.state + (known.progress ? ", " + Math.round(100 * known.progress) + "%" : "") + ")" : "";
+    lines.push("step " + j.step + ": trainer job " + j.job_id + " in flight" + st + ", submitted " + time(j.submitted));
+  } else if (j) {
+    lines.push("step " + j.step + ": trainer job " + j.job_id + " submitted " + time(j.submitted) + ", not committed (a resume waits for that job)");
+  }
+  const l = r.lease;
+  // A live holder's heartbeat is renewed every few seconds: a time read
+  // at the last redraw would age on the page.
+  if (l && live) lines.push("played by pid " + l.pid + " on " + l.host + " since " + time(l.started));
+  else if (l) lines.push("not played: pid " + l.pid + " on " + l.host + " no longer renews its lease (last heartbeat " + time(l.heartbeat) + ")");
+  $("#underway").textContent = lines.join("\n");
+  $("#underway").hidden = lines.length === 0;
 }
 
 // liveStep is the episode count of a step not committed yet.
