@@ -87,6 +87,7 @@ function select(name) {
   $("#progress").textContent = "";
   $("#underway").hidden = true;
   $("#cancel-error").textContent = "";
+  state.actionError = null;
   state.endpoints = new Map();
   showEndpoints();
   for (const tr of document.querySelectorAll("#runs tbody tr")) tr.classList.toggle("selected", tr.dataset.run === name);
@@ -153,7 +154,17 @@ function render(r) {
   $("#run-error").textContent = r.error || "";
   $("#run-error").className = r.state === "failed" ? "error" : "note";
   $("#cancel").hidden = !r.hosted;
-  if (!r.hosted) $("#cancel-error").textContent = "";
+  // A refused action's error stays until the run's state makes it moot:
+  // a cancel's once the run no longer plays here, a resume's once it does.
+  if (state.actionError === "cancel" && !r.hosted || state.actionError === "resume" && r.hosted) {
+    $("#cancel-error").textContent = "";
+    state.actionError = null;
+  }
+  // A run no process plays and that did not succeed can be resumed here;
+  // a failed one's ended trainer job can be retried.
+  const resumable = !r.hosted && r.state !== "succeeded" && !(r.lease && r.lease.live);
+  $("#resume").hidden = !resumable;
+  $("#retry-job-label").hidden = !resumable || r.state !== "failed";
   showUnderway(r);
   const best = r.best ? r.best.step : null;
   promotable(r);
@@ -573,6 +584,23 @@ $("#cancel").addEventListener("click", async () => {
     scheduleRefresh();
   } catch (err) {
     $("#cancel-error").textContent = "cancel: " + err.message;
+    state.actionError = "cancel";
+  }
+});
+
+// Resume plays the run again in this daemon; a refusal is said where a
+// refused cancel is.
+$("#resume").addEventListener("click", async () => {
+  $("#cancel-error").textContent = "";
+  try {
+    const body = JSON.stringify({ retry_job: !$("#retry-job-label").hidden && $("#retry-job").checked });
+    render(await api("/api/v1/runs/" + encodeURIComponent(state.selected) + "/resume", { method: "POST", body,
+      headers: { "Content-Type": "application/json", ...authHeaders() } }));
+    $("#retry-job").checked = false;
+    scheduleRefresh();
+  } catch (err) {
+    $("#cancel-error").textContent = "resume: " + err.message;
+    state.actionError = "resume";
   }
 });
 
