@@ -170,6 +170,12 @@ func (s *Server) handleCreate(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, fmt.Sprintf("read config body: %v", err))
 		return
 	}
+	// An empty body is a request sent without its config (curl -XPOST
+	// without --data), not a wish for the default run, which {} asks for.
+	if len(bytes.TrimSpace(body)) == 0 {
+		writeError(w, http.StatusBadRequest, "empty config body: send the run's config as YAML or JSON ({} launches the default run)")
+		return
+	}
 	// Aliases are measured, never expanded, before anything walks the tree.
 	if err := config.CheckAliases(body); err != nil {
 		writeError(w, http.StatusBadRequest, err.Error())

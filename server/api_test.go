@@ -178,6 +178,8 @@ func TestCreateRejects(t *testing.T) {
 		{"slash name", `run: {name: "a//b"}`, 400, "run.name"},
 		{"into another run's data", `run: {name: "a/jobs"}`, 400, `run.name: \"a/jobs\" is not accepted; use 1 to 64 of A-Z a-z 0-9 . _ - in segments joined by '/' (e.g. exp/arm/1), each starting with a letter or digit and none \"jobs\" or \"adapters\"`},
 		{"not yaml", "run: [", 400, "line"},
+		{"empty", "", 400, "empty config body: send the run's config as YAML or JSON ({} launches the default run)"},
+		{"blank", " \n\t\n", 400, "empty config body"},
 		// The maxima of keys that only a typo makes large (config.Bound),
 		// in YAML and in JSON.
 		{"request_timeout above its maximum", "inference: {request_timeout: 48h}", 400, "inference.request_timeout: is 48h0m0s; at most 24h (one attempt of one request"},
@@ -215,6 +217,12 @@ func TestGeneratedNamesAndCancel(t *testing.T) {
 	b := launch(t, base, "", "run: {steps: 50}\nvalidation: {episodes: 4}")
 	if a.Run != "dp5-shaped-1" || b.Run != "dp5-shaped-2" {
 		t.Fatalf("names %q, %q; want dp5-shaped-1, dp5-shaped-2", a.Run, b.Run)
+	}
+	// {} is the default run (an empty body is refused: TestCreateRejects).
+	if c := launch(t, base, "", "{}"); c.Run != "dp5-shaped-3" {
+		t.Fatalf("the default run is named %q, want dp5-shaped-3", c.Run)
+	} else if code, body := do(t, "POST", base+"/api/v1/runs/"+c.Run+"/cancel", "", ""); code != http.StatusOK {
+		t.Fatalf("cancel %s = %d %s", c.Run, code, body)
 	}
 	if code, body := do(t, "POST", base+"/api/v1/runs", "", smallRun(a.Run, 1)); code != http.StatusConflict {
 		t.Fatalf("POST duplicate = %d %s, want 409", code, body)
