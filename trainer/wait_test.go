@@ -77,14 +77,20 @@ func TestJobClient_Wait_CancelledElsewhere(t *testing.T) {
 	}
 }
 
+// TestJobClient_Wait_Timeout: a job still running at the timeout is
+// cancelled, and the error names the job, the timeout and the last state
+// seen. The timeout must outlast the first poll, or no state is seen
+// ("still unknown"): a loopback round trip takes well under a millisecond,
+// but a loaded CI machine running -race took longer than the 30ms this
+// test once gave it. 2s leaves that poll room; the wait lasts as long.
 func TestJobClient_Wait_Timeout(t *testing.T) {
 	f, srv := newFakeTrainer(t, Job{State: StateRunning, Progress: 0.3})
 	c := NewJobClient(srv.URL, fastOptions())
-	job, err := c.Wait(context.Background(), "r/step-0004", 30*time.Millisecond, nil)
+	job, err := c.Wait(context.Background(), "r/step-0004", 2*time.Second, nil)
 	if !errors.Is(err, ErrJobTimeout) {
 		t.Fatalf("Wait()=%v, want ErrJobTimeout", err)
 	}
-	for _, want := range []string{"r/step-0004", "30ms", "running"} {
+	for _, want := range []string{"r/step-0004", "after 2s", "running"} {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("error %q does not name %q", err, want)
 		}
