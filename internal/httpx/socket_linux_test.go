@@ -38,10 +38,12 @@ func sayAndClose(msg string) func(net.Conn) {
 }
 
 // TestDialSocketManyAtOnce: hundreds of loopback dials at once, most of
-// whose handshakes end inside connect, all connect in far less than their
-// 20 s deadline and carry bytes both ways. (A dial that cleared the
-// poller's readiness after the handshake had ended waited for its
-// deadline: about one in a hundred did at 2,000 at once.)
+// whose handshakes end inside connect, all connect before their deadline
+// and carry bytes both ways. (A dial that cleared the poller's readiness
+// after the handshake had ended waited for its deadline and failed: about
+// one in a hundred did at 2,000 at once.) The deadline is a minute and no
+// bound on the wall time is asserted: a loaded CI machine may take
+// seconds over the dials, which a shorter bound would fail.
 func TestDialSocketManyAtOnce(t *testing.T) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -63,18 +65,17 @@ func TestDialSocketManyAtOnce(t *testing.T) {
 	const n = 200
 	var wg sync.WaitGroup
 	errs := make(chan error, n)
-	start := time.Now()
 	for range n {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			c, ok, err := dialSocket(context.Background(), time.Now().Add(20*time.Second), ln.Addr().String())
+			c, ok, err := dialSocket(context.Background(), time.Now().Add(time.Minute), ln.Addr().String())
 			if !ok || err != nil {
 				errs <- err
 				return
 			}
 			defer c.Close()
-			c.SetDeadline(time.Now().Add(20 * time.Second))
+			c.SetDeadline(time.Now().Add(time.Minute))
 			if _, err := c.Write([]byte("ping")); err != nil {
 				errs <- err
 				return
@@ -90,9 +91,6 @@ func TestDialSocketManyAtOnce(t *testing.T) {
 	for err := range errs {
 		t.Error(err)
 	}
-	if d := time.Since(start); d > 10*time.Second {
-		t.Errorf("%d loopback dials and echoes took %v: some dial waited for its deadline", n, d)
-	}
 }
 
 // TestAwaitConnectAfterHandshake: waiting for a handshake that ended
@@ -107,12 +105,11 @@ func TestAwaitConnectAfterHandshake(t *testing.T) {
 	}
 	defer c.Close()
 	time.Sleep(50 * time.Millisecond) // the poller takes the writable signal
+	// A wait for the next signal fails at the deadline: no wall-clock
+	// bound is asserted, which a loaded machine could overrun.
 	start := time.Now()
-	if err := c.(*sockConn).awaitConnect(context.Background(), time.Now().Add(3*time.Second)); err != nil {
+	if err := c.(*sockConn).awaitConnect(context.Background(), time.Now().Add(time.Minute)); err != nil {
 		t.Fatalf("awaitConnect on a connected socket: %v after %v", err, time.Since(start))
-	}
-	if d := time.Since(start); d > 2*time.Second {
-		t.Fatalf("awaitConnect on a connected socket took %v", d)
 	}
 }
 
