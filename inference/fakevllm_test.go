@@ -8,6 +8,7 @@ import (
 	"net/http/httptest"
 	"sync"
 	"testing"
+	"time"
 )
 
 // fakeVLLM is an httptest peer answering vLLM's admin API the way vLLM
@@ -184,6 +185,19 @@ func (f *fakeVLLM) log() []string {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	return append([]string(nil), f.events...)
+}
+
+// waitLogged waits until f has logged n events (requests in flight
+// count once they arrive). A request started in a goroutine can take
+// seconds to arrive on a loaded CI machine: the wait fails after a
+// minute, not sooner, and never lets the test go on before.
+func (f *fakeVLLM) waitLogged(t *testing.T, n int) {
+	t.Helper()
+	for deadline := time.Now().Add(time.Minute); len(f.log()) < n; time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d events logged after a minute, want %d: %v", len(f.log()), n, f.log())
+		}
+	}
 }
 
 func (f *fakeVLLM) root(name string) string {

@@ -428,9 +428,7 @@ func TestPool_OnlyEndpointKeepsInflight(t *testing.T) {
 		_, err := p.Complete(context.Background(), chatReq())
 		done <- err
 	}()
-	for deadline := time.Now().Add(5 * time.Second); len(a.log()) == 0 && time.Now().Before(deadline); {
-		time.Sleep(time.Millisecond)
-	}
+	a.waitLogged(t, 1)
 	p.drain(p.eps[0], -1, errors.New("another request failed"))
 	if p.Live()[0] {
 		t.Fatal("the endpoint was not drained")
@@ -502,9 +500,7 @@ func TestPool_ConcurrencyBoundsInflight(t *testing.T) {
 			}
 		})
 	}
-	for deadline := time.Now().Add(5 * time.Second); len(a.log()) < 2 && time.Now().Before(deadline); {
-		time.Sleep(time.Millisecond)
-	}
+	a.waitLogged(t, 2)
 	time.Sleep(20 * time.Millisecond) // let a third request through, if the bound were broken
 	if got := len(a.log()); got != 2 {
 		t.Fatalf("requests in flight=%d, want the concurrency bound 2", got)
