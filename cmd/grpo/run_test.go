@@ -255,8 +255,13 @@ func killAndResume(t *testing.T, config string) {
 		}
 		done := make(chan error, 1)
 		go func() { done <- cmd.Wait() }()
-		// Later attempts wait longer, so a slow machine still progresses.
-		delay := time.Duration(10+rng.IntN(120)+40*attempt) * time.Millisecond
+		// Later attempts wait longer, so a slow machine still progresses:
+		// an attempt commits a step only when it outlives the process's
+		// start and one step, which a loaded CI machine slowed past the
+		// 1.7s the 40th attempt waited when the wait grew by 40ms each
+		// time. Growing by a quarter each time, the wait outlasts any
+		// such slowdown within the attempts (the 40th waits a minute or more).
+		delay := time.Duration(float64(10+rng.IntN(120))*math.Pow(1.25, float64(attempt))) * time.Millisecond
 		var err error
 		select {
 		case err = <-done:
