@@ -354,11 +354,17 @@ func TestTrainerFailureFailsTheRun(t *testing.T) {
 // TestEndRecordedAfterLongRun: the bound on recording a run's end starts
 // when the loop stops, not when the run starts — a run that outlasted it
 // was left "running" with "set state: context deadline exceeded".
+//
+// The bound must outlast recording the end (a store write, which a loaded
+// CI machine can hold up for more than the 300ms this test once gave it),
+// and the run must outlast the bound: its job ends that long after it was
+// submitted, after the run started.
 func TestEndRecordedAfterLongRun(t *testing.T) {
+	const bound = 2 * time.Second
 	dir := t.TempDir()
 	e := newEnv(t, filepath.Join(dir, "data"), filepath.Join(dir, "grpo.db"))
-	e.trainer = fakeTrainer(t, trainer.Job{State: trainer.StateFailed, Error: "boom"}, 600*time.Millisecond)
-	o := orchestrator.New(orchestrator.Options{Store: e.store, Completer: e.chat, Trainer: e.trainer, Adapters: e.fleet, EndTimeout: 300 * time.Millisecond})
+	e.trainer = fakeTrainer(t, trainer.Job{State: trainer.StateFailed, Error: "boom"}, bound)
+	o := orchestrator.New(orchestrator.Options{Store: e.store, Completer: e.chat, Trainer: e.trainer, Adapters: e.fleet, EndTimeout: bound})
 	if err := o.Start(context.Background(), smallConfig(t, "long", 1)); !errors.Is(err, trainer.ErrJobFailed) {
 		t.Fatalf("err = %v, want the failed job", err)
 	}

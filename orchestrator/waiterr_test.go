@@ -69,7 +69,13 @@ func TestWaitErrorNamesTheJobOnce(t *testing.T) {
 			t.Cleanup(srv.Close)
 			e.trainer = trainer.NewJobClient(srv.URL, trainer.JobClientOptions{PollInterval: 5 * time.Millisecond})
 			cfg := smallConfig(t, "w", 1)
-			cfg.Trainer.JobTimeout = config.Duration(100 * time.Millisecond)
+			// Only the timeout case runs into job_timeout. The others
+			// keep the default, which the submit and the first poll, whose
+			// answer each case is about, cannot outlast: under load and
+			// -race they took longer than 100ms.
+			if tc.name == "timeout" {
+				cfg.Trainer.JobTimeout = config.Duration(100 * time.Millisecond)
+			}
 			err := e.orchestrator(nil).Start(ctx, cfg)
 			run, _, _ := snapshot(t, e.store, "w")
 			id := trainer.JobID(trainer.JobKey("w", run.ID), 1)
