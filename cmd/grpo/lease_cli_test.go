@@ -35,15 +35,7 @@ func TestResumeWhileDaemonPlays(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { daemon.Process.Kill(); daemon.Wait() })
-	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
-		if resp, err := http.Get("http://" + addr + "/healthz"); err == nil {
-			resp.Body.Close()
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("daemon did not come up")
-		}
-	}
+	waitHealthy(t, "http://"+addr)
 	type runState struct {
 		State string            `json:"state"`
 		Error string            `json:"error"`

@@ -58,7 +58,7 @@ func TestRefmodelServe_Strict(t *testing.T) {
 	}()
 	addr := regexp.MustCompile(`serving on (http://127\.0\.0\.1:\d+)`)
 	var base string
-	for deadline := time.Now().Add(10 * time.Second); base == "" && time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
+	for deadline := time.Now().Add(time.Minute); base == "" && time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
 		if mm := addr.FindStringSubmatch(errb.String()); mm != nil {
 			base = mm[1]
 		}

@@ -174,6 +174,23 @@ func buildBinary(t *testing.T) string {
 	return binPath
 }
 
+// waitHealthy waits until the daemon at base (a 'grpo serve' just
+// started) answers GET /healthz. The real binary's start — exec, the
+// store's check, the listener — takes milliseconds alone, seconds on a
+// loaded CI machine: it gets a minute, as the tests' other waits do.
+func waitHealthy(t *testing.T, base string) {
+	t.Helper()
+	for deadline := time.Now().Add(time.Minute); ; time.Sleep(10 * time.Millisecond) {
+		if resp, err := http.Get(base + "/healthz"); err == nil {
+			resp.Body.Close()
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the daemon at %s did not come up within a minute", base)
+		}
+	}
+}
+
 // results is a run's state and per-step results from 'runs show --json':
 // what must match between an interrupted and an uninterrupted run (not
 // paths or timings).
@@ -320,15 +337,8 @@ func TestKillDaemonMidRun(t *testing.T) {
 			t.Fatal(err)
 		}
 		t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
-		for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
-			if resp, err := http.Get("http://" + addr + "/healthz"); err == nil {
-				resp.Body.Close()
-				return cmd
-			}
-			if time.Now().After(deadline) {
-				t.Fatal("daemon did not come up")
-			}
-		}
+		waitHealthy(t, "http://"+addr)
+		return cmd
 	}
 	type runState struct {
 		State string            `json:"state"`
@@ -354,7 +364,7 @@ func TestKillDaemonMidRun(t *testing.T) {
 		t.Fatalf("launch: %s", resp.Status)
 	}
 	// Kill it once a few steps are committed, before the run ends.
-	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(time.Millisecond) {
+	for deadline := time.Now().Add(time.Minute); ; time.Sleep(time.Millisecond) {
 		rs := get()
 		if rs.State == "succeeded" {
 			t.Fatal("the run finished before it could be killed: make it longer")

@@ -43,7 +43,7 @@ func TestServeLaunchAndWatch(t *testing.T) {
 
 	re := regexp.MustCompile(`listening on (http://127\.0\.0\.1:\d+)`)
 	var url string
-	for deadline := time.Now().Add(10 * time.Second); url == ""; {
+	for deadline := time.Now().Add(time.Minute); url == ""; {
 		if m := re.FindStringSubmatch(serveErr.String()); m != nil {
 			url = m[1]
 		} else if time.Now().After(deadline) {

@@ -151,15 +151,7 @@ trainer: {kind: jobs, url: %s, api_key_env: GRPO_TEST_TRAINER_KEY, base_model: %
 			os.WriteFile(filepath.Join(dir, "serve.stderr"), stderr.Bytes(), 0o644)
 		}()
 		base := "http://" + addr
-		for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
-			if resp, err := http.Get(base + "/healthz"); err == nil {
-				resp.Body.Close()
-				break
-			}
-			if time.Now().After(deadline) {
-				t.Fatal("daemon did not come up")
-			}
-		}
+		waitHealthy(t, base)
 		body := fmt.Sprintf(`{"run": {"name": "keyed", "steps": 2, "seed": 4}, "validation": {"episodes": 2},
 "inference": {"model": %q, "endpoints": [{"peer": "v"}]},
 "trainer": {"peer": "t", "base_model": %q, "hyperparameters": {"learning_rate": %v}}}`, refmodel.BaseModelName, refmodel.BaseModelName, refmodel.DefaultLearningRate)
