@@ -13,6 +13,7 @@ import (
 
 	"github.com/gorilla/websocket"
 	"github.com/grpo-dev/grpo/checkpoint"
+	"github.com/grpo-dev/grpo/internal/httpx"
 	"github.com/grpo-dev/grpo/orchestrator"
 	"github.com/grpo-dev/grpo/server"
 )
@@ -49,6 +50,9 @@ type watchCommand struct {
 	episodes bool
 	json     bool
 	retry    time.Duration // first reconnection delay; doubles up to 16x
+	// pause waits a reconnection delay, or until ctx ends; nil:
+	// httpx.Sleep. A test holds a reconnection with it.
+	pause func(ctx context.Context, d time.Duration) error
 
 	end      io.Writer // where a finished run's end line goes
 	endState string    // the state c.run ended in, once it has
@@ -145,10 +149,12 @@ func (c *watchCommand) watch(ctx context.Context, stdout, stderr io.Writer) erro
 		}
 		p.flush()
 		fmt.Fprintf(stderr, "grpo watch: %v; reconnecting in %s\n", err, delay)
-		select {
-		case <-ctx.Done():
+		pause := c.pause
+		if pause == nil {
+			pause = httpx.Sleep
+		}
+		if pause(ctx, delay) != nil {
 			return nil
-		case <-time.After(delay):
 		}
 		delay = min(2*delay, 16*c.retry)
 	}

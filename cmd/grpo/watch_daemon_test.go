@@ -200,17 +200,37 @@ func TestWatchCatchesUpAfterRestart(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// Reconnecting only after 3 s: the restarted daemon commits steps
-	// meanwhile.
-	c := &watchCommand{base: base, run: "long", retry: 3 * time.Second}
+	// Watch reconnects only once the restarted daemon has committed a
+	// step. (It reconnected after 3 s, which a loaded machine could spend
+	// before the restarted daemon committed one: nothing was caught up.)
+	resume := make(chan struct{})
+	c := &watchCommand{base: base, run: "long", retry: time.Millisecond, pause: func(ctx context.Context, _ time.Duration) error {
+		select {
+		case <-resume:
+			return nil
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}}
 	var out, errs syncBuffer
 	done := make(chan error, 1)
 	go func() { done <- c.watch(context.Background(), &out, &errs) }()
 	waitFor(t, "watch to print step 2", func() bool { return strings.Contains(out.String(), "long         step  2") })
 	s1.Close()
 	waitFor(t, "watch to notice", func() bool { return strings.Contains(errs.String(), "reconnecting") })
+	store := checkpoint.New(db, checkpoint.Options{})
+	steps := func() int {
+		_, st, _, err := store.Snapshot(context.Background(), "long")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return len(st)
+	}
+	stopped := steps()
 	s2 := startDaemon(t, addr, db)
 	defer s2.Close()
+	waitFor(t, "the restarted daemon to commit a step", func() bool { return steps() > stopped })
+	close(resume)
 	select {
 	case err := <-done:
 		if err != nil {
