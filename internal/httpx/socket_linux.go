@@ -3,6 +3,7 @@ package httpx
 import (
 	"context"
 	"errors"
+	"golang.org/x/sys/unix"
 	"io"
 	"net"
 	"net/netip"
@@ -204,4 +205,27 @@ func (c *sockConn) opError(op string, err error) error {
 		err = net.ErrClosed
 	}
 	return &net.OpError{Op: op, Net: "tcp", Addr: c.raddr, Err: err}
+}
+
+// handshakeResent reports whether the kernel sent any of nc's segments
+// again, its handshake included (TCP_INFO's total retransmits, read just
+// after the connect): a dial that took long without one was slow on this
+// side, not dropped by the server. known is false when nc is not a TCP
+// socket or the kernel does not say.
+func handshakeResent(nc net.Conn) (resent, known bool) {
+	sc, ok := nc.(syscall.Conn)
+	if !ok {
+		return false, false
+	}
+	raw, err := sc.SyscallConn()
+	if err != nil {
+		return false, false
+	}
+	var info *unix.TCPInfo
+	if err := raw.Control(func(fd uintptr) {
+		info, err = unix.GetsockoptTCPInfo(int(fd), unix.IPPROTO_TCP, unix.TCP_INFO)
+	}); err != nil || info == nil {
+		return false, false
+	}
+	return info.Total_retrans > 0, true
 }

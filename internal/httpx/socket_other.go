@@ -12,3 +12,6 @@ import (
 func dialSocket(context.Context, time.Time, string) (net.Conn, bool, error) {
 	return nil, false, nil
 }
+
+// handshakeResent is Linux's: elsewhere it is not known.
+func handshakeResent(net.Conn) (resent, known bool) { return false, false }

@@ -347,7 +347,10 @@ func (t *Transport) dialNow(ctx context.Context, deadline time.Time, key string)
 		return nil, err
 	}
 	if t.Logger != nil {
-		t.noteDial(key, time.Since(start))
+		if took := time.Since(start); took >= cmp.Or(t.slowDialAfter, slowDial) {
+			resent, known := handshakeResent(nc)
+			t.noteDial(key, took, resent || !known)
+		}
 	}
 	return &pconn{Conn: nc, br: bufio.NewReaderSize(nc, readBufferSize), key: key}, nil
 }
@@ -358,8 +361,11 @@ func (t *Transport) dialNow(ctx context.Context, deadline time.Time, key string)
 const slowDial = time.Second
 
 // noteDial warns Logger of a dial to addr that took longer than
-// slowDial, at most once a minute per address.
-func (t *Transport) noteDial(addr string, took time.Duration) {
+// slowDial, at most once a minute per address. dropped: its handshake was
+// sent again (or that is not known), as when the server's listen backlog
+// is full; otherwise the time went on this side, and the backlog is not
+// the cause to name.
+func (t *Transport) noteDial(addr string, took time.Duration, dropped bool) {
 	if took < cmp.Or(t.slowDialAfter, slowDial) {
 		return
 	}
@@ -374,6 +380,12 @@ func (t *Transport) noteDial(addr string, took time.Duration) {
 	}
 	t.warned[addr] = now
 	t.mu.Unlock()
+	if !dropped {
+		t.Logger.Warn("slow TCP connect: no handshake was sent again, so the time went on this side",
+			"addr", addr, "took", took.Round(time.Millisecond),
+			"hint", "this process waited for the CPU (a busy or throttled machine, or more concurrency than it has cores for); the server's backlog is not the cause")
+		return
+	}
 	t.Logger.Warn("slow TCP connect: the server completed the handshake late",
 		"addr", addr, "took", took.Round(time.Millisecond),
 		"hint", "a server whose listen backlog is smaller than the connections opened at once drops the handshakes beyond it, and they are sent again after 1 s, 3 s, 7 s...: raise its backlog (uvicorn --backlog, net.core.somaxconn) or lower the concurrency")
