@@ -61,8 +61,13 @@ func TestDashboardUnderway(t *testing.T) {
 		playedBy(busyLease); got != want {
 		t.Errorf("busy run's underway line:\n%q\nwant\n%q", got, want)
 	}
-	if injected, err := chromedp.Run(page, chromedp.Evaluate[bool](`!!window.injected || document.querySelector("#underway img") !== null`)); err != nil || injected {
+	if injected, err := chromedp.Run(page, chromedp.Evaluate[bool](`!!window.injected || document.querySelector("#underway img, #jobs img") !== null`)); err != nil || injected {
 		t.Errorf("the job id was read as markup (%v)", err)
+	}
+	// The trainer jobs table lists the job in flight before any job_state
+	// event (it listed committed steps' jobs only): no progress known yet.
+	if got, want := jobRows(t, page), "2 "+job+" in flight - - -"; got != want {
+		t.Errorf("trainer jobs before a job_state event:\n%q\nwant\n%q", got, want)
 	}
 	// A job_state event of the job in flight says its state and progress.
 	if _, err := chromedp.Run(page, chromedp.Evaluate[bool](`onEvent({type: "job_state", run: "busy", step: 2, time: new Date().toISOString(), data: {id: `+strconv.Quote(job)+`, state: "running", progress: 0.4}}), true`)); err != nil {
@@ -70,6 +75,9 @@ func TestDashboardUnderway(t *testing.T) {
 	}
 	if got, want := underway(t, page), "step 2: trainer job "+job+" in flight (running, 40%), submitted "+localTime(at2); !slices.Contains(strings.Split(got, "\n"), want) {
 		t.Errorf("after a job_state event the underway line is\n%q\nwant a line %q", got, want)
+	}
+	if got, want := jobRows(t, page), "2 "+job+" running 40% - -"; got != want {
+		t.Errorf("trainer jobs after a job_state event:\n%q\nwant\n%q", got, want)
 	}
 	// A holder gone (its lease stale): what the run left, as grpo runs show says.
 	if _, err := chromedp.Run(page, chromedp.Evaluate[bool](`render({...state.run, lease: {...state.run.lease, live: false}}), true`)); err != nil {
@@ -97,6 +105,17 @@ func TestDashboardUnderway(t *testing.T) {
 	if got := shown("done"); got != "" {
 		t.Errorf("finished run's underway line %q, want it hidden", got)
 	}
+}
+
+// jobRows is the page's trainer jobs table, a row's cells joined by
+// spaces, rows by " | ".
+func jobRows(t *testing.T, page context.Context) string {
+	t.Helper()
+	got, err := chromedp.Run(page, chromedp.Evaluate[string](`[...document.querySelectorAll("#jobs tbody tr")].map((tr) => [...tr.children].map((td) => td.textContent).join(" ")).join(" | ")`))
+	if err != nil {
+		t.Fatalf("chromium: %v", err)
+	}
+	return got
 }
 
 // underway is the page's underway line, "" when it is hidden.

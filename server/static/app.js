@@ -238,6 +238,12 @@ function render(r) {
       loss: s.job.metrics ? s.job.metrics.loss : null,
       seconds: (new Date(s.job.finished) - new Date(s.job.submitted)) / 1000 };
   }
+  // The job in flight of a run played now is listed before its first
+  // job_state event, which a trainer may send only when the job ends.
+  const f = r.in_flight;
+  if (f && r.lease && r.lease.live && !state.jobs[f.job_id]) {
+    state.jobs[f.job_id] = { step: f.step, id: f.job_id, state: "in flight", loss: null, seconds: null };
+  }
   renderJobs();
 }
 
@@ -289,7 +295,7 @@ function renderJobs() {
   for (const j of jobs) {
     const tr = el("tr", { "data-job": j.id });
     tr.append(el("td", {}, j.step), el("td", {}, j.id), el("td", {}, j.state),
-      el("td", {}, j.progress === null ? "done" : Math.round(100 * (j.progress || 0)) + "%"), el("td", {}, fmt(j.loss, 4)),
+      el("td", {}, j.progress === null ? "done" : j.progress === undefined ? "-" : Math.round(100 * j.progress) + "%"), el("td", {}, fmt(j.loss, 4)),
       el("td", {}, j.seconds ? fmt(j.seconds, 2) : "-"));
     tbody.append(tr);
   }
