@@ -152,82 +152,99 @@ func explain(err error) error {
 	return err
 }
 
-// chatRequest is a chat completion request as it goes on the wire.
-// Temperature is always sent: 0 is greedy, not "the server's default".
-// Messages are each encoded once, by the caller when it gave
-// EncodedMessages (a conversation grows by a turn a call), and the tool
-// list once per list (toolCache).
-type chatRequest struct {
-	Model               string            `json:"model"`
-	ToolChoice          any               `json:"tool_choice,omitempty"`
-	Temperature         float32           `json:"temperature"`
-	TopP                float32           `json:"top_p,omitempty"`
-	N                   int               `json:"n,omitempty"`
-	Stop                []string          `json:"stop,omitempty"`
-	MaxTokens           int               `json:"max_tokens,omitempty"`
-	MaxCompletionTokens int               `json:"max_completion_tokens,omitempty"`
-	PresencePenalty     float32           `json:"presence_penalty,omitempty"`
-	FrequencyPenalty    float32           `json:"frequency_penalty,omitempty"`
-	LogProbs            bool              `json:"logprobs,omitempty"`
-	TopLogProbs         int               `json:"top_logprobs,omitempty"`
-	Seed                *int              `json:"seed,omitempty"`
-	User                string            `json:"user,omitempty"`
-	ChatTemplateKwargs  map[string]any    `json:"chat_template_kwargs,omitempty"`
-	ParallelToolCalls   any               `json:"parallel_tool_calls,omitempty"`
-	ReturnTokenIDs      bool              `json:"return_token_ids,omitempty"`
-	ResponseFormat      any               `json:"response_format,omitempty"`
-	ReasoningEffort     string            `json:"reasoning_effort,omitempty"`
-	Messages            []json.RawMessage `json:"messages"`
-	Tools               json.RawMessage   `json:"tools,omitempty"`
+// chatParams are the request's fields other than messages and tools, as
+// they go on the wire. Temperature is always sent: 0 is greedy, not "the
+// server's default".
+type chatParams struct {
+	Model               string         `json:"model"`
+	ToolChoice          any            `json:"tool_choice,omitempty"`
+	Temperature         float32        `json:"temperature"`
+	TopP                float32        `json:"top_p,omitempty"`
+	N                   int            `json:"n,omitempty"`
+	Stop                []string       `json:"stop,omitempty"`
+	MaxTokens           int            `json:"max_tokens,omitempty"`
+	MaxCompletionTokens int            `json:"max_completion_tokens,omitempty"`
+	PresencePenalty     float32        `json:"presence_penalty,omitempty"`
+	FrequencyPenalty    float32        `json:"frequency_penalty,omitempty"`
+	LogProbs            bool           `json:"logprobs,omitempty"`
+	TopLogProbs         int            `json:"top_logprobs,omitempty"`
+	Seed                *int           `json:"seed,omitempty"`
+	User                string         `json:"user,omitempty"`
+	ChatTemplateKwargs  map[string]any `json:"chat_template_kwargs,omitempty"`
+	ParallelToolCalls   any            `json:"parallel_tool_calls,omitempty"`
+	ReturnTokenIDs      bool           `json:"return_token_ids,omitempty"`
+	ResponseFormat      any            `json:"response_format,omitempty"`
+	ReasoningEffort     string         `json:"reasoning_effort,omitempty"`
 }
 
-// encode is the request body of req.
+// encode is the request body of req: its parameters encoded by
+// json.Marshal, then the messages and the tool list, each already
+// encoded by json.Marshal and joined as they are. A message is encoded
+// once, when it joins a conversation (the caller's EncodedMessages), and
+// a tool list once (toolCache): passed through json.Marshal again, the
+// whole conversation would be re-validated every call, which was most of
+// the CPU a call cost the client.
 func (c *ChatClient) encode(req *rollout.Request) ([]byte, error) {
 	r := &req.ChatCompletionRequest
 	if r.Stream {
 		return nil, errors.New("encode request: streaming is not supported")
 	}
-	w := chatRequest{
+	p := chatParams{
 		Model: r.Model, Temperature: r.Temperature, TopP: r.TopP, N: r.N, Stop: r.Stop,
 		MaxTokens: r.MaxTokens, MaxCompletionTokens: r.MaxCompletionTokens,
 		PresencePenalty: r.PresencePenalty, FrequencyPenalty: r.FrequencyPenalty,
 		LogProbs: r.LogProbs, TopLogProbs: r.TopLogProbs, Seed: r.Seed, User: r.User,
 		ChatTemplateKwargs: r.ChatTemplateKwargs, ParallelToolCalls: r.ParallelToolCalls,
 		ReturnTokenIDs: !c.opts.OmitTokenIDs, ReasoningEffort: r.ReasoningEffort,
-		Messages: req.EncodedMessages,
 	}
 	if r.ToolChoice != nil && r.ToolChoice != "" {
-		w.ToolChoice = r.ToolChoice
+		p.ToolChoice = r.ToolChoice
 	}
 	if r.ResponseFormat != nil {
-		w.ResponseFormat = r.ResponseFormat
+		p.ResponseFormat = r.ResponseFormat
 	}
 	if c.opts.OmitLogprobs {
-		w.LogProbs, w.TopLogProbs = false, 0
+		p.LogProbs, p.TopLogProbs = false, 0
 	}
-	if c.opts.MaxCompletionTokens && w.MaxCompletionTokens == 0 {
-		w.MaxCompletionTokens, w.MaxTokens = w.MaxTokens, 0
+	if c.opts.MaxCompletionTokens && p.MaxCompletionTokens == 0 {
+		p.MaxCompletionTokens, p.MaxTokens = p.MaxTokens, 0
 	}
-	if len(r.Tools) > 0 {
-		w.Tools = c.tools.encode(r.Tools)
+	head, err := json.Marshal(&p)
+	if err != nil {
+		return nil, fmt.Errorf("encode request: %w", err)
 	}
-	if len(r.Messages) > 0 && len(w.Messages) != len(r.Messages) {
-		w.Messages = make([]json.RawMessage, len(r.Messages))
+	msgs := req.EncodedMessages
+	if len(r.Messages) > 0 && len(msgs) != len(r.Messages) {
+		msgs = make([]json.RawMessage, len(r.Messages))
 		for i := range r.Messages {
-			var err error
-			if w.Messages[i], err = json.Marshal(&r.Messages[i]); err != nil {
+			if msgs[i], err = json.Marshal(&r.Messages[i]); err != nil {
 				return nil, fmt.Errorf("encode message %d: %w", i, err)
 			}
 		}
 	}
-	if w.Messages == nil {
-		w.Messages = []json.RawMessage{}
+	var tools []byte
+	if len(r.Tools) > 0 {
+		tools = c.tools.encode(r.Tools)
 	}
-	b, err := json.Marshal(&w)
-	if err != nil {
-		return nil, fmt.Errorf("encode request: %w", err)
+	n := len(head) + len(`,"messages":[],"tools":`) + len(tools)
+	for _, m := range msgs {
+		n += len(m) + 1
 	}
-	return b, nil
+	b := make([]byte, 0, n)
+	b = append(b, head[:len(head)-1]...) // without its closing brace
+	b = append(b, `,"messages":[`...)
+	for i, m := range msgs {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = append(b, m...)
+	}
+	b = append(b, ']')
+	if tools != nil {
+		b = append(b, `,"tools":`...)
+		b = append(b, tools...)
+	}
+	return append(b, '}'), nil
 }
 
 // wireAnswer is the part of a chat completion answer the orchestrator
