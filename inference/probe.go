@@ -60,8 +60,9 @@ func (f *Fleet) Start(ctx context.Context) {
 	})
 }
 
-// Close stops the probe loop and waits for it. Safe to call twice, and
-// without Start.
+// Close stops the probe loop, waits for it, and deletes the series of the
+// fleet's endpoints from FleetOptions.Metrics (their run is over). Safe
+// to call twice, and without Start.
 func (f *Fleet) Close() {
 	f.closeOnce.Do(func() {
 		f.startOnce.Do(func() {}) // a later Start does nothing
@@ -69,6 +70,9 @@ func (f *Fleet) Close() {
 			f.cancel()
 		}
 		f.wg.Wait()
+		for _, ep := range f.eps {
+			f.opts.Metrics.forget(f.opts.Run, ep.url)
+		}
 	})
 }
 
