@@ -219,7 +219,9 @@ func sortRuns(list []checkpoint.RunSummary, key string) {
 			})
 		}
 	case "deadlock":
-		by = func(a, b checkpoint.RunSummary) int { return absentLast(a.BestDeadlockRate, b.BestDeadlockRate, cmp.Compare[float64]) }
+		by = func(a, b checkpoint.RunSummary) int {
+			return absentLast(a.BestDeadlockRate, b.BestDeadlockRate, cmp.Compare[float64])
+		}
 	default: // created: as listed
 		return
 	}
