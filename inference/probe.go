@@ -276,7 +276,7 @@ func (f *Fleet) Probe(ctx context.Context) error {
 					break
 				}
 			}
-			if errs[i] != nil && errors.Is(ctx.Err(), context.DeadlineExceeded) {
+			if errors.Is(errs[i], context.DeadlineExceeded) && errors.Is(ctx.Err(), context.DeadlineExceeded) {
 				errs[i] = fmt.Errorf("%w: no answer%s", errs[i], within)
 			}
 		})
