@@ -16,6 +16,11 @@ import (
 // transiently (each time with the admin client's retries).
 const probeRounds = 4
 
+// maxProbes bounds the probes (and ListModels requests) in flight at
+// once: every endpoint a config may list (inference.endpoints holds at
+// most 256), each a connection.
+const maxProbes = 256
+
 // Probe checks that the endpoint is an OpenAI-compatible server: GET
 // {base}/models must answer a JSON model list. The error names the URL and
 // what was expected, so a user can fix a config that points at the wrong
@@ -247,7 +252,7 @@ func (f *Fleet) sawBase(ep *endpoint, models []Model) {
 }
 
 // Probe checks every endpoint as AdminClient.Probe does, before a run
-// starts, all of them at once within ctx's deadline (the start's one
+// starts, all of them at once (at most maxProbes in flight) within ctx's deadline (the start's one
 // deadline: an endpoint adds no time of its own). An endpoint that cannot
 // be reached (refused, reset), answers 429/5xx, or has not answered when
 // the deadline passes (it accepts connections and hangs) is drained, to be
@@ -262,9 +267,17 @@ func (f *Fleet) Probe(ctx context.Context) error {
 	}
 	errs := make([]error, len(f.eps))
 	listed := make([][]Model, len(f.eps))
+	slots := make(chan struct{}, maxProbes)
 	var wg sync.WaitGroup
 	for i, ep := range f.eps {
 		wg.Go(func() {
+			select {
+			case slots <- struct{}{}:
+				defer func() { <-slots }()
+			case <-ctx.Done():
+				errs[i] = fmt.Errorf("probe %s: not probed: %w", ep.url, ctx.Err())
+				return
+			}
 			// A server that answers but fails transiently (5xx, a reset)
 			// is there: a few more rounds of the client's retries keep a
 			// scattered fault from failing the start. One that refuses
@@ -326,9 +339,14 @@ func (f *Fleet) Models() []Model {
 // adds none. ctx bounds the whole.
 func ListModels(ctx context.Context, clients []*AdminClient) []Model {
 	listed := make([][]Model, len(clients))
+	slots := make(chan struct{}, maxProbes)
 	var wg sync.WaitGroup
 	for i, c := range clients {
-		wg.Go(func() { listed[i], _ = c.Models(ctx) })
+		wg.Go(func() {
+			slots <- struct{}{}
+			defer func() { <-slots }()
+			listed[i], _ = c.Models(ctx)
+		})
 	}
 	wg.Wait()
 	return slices.Concat(listed...)
