@@ -252,8 +252,9 @@ func (f *Fleet) sawBase(ep *endpoint, models []Model) {
 }
 
 // Probe checks every endpoint as AdminClient.Probe does, before a run
-// starts, all of them at once (at most maxProbes in flight) within ctx's deadline (the start's one
-// deadline: an endpoint adds no time of its own). An endpoint that cannot
+// starts, all of them at once (at most maxProbes in flight) within ctx's
+// deadline (the start's one deadline: an endpoint adds no time of its
+// own). An endpoint that cannot
 // be reached (refused, reset), answers 429/5xx, or has not answered when
 // the deadline passes (it accepts connections and hangs) is drained, to be
 // probed back once Start runs, so that a run can start with replicas down;
