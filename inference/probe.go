@@ -254,12 +254,11 @@ func (f *Fleet) sawBase(ep *endpoint, models []Model) {
 // Probe checks every endpoint as AdminClient.Probe does, before a run
 // starts, all of them at once (at most maxProbes in flight) within ctx's
 // deadline (the start's one deadline: an endpoint adds no time of its
-// own). An endpoint that cannot
-// be reached (refused, reset), answers 429/5xx, or has not answered when
-// the deadline passes (it accepts connections and hangs) is drained, to be
-// probed back once Start runs, so that a run can start with replicas down;
-// one that answers but is not an OpenAI-compatible server is a config
-// error. It fails when no endpoint answers, naming each, or when ctx is
+// own). An endpoint that cannot be reached (refused, reset), answers
+// 429/5xx, or has not answered when the deadline passes (it accepts
+// connections and hangs) is drained, to be probed back once Start runs,
+// so that a run can start with replicas down; one that answers but is not
+// an OpenAI-compatible server is a config error. It fails when no endpoint answers, naming each, or when ctx is
 // cancelled. What the endpoints list is kept for Models.
 func (f *Fleet) Probe(ctx context.Context) error {
 	var within string
