@@ -5,7 +5,7 @@
 
 const $ = (sel) => document.querySelector(sel);
 const SVGNS = "http://www.w3.org/2000/svg";
-const state = { selected: null, run: null, jobs: {}, live: new Map(), committed: -1, endpoints: new Map(), reads: new Set(), refresh: null, runsRefresh: null, compare: new Set(), others: {}, ws: null, resize: null };
+const state = { selected: null, run: null, jobs: {}, live: new Map(), committed: -1, endpoints: new Map(), reads: new Set(), refresh: null, compare: new Set(), others: {}, ws: null, resize: null };
 
 // view returns the chart controls: EMA smoothing weight and step range.
 function view() {
@@ -42,6 +42,9 @@ async function api(path, opts = {}) {
   return body;
 }
 
+// loadRuns reads the first page of the runs list (name order; the
+// daemon's page size). It is read again when a run starts or finishes, not
+// at every step: updateRow moves a row from its run's events.
 async function loadRuns() {
   const runs = await api("/api/v1/runs");
   const tbody = $("#runs tbody");
@@ -69,7 +72,16 @@ async function loadRuns() {
   // /?run=NAME opens that run; else the most recent one.
   const wanted = new URLSearchParams(location.search).get("run");
   if (!state.selected && wanted) select(wanted);
-  else if (!state.selected && runs.length > 0) select(runs[runs.length - 1].name);
+  else if (!state.selected && runs.length > 0) select(runs.reduce((a, b) => (b.created > a.created ? b : a)).name);
+}
+
+// updateRow moves one run's row from its step_committed or best_changed
+// event; a run not on the page loaded has no row.
+function updateRow(ev) {
+  const tr = [...document.querySelectorAll("#runs tbody tr")].find((r) => r.dataset.run === ev.run);
+  if (!tr) return;
+  if (ev.type === "step_committed") tr.children[2].textContent = ev.step;
+  if (ev.type === "best_changed") tr.children[3].textContent = ev.data.step;
 }
 
 function select(name) {
@@ -132,14 +144,7 @@ async function loadOthers() {
 // scheduleRefresh coalesces bursts of events into one reload.
 function scheduleRefresh() {
   if (state.refresh) return;
-  state.refresh = setTimeout(() => { state.refresh = null; loadRun().catch(console.error); loadRuns().catch(console.error); }, 150);
-}
-
-// scheduleRuns coalesces other runs' step events into one reload of the
-// runs list a second.
-function scheduleRuns() {
-  if (state.runsRefresh) return;
-  state.runsRefresh = setTimeout(() => { state.runsRefresh = null; loadRuns().catch(console.error); }, 1000);
+  state.refresh = setTimeout(() => { state.refresh = null; loadRun().catch(console.error); }, 150);
 }
 
 function render(r) {
@@ -411,11 +416,8 @@ function chart(svg, series, opts) {
 // docs/EVENTS.md documents.
 function onEvent(ev) {
   if (ev.type === "run_started" || ev.type === "run_finished") loadRuns().catch(console.error);
-  if (ev.run !== state.selected) {
-    // Another run's step or best step moved: its row in the list.
-    if (ev.type === "step_committed" || ev.type === "best_changed") scheduleRuns();
-    return;
-  }
+  if (ev.type === "step_committed" || ev.type === "best_changed") updateRow(ev);
+  if (ev.run !== state.selected) return;
   switch (ev.type) {
     case "job_state": {
       const j = ev.data;
