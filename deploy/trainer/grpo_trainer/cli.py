@@ -54,9 +54,6 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument(
         "--micro-batch-size", type=positive_int, default=4, help="sequences per forward pass"
     )
-    s.add_argument(
-        "--steps-per-epoch", type=positive_int, default=1, help="optimizer steps per epoch"
-    )
     s.add_argument("--gradient-checkpointing", action="store_true", help="trade compute for memory")
     s.add_argument(
         "--logprobs-mode",
@@ -118,7 +115,6 @@ def serve(args: argparse.Namespace) -> int:
         train=TrainOptions(
             seed=args.seed,
             micro_batch_size=args.micro_batch_size,
-            steps_per_epoch=args.steps_per_epoch,
             gradient_checkpointing=args.gradient_checkpointing,
             logprobs_mode=args.logprobs_mode,
         ),

@@ -32,13 +32,30 @@ def token_logprobs(
     sampled logprobs that were reported after temperature scaling (vLLM's
     --logprobs-mode processed_logprobs); vLLM's default raw logprobs are at
     temperature 1."""
+    return token_logprobs_and_entropy(logits, input_ids, temperature, entropy=False)[0]
+
+
+def token_logprobs_and_entropy(
+    logits: torch.Tensor,
+    input_ids: torch.Tensor,
+    temperature: torch.Tensor | None = None,
+    entropy: bool = True,
+) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """token_logprobs, and (when entropy) the entropy -sum p log p of the
+    same distributions, [B, T-1], without gradient: one log-softmax for
+    both."""
     logits = logits[:, :-1, :]
     if logits.dtype in (torch.float16, torch.bfloat16):
         logits = logits.float()
     if temperature is not None:
         logits = logits / temperature.to(logits.dtype)[:, None, None]
     logp = torch.log_softmax(logits, dim=-1)
-    return torch.gather(logp, -1, input_ids[:, 1:].unsqueeze(-1)).squeeze(-1)
+    picked = torch.gather(logp, -1, input_ids[:, 1:].unsqueeze(-1)).squeeze(-1)
+    ent = None
+    if entropy:
+        with torch.no_grad():
+            ent = -(logp.exp() * logp).sum(-1)
+    return picked, ent
 
 
 def grpo_loss(
