@@ -19,6 +19,11 @@ TERMINAL_STATES = frozenset({"succeeded", "failed", "cancelled"})
 # An output adapter name becomes a directory name.
 ADAPTER_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,199}$")
 
+# A job whose escaped id is too long for a directory name is stored under
+# "sha256-<hex digest of the id>" (jobs.job_dir_name): an id of that shape
+# would name another job's records.
+HASHED_ID_RE = re.compile(r"sha256-[0-9a-f]{64}", re.IGNORECASE)
+
 MAX_RANK = 256
 DEFAULT_RANK = 8
 DEFAULT_TARGET_MODULES = (
@@ -216,6 +221,12 @@ class JobRequest(_Wire):
     def _id(cls, v: str) -> str:
         if any(ord(c) < 0x20 or ord(c) == 0x7F for c in v):
             raise ValueError("no control characters allowed")
+        if HASHED_ID_RE.fullmatch(v):
+            raise ValueError(
+                "sha256-<64 hex digits> is the trainer's name for the records of an id "
+                "too long to be a directory name, and is refused as an id; accepted: "
+                "1 to 512 characters without control characters, in any other form"
+            )
         return v
 
     @field_validator("output_adapter")

@@ -541,7 +541,12 @@ ABANDONED_AFTER = 600.0
 
 def remove_abandoned_saves(adapters_dir: Path) -> None:
     """Removes the temporary directories (.tmp-*) of adapter saves that a
-    killed trainer left half-written, once untouched for ABANDONED_AFTER."""
+    killed trainer left half-written, once untouched for ABANDONED_AFTER,
+    and settles the replaced adapters (.old-<name>-<hex>) of saves killed
+    between their two renames (called at start, before any job runs): one
+    whose name holds an adapter again is removed; one whose name is empty
+    (killed right between the renames) is put back, so the adapter is as
+    before the save, which its job, run again, repeats."""
     now = time.time()
     for d in adapters_dir.glob(".tmp-*"):
         try:
@@ -549,6 +554,15 @@ def remove_abandoned_saves(adapters_dir: Path) -> None:
         except OSError:
             continue
         if abandoned:
+            shutil.rmtree(d, ignore_errors=True)
+    for d in adapters_dir.glob(".old-*"):
+        name = d.name[len(".old-") :].rpartition("-")[0]
+        dest = adapters_dir / name
+        if name and not dest.exists():
+            log.info("restoring adapter %s from %s, left by a save cut short", dest, d)
+            os.rename(d, dest)
+        else:
+            log.info("removing %s, the adapter a save cut short had replaced", d)
             shutil.rmtree(d, ignore_errors=True)
 
 

@@ -358,8 +358,9 @@ def test_restart_answers_old_jobs_and_reruns_unfinished(tmp_path, model_dir, tra
         )
         assert client.post("/v1/jobs", json=long).status_code == 202
         wait(client, "run/step-0002", states=("running",))
+    # Stopped by the shutdown, not a death: queued again (no restart counted).
     rec = json.loads((tmp_path / "jobs" / job_dir_name("run/step-0002") / JOB_FILE).read_text())
-    assert rec["job"]["state"] == "running"
+    assert rec["job"]["state"] == "queued" and rec["restarts"] == 0
 
     # What a trainer killed mid-job leaves behind, and a record whose
     # request did not survive.
