@@ -27,7 +27,8 @@ Runs an experiment (DESIGN §11): one run per arm and seed, named
 <experiment>/<arm>/<seed>, in one store; measures each run's base, best
 and last checkpoints on the test split; and writes report.md,
 summary.json and two plots (curves.png: the validation curves;
-test.png: test reward by checkpoint and arm) into the experiment's out
+test.png: test reward, deadlock rate and meals by checkpoint and arm; a
+reward panel per reward function in each) into the experiment's out
 directory (--out DIR instead; --db DB instead of experiment.db). Running
 the file again reuses finished runs and stored test measurements, and
 resumes unfinished runs: nothing is trained twice. The last line names
