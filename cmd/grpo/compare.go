@@ -131,7 +131,7 @@ func (c *CompareCommand) ParseFlags(args []string) error {
 		return err
 	}
 	if fs.NArg() != 2 {
-		return usagef("want two runs (RUN_A RUN_B --db DB) or two files (A.jsonl B.jsonl); got %d argument(s)", fs.NArg())
+		return usagef("want two files (A.jsonl B.jsonl) or two runs (RUN_A RUN_B --db DB); got %d argument(s)", fs.NArg())
 	}
 	c.pathA, c.pathB = fs.Arg(0), fs.Arg(1)
 	c.set = map[string]bool{}
