@@ -39,7 +39,9 @@ scored by different reward functions (or weights) are not compared on
 reward, whose scales differ (a paper reward is not on the shaped scale):
 compare says so and compares the other three. A checkpoint's test
 measurement is stored with its run as 'grpo eval --run' stores it, and one
-already stored on the same tables is reused.
+already stored on the same tables is reused. Each run plays by its own
+env rules (rounds, mode, deadlock patience); when they differ compare
+says so.
 
 Two files ('grpo eval --out'): compares them per table size n: mean reward of A and
 of B, the difference B - A with its 95% CI (Welch), Welch's t-test p-value
@@ -526,6 +528,13 @@ func (c *CompareCommand) compareRuns(ctx context.Context) error {
 		fmt.Fprintf(c.Stderr, "grpo compare: run %s's test tables start at seed %d; it plays run %s's (from seed %d), so that the two are compared table by table\n",
 			b.name, b.cfg.Test.Seed, a.name, a.cfg.Test.Seed)
 		b.cfg.Test.Seed = a.cfg.Test.Seed
+	}
+	// Each run plays by its own rules: with other rules the same seeds are
+	// not the same tables, and the differences are the rules' as much as
+	// the checkpoints'.
+	if ea, eb := a.cfg.Env, b.cfg.Env; ea.Rounds != eb.Rounds || ea.Mode != eb.Mode || ea.DeadlockPatience != eb.DeadlockPatience {
+		fmt.Fprintf(c.Stderr, "grpo compare: note: the runs play by other rules (%s: %d rounds, %s, deadlock patience %d; %s: %d rounds, %s, deadlock patience %d): each plays by its own\n",
+			a.name, ea.Rounds, ea.Mode, ea.DeadlockPatience, b.name, eb.Rounds, eb.Mode, eb.DeadlockPatience)
 	}
 	var records [2][]checkpoint.EpisodeRecord
 	for i := range sides {

@@ -91,6 +91,7 @@ func TestCompareRuns(t *testing.T) {
 		{"ra", "run: {name: ra, steps: 2, seed: 1}\n"},
 		{"rb", "run: {name: rb, steps: 2, seed: 2}\n"},
 		{"rc", "run: {name: rc, steps: 2, seed: 3}\nreward: {function: paper}\n"},
+		{"rd", "run: {name: rd, steps: 2, seed: 4}\nenv: {rounds: 6}\n"},
 	} {
 		cfg := filepath.Join(dir, r.name+".yaml")
 		os.WriteFile(cfg, []byte(r.extra+"validation: {episodes: 4}\ntest: {n: [5], episodes: 3}\n"), 0o644)
@@ -199,6 +200,11 @@ func TestCompareRuns(t *testing.T) {
 	}
 	if mixed.Comparisons[0].Pairs != 3 {
 		t.Fatalf("shaped vs paper on ra's test section: %d pairs, want its 3 tables", mixed.Comparisons[0].Pairs)
+	}
+
+	// Other rules: compared, with a note.
+	if code, _, errs := cli(t, "compare", "ra", "rd", "--db", db); code != 0 || !strings.Contains(errs, "the runs play by other rules (ra: 5 rounds, simultaneous, deadlock patience 1; rd: 6 rounds") {
+		t.Fatalf("compare ra rd (5 and 6 rounds): exit %d, stderr:\n%s", code, errs)
 	}
 
 	// Files and run names.
