@@ -130,6 +130,11 @@ func parse(file string, data []byte, opts []Option) (Config, error) {
 	}
 	cfg.normalize()
 	cfg.applyEmbedded(o.embedded, w.set)
+	if !w.set["validation.n"] {
+		// Validating at another size than training selects the best
+		// step on tables the run never trained at (DESIGN §10).
+		cfg.Validation.N = cfg.TrainSizes()
+	}
 	return cfg, nil
 }
 

@@ -401,3 +401,38 @@ func TestFromJSON(t *testing.T) {
 		t.Fatalf("FromJSON()=%+v, want %+v", c, want)
 	}
 }
+
+// TestValidationNDefault: a document that leaves validation.n unset
+// validates at the sizes it trains at, not at n=5; one that sets it (even
+// to the value the default would give) keeps what it wrote.
+func TestValidationNDefault(t *testing.T) {
+	for _, tc := range []struct {
+		doc  string
+		want []int
+	}{
+		{"", []int{5}},
+		{"env: {n: 2}\n", []int{2}},
+		{"env: {n: 7}\nvalidation: {n: null}\n", []int{7}},
+		{"env: {n: 2}\nvalidation: {n: [5]}\n", []int{5}},
+		{"env: {n: 2}\nvalidation: {episodes: 4}\n", []int{2}},
+		{"env: {n: 3}\ncurriculum: {schedule: \"4@0,6@2,4@5,8@7\"}\n", []int{4, 6, 8}},
+		{"env: {n: 3}\ncurriculum: {promote: {sizes: [3, 9], threshold: 0.5}}\n", []int{3, 9}},
+	} {
+		c := mustParse(t, tc.doc)
+		if got := c.Validation.N; !reflect.DeepEqual(got, tc.want) {
+			t.Errorf("Parse(%q): validation.n=%v, want %v", tc.doc, got, tc.want)
+		}
+		if err := c.Validate(); err != nil {
+			t.Errorf("Parse(%q).Validate()=%v", tc.doc, err)
+		}
+	}
+	// A stored config reads back with what it stored.
+	c := mustParse(t, "env: {n: 2}\nvalidation: {n: [5]}\n")
+	back, err := config.FromJSON(c.JSON())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := back.Validation.N, []int{5}; !reflect.DeepEqual(got, want) {
+		t.Fatalf("FromJSON: validation.n=%v, want %v", got, want)
+	}
+}
