@@ -550,8 +550,9 @@ func (r *report) printUnderway(w io.Writer) {
 	fmt.Fprintf(w, "not playing: %s; resume it with 'grpo run --resume %s%s', or a daemon started on this store resumes it\n", who, r.run.Name, dbFlag(r.db))
 }
 
-// validationSizes are the table sizes of the run's validations when
-// there are several (one column each), else none.
+// validationSizes are the table sizes of the run's validations, one
+// column each, when there are several or one differs from a step's
+// training size (VALIDATION alone would read as measured at N); else none.
 func (r *report) validationSizes() []int {
 	var ns []int
 	for _, ev := range r.evalList {
@@ -561,7 +562,13 @@ func (r *report) validationSizes() []int {
 			}
 		}
 	}
-	if len(ns) < 2 {
+	differs := false
+	for _, s := range r.steps {
+		if len(ns) == 1 && s.N != ns[0] {
+			differs = true
+		}
+	}
+	if len(ns) < 2 && !differs {
 		return nil
 	}
 	slices.Sort(ns)
