@@ -393,7 +393,7 @@ func join(path, key string) string {
 func describe(t reflect.Type) string {
 	switch t {
 	case reflect.TypeFor[Duration]():
-		return "a duration like 60s, 30m or 1h30m, or a number of seconds"
+		return "a duration like 60s, 30m or 1h30m"
 	}
 	if isInt(t) {
 		return "an integer"

@@ -280,7 +280,7 @@ func TestParse_Embedded(t *testing.T) {
 }
 
 func TestParse_JSON(t *testing.T) {
-	in := "{\n\t\"run\": {\"name\": \"j1\", \"steps\": 4},\n\t\"trainer\": {\"kind\": \"jobs\", \"job_timeout\": 120},\n" +
+	in := "{\n\t\"run\": {\"name\": \"j1\", \"steps\": 4},\n\t\"trainer\": {\"kind\": \"jobs\", \"job_timeout\": \"2m\"},\n" +
 		"\t\"inference\": {\"request_timeout\": \"5s\", \"endpoints\": [{\"url\": \"http://127.0.0.1:8000/v1\"}, {\"url\": \"https://127.0.0.1:8001/v1\", \"api_key_env\": \"K2\"}]}\n}\n"
 	c := mustParse(t, in)
 	want := config.Default()
@@ -332,7 +332,7 @@ func TestJSON_RoundTrip(t *testing.T) {
 		"embedded default": embeddedDefault(),
 		"design":           design,
 		"empty kwargs":     mustParse(t, "inference: {chat_template_kwargs: {}}\ncurriculum: {schedule: '5@0,10@3'}\n"),
-		"null kwargs":      mustParse(t, "inference: {chat_template_kwargs: null, request_timeout: 1.5}\n"),
+		"null kwargs":      mustParse(t, "inference: {chat_template_kwargs: null, request_timeout: 1.5s}\n"),
 		"promote":          mustParse(t, "curriculum: {promote: {sizes: [5, 7], threshold: -0.25}}\nrun: {seed: -3}\n"),
 	} {
 		b := c.JSON()
