@@ -343,7 +343,7 @@ func (w *walker) leaf(n *yaml.Node, t reflect.Type, path string) error {
 	}
 	err := n.Decode(reflect.New(t).Interface())
 	if err == nil {
-		return nil
+		return w.enum(n, path)
 	}
 	var terr *yaml.TypeError
 	if errors.As(err, &terr) {
@@ -453,10 +453,20 @@ func got(n *yaml.Node) string {
 
 // suggest returns the accepted key closest to key when it is a likely typo.
 func suggest(key string, fields map[string]reflect.StructField) string {
-	limit := max(1, len(key)/3)
-	best, bestDist := "", limit+1
+	names := make([]string, 0, len(fields))
 	for name := range fields {
-		if d := editDistance(key, name); d < bestDist || d == bestDist && name < best {
+		names = append(names, name)
+	}
+	return nearest(key, names)
+}
+
+// nearest returns the candidate closest to s when s is a likely typo of
+// it (at most a third of its letters wrong), else "".
+func nearest(s string, candidates []string) string {
+	limit := max(1, len(s)/3)
+	best, bestDist := "", limit+1
+	for _, name := range candidates {
+		if d := editDistance(s, name); d < bestDist || d == bestDist && name < best {
 			best, bestDist = name, d
 		}
 	}
