@@ -47,7 +47,7 @@ func (w *walker) enum(n *yaml.Node, path string) error {
 		}
 	}
 	list := strings.Join(accepted, ", ")
-	if s := nearest(n.Value, accepted); s != "" {
+	if s := Nearest(n.Value, accepted); s != "" {
 		return w.errorf(n, path, "%q is not accepted (did you mean %s?); accepted: %s", n.Value, s, list)
 	}
 	return w.errorf(n, path, "%q is not accepted; accepted: %s", n.Value, list)

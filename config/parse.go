@@ -457,12 +457,13 @@ func suggest(key string, fields map[string]reflect.StructField) string {
 	for name := range fields {
 		names = append(names, name)
 	}
-	return nearest(key, names)
+	return Nearest(key, names)
 }
 
-// nearest returns the candidate closest to s when s is a likely typo of
-// it (at most a third of its letters wrong), else "".
-func nearest(s string, candidates []string) string {
+// Nearest returns the candidate closest to s when s is a likely typo of
+// it (at most a third of its letters wrong), else "": the "did you mean"
+// of config keys and values, and of the command line's flags.
+func Nearest(s string, candidates []string) string {
 	limit := max(1, len(s)/3)
 	best, bestDist := "", limit+1
 	for _, name := range candidates {

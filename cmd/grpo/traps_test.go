@@ -33,3 +33,41 @@ func TestReportValColumnWhenSizesDiffer(t *testing.T) {
 		t.Errorf("trained and validated at n=5: a VAL column:\n%s", out)
 	}
 }
+
+// TestFlagsTwoDashes: every command's --help lists its flags as they are
+// written, with two dashes, and an unknown flag names the nearest one.
+func TestFlagsTwoDashes(t *testing.T) {
+	for _, c := range commands() {
+		code, out, _ := cli(t, c.name, "--help")
+		if code != 0 {
+			t.Errorf("grpo %s --help: exit %d", c.name, code)
+			continue
+		}
+		_, flags, ok := strings.Cut(out, "\nFlags:\n")
+		if !ok {
+			t.Errorf("grpo %s --help: no Flags: section\n%s", c.name, out)
+			continue
+		}
+		for _, line := range strings.Split(strings.TrimRight(flags, "\n"), "\n") {
+			if line != "" && !strings.HasPrefix(line, "  --") && !strings.HasPrefix(line, "    \t") {
+				t.Errorf("grpo %s --help: line %q is not a flag with two dashes or its usage", c.name, line)
+			}
+		}
+	}
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"run", "--step", "3"}, "grpo run: unknown flag --step (did you mean --steps?)\n"},
+		{[]string{"runs", "--jsn"}, "grpo runs: unknown flag --jsn (did you mean --json?)\n"},
+		{[]string{"watch", "--episode"}, "grpo watch: unknown flag --episode (did you mean --episodes?)\n"},
+		{[]string{"eval", "--frobnicate"}, "grpo eval: unknown flag --frobnicate (see --help for the flags)\n"},
+		{[]string{"run", "--steps", "x"}, "grpo run: invalid value \"x\" for flag --steps: parse error\n"},
+		{[]string{"run", "--steps"}, "grpo run: flag needs an argument: --steps\n"},
+	} {
+		code, _, errs := cli(t, tc.args...)
+		if code != 2 || !strings.HasPrefix(errs, tc.want) {
+			t.Errorf("grpo %v: exit %d, stderr %q; want exit 2 and %q", tc.args, code, errs, tc.want)
+		}
+	}
+}
