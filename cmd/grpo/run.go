@@ -8,6 +8,7 @@ import (
 	"net/url"
 	"os"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -128,7 +129,8 @@ func (c *runCommand) open(ctx context.Context, opts run.Options) (*run.Run, erro
 				opts.DataDir = dir
 			}
 		}
-		return run.Reopen(ctx, c.resume, opts)
+		r, err := run.Reopen(ctx, c.resume, opts)
+		return r, withRunNames(ctx, path, c.resume, err)
 	}
 	var cfg config.Config
 	var err error
@@ -369,6 +371,39 @@ func (v *runView) finish() {
 		v.bar.Finish()
 		v.bar = nil
 	}
+}
+
+// maxRunNames is how many of a store's runs an unknown run's error names.
+const maxRunNames = 5
+
+// withRunNames adds to err, when it says store db has no such run, the
+// runs it does have (the nearest name first when the name looks like a
+// typo of one), so that a misspelt name or the wrong --db shows.
+func withRunNames(ctx context.Context, db, name string, err error) error {
+	if !errors.Is(err, checkpoint.ErrRunNotFound) || errors.Is(err, checkpoint.ErrNoDatabase) {
+		return err
+	}
+	list, lerr := checkpoint.New(db, checkpoint.Options{}).ListRuns(ctx)
+	if lerr != nil {
+		return err
+	}
+	if len(list) == 0 {
+		return fmt.Errorf("%w; the store %s has no runs", err, db)
+	}
+	names := make([]string, len(list))
+	for i, r := range list {
+		names[i] = r.Name
+	}
+	hint := ""
+	if near := config.Nearest(name, names); near != "" {
+		hint = fmt.Sprintf(" (did you mean %s?)", near)
+		names = append([]string{near}, slices.DeleteFunc(names, func(n string) bool { return n == near })...)
+	}
+	shown := strings.Join(names[:min(len(names), maxRunNames)], ", ")
+	if more := len(names) - maxRunNames; more > 0 {
+		shown += fmt.Sprintf(" and %d more ('grpo runs%s' lists them)", more, dbFlag(db))
+	}
+	return fmt.Errorf("%w%s; the store %s has %s: %s", err, hint, db, plural(len(names), "run"), shown)
 }
 
 // report is a run read back from the store.

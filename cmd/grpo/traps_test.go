@@ -2,6 +2,8 @@ package main
 
 import (
 	"bytes"
+	"context"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -69,5 +71,33 @@ func TestFlagsTwoDashes(t *testing.T) {
 		if code != 2 || !strings.HasPrefix(errs, tc.want) {
 			t.Errorf("grpo %v: exit %d, stderr %q; want exit 2 and %q", tc.args, code, errs, tc.want)
 		}
+	}
+}
+
+// TestNoSuchRunListsRuns: a run name the store does not hold is refused
+// with the runs it does hold, the nearest name first, a few of them.
+func TestNoSuchRunListsRuns(t *testing.T) {
+	ctx := context.Background()
+	db := filepath.Join(t.TempDir(), "r.db")
+	store := checkpoint.New(db, checkpoint.Options{})
+	for _, name := range []string{"alpha", "beta", "dp5-shaped-1", "gamma", "delta", "epsilon", "zeta"} {
+		if err := store.CreateRun(ctx, checkpoint.Run{Name: name, State: checkpoint.StateSucceeded}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want := "run dp5-shaped-2: no such run (did you mean dp5-shaped-1?); the store " + db + " has 7 runs: dp5-shaped-1, alpha, beta, gamma, delta and 2 more ('grpo runs --db " + db + "' lists them)\n"
+	for _, args := range [][]string{
+		{"best", "dp5-shaped-2", "--db", db},
+		{"runs", "show", "dp5-shaped-2", "--db", db},
+		{"run", "--resume", "dp5-shaped-2", "--db", db},
+	} {
+		code, _, errs := cli(t, args...)
+		if _, msg, _ := strings.Cut(errs, ": "); code != 1 || msg != want {
+			t.Errorf("grpo %v: exit %d, stderr %q\nwant %q", args, code, errs, want)
+		}
+	}
+	code, _, errs := cli(t, "best", "omega", "--db", db)
+	if want := "the store " + db + " has 7 runs: alpha, beta, dp5-shaped-1, gamma, delta and 2 more"; code != 1 || !strings.Contains(errs, want) {
+		t.Errorf("grpo best omega: exit %d, stderr %q; want %q", code, errs, want)
 	}
 }
