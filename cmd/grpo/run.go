@@ -39,7 +39,9 @@ shaped reward and best-validation selection.
 
 A run killed at any point continues with 'grpo run --resume RUN': committed
 steps are kept, the in-flight trainer job is reattached, and no step is
-trained twice or skipped. A run that failed because its step's trainer job
+trained twice or skipped. 'grpo run --resume RUN --steps N' with N above
+the run's steps extends it, a finished run too: its stored config is
+updated and the steps added are played. A run that failed because its step's trainer job
 failed or was cancelled fails the same way when resumed (the job id is the
 trainer's idempotency key); once the cause is fixed, 'grpo run --resume RUN
 --retry-job' submits that job again under a new id (<id>-retry-2, -3, ...).
@@ -70,7 +72,7 @@ func (c *runCommand) parse(m *Main, args []string) error {
 	fs.StringVar(&c.db, "db", "", "bbolt store (default: run.db from the config, grpo.db)")
 	fs.StringVar(&c.resume, "resume", "", "continue run RUN from its last committed step, with its stored config")
 	fs.StringVar(&c.name, "name", "", "run name (default: run.name, or generated)")
-	fs.IntVar(&c.steps, "steps", 0, "training steps, at least 1 (default: run.steps, 16)")
+	fs.IntVar(&c.steps, "steps", 0, "training steps, at least 1 (default: run.steps, 16); with --resume, raises a stored run's steps, so a finished run goes on to N")
 	fs.Int64Var(&c.seed, "seed", 0, "seed, any integer (default: run.seed, 1)")
 	fs.StringVar(&c.dataDir, "data-dir", "", "embedded backend's adapters and jobs (default: <db>.data next to the store; with --resume, the directory the run's adapters are in)")
 	fs.BoolVar(&c.quiet, "quiet", false, "no progress output on stderr")
@@ -82,8 +84,8 @@ func (c *runCommand) parse(m *Main, args []string) error {
 		return usagef("unexpected argument %q", fs.Arg(0))
 	}
 	c.set = givenFlags(fs)
-	if c.resume != "" && (c.set["config"] || c.set["name"] || c.set["steps"] || c.set["seed"]) {
-		return usagef("--resume uses the run's stored config: drop --config, --name, --steps and --seed")
+	if c.resume != "" && (c.set["config"] || c.set["name"] || c.set["seed"]) {
+		return usagef("--resume uses the run's stored config: drop --config, --name and --seed (--steps may raise its steps)")
 	}
 	if c.retryJob && c.resume == "" {
 		return usagef("--retry-job retries a stored run's trainer job: use it with --resume RUN")
@@ -100,6 +102,48 @@ func (c *runCommand) parse(m *Main, args []string) error {
 // a resume reattaches that job, so it needs --retry-job to go on.
 func jobEnded(err error) bool {
 	return errors.Is(err, trainer.ErrJobFailed) || errors.Is(err, trainer.ErrJobCancelled) || errors.Is(err, trainer.ErrJobTimeout)
+}
+
+// extend raises the steps of stored run c.resume to --steps, when that
+// is more than it planned, so that a resume plays the steps added (a
+// finished run too); w hears of it. Fewer steps are refused: the steps
+// committed stay as they are, so a run can only be lengthened.
+func (c *runCommand) extend(ctx context.Context, w io.Writer) error {
+	path := c.db
+	if path == "" {
+		path = config.Default().Run.DB
+	}
+	store := checkpoint.New(path, checkpoint.Options{})
+	rec, err := store.GetRun(ctx, c.resume)
+	if err != nil {
+		return withRunNames(ctx, path, c.resume, err)
+	}
+	cfg, err := config.FromJSON(rec.Config)
+	if err != nil {
+		return fmt.Errorf("stored config of run %s: %w", c.resume, err)
+	}
+	switch from := cfg.Run.Steps; {
+	case c.steps == from:
+		return nil
+	case c.steps < from:
+		return usagef("--steps %d: run %s plans %d steps; with --resume, --steps can only raise them (a resume never drops committed steps)", c.steps, c.resume, from)
+	}
+	// Another process playing the run keeps it as it is.
+	if l, live, err := store.GetLease(ctx, c.resume, checkpoint.LeaseOptions{}); err != nil {
+		return fmt.Errorf("extend run %s: %w", c.resume, err)
+	} else if live {
+		return fmt.Errorf("extend run %s: %w: %s", c.resume, checkpoint.ErrLeased, l)
+	}
+	from := cfg.Run.Steps
+	cfg.Run.Steps = c.steps
+	if err := cfg.Validate(); err != nil {
+		return usagef("--steps %d: %v", c.steps, err)
+	}
+	if err := store.ExtendRun(ctx, c.resume, c.steps, cfg.JSON()); err != nil {
+		return err
+	}
+	fmt.Fprintf(w, "extending %s from %d to %d steps\n", c.resume, from, c.steps)
+	return nil
 }
 
 // open opens the run the flags name: a stored one with --resume, else a
@@ -187,6 +231,13 @@ func (c *runCommand) override(cfg *config.Config) {
 // its table read back from the store.
 func (c *runCommand) play(ctx context.Context, m *Main) error {
 	view := newRunView(m.Stderr, c.quiet)
+	if c.resume != "" && c.set["steps"] {
+		if err := c.extend(ctx, m.Stderr); errors.Is(err, checkpoint.ErrLeased) {
+			return c.leased(c.resume, c.db, err)
+		} else if err != nil {
+			return err
+		}
+	}
 	r, err := c.open(ctx, run.Options{
 		Getenv:      m.Getenv,
 		Logger:      warnLogger(m.Stderr),

@@ -3,11 +3,13 @@ package main
 import (
 	"bytes"
 	"context"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/grpo-dev/grpo/checkpoint"
+	"github.com/grpo-dev/grpo/config"
 )
 
 // TestReportValColumnWhenSizesDiffer: a run that trains at n=2 and
@@ -99,5 +101,51 @@ func TestNoSuchRunListsRuns(t *testing.T) {
 	code, _, errs := cli(t, "best", "omega", "--db", db)
 	if want := "the store " + db + " has 7 runs: alpha, beta, dp5-shaped-1, gamma, delta and 2 more"; code != 1 || !strings.Contains(errs, want) {
 		t.Errorf("grpo best omega: exit %d, stderr %q; want %q", code, errs, want)
+	}
+}
+
+// TestResumeExtends: --resume RUN --steps N with N above the run's steps
+// continues a finished run to N (its stored config says N); fewer steps,
+// or anything else that changes results, is refused.
+func TestResumeExtends(t *testing.T) {
+	dir := t.TempDir()
+	db := filepath.Join(dir, "r.db")
+	file := filepath.Join(dir, "run.yaml")
+	os.WriteFile(file, []byte("run: {name: ext, steps: 1}\nvalidation: {episodes: 2}\n"), 0o644)
+	if code, _, errs := cli(t, "run", "--config", file, "--db", db, "--quiet"); code != 0 {
+		t.Fatalf("first run: exit %d: %s", code, errs)
+	}
+	code, out, errs := cli(t, "run", "--resume", "ext", "--steps", "2", "--db", db, "--quiet")
+	if code != 0 || !strings.Contains(errs, "extending ext from 1 to 2 steps\n") || !strings.Contains(out, "run ext (succeeded)") {
+		t.Fatalf("extend: exit %d\n%s\n%s", code, out, errs)
+	}
+	rec, err := checkpoint.New(db, checkpoint.Options{}).GetRun(context.Background(), "ext")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := config.FromJSON(rec.Config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	last, _, err := checkpoint.New(db, checkpoint.Options{}).LastStep(context.Background(), "ext")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rec.Steps != 2 || cfg.Run.Steps != 2 || last != 2 {
+		t.Fatalf("after extending: planned %d, config run.steps %d, last step %d; want 2, 2, 2", rec.Steps, cfg.Run.Steps, last)
+	}
+	for _, tc := range []struct {
+		args []string
+		code int
+		want string
+	}{
+		{[]string{"run", "--resume", "ext", "--steps", "1", "--db", db}, 2, "grpo run: --steps 1: run ext plans 2 steps; with --resume, --steps can only raise them"},
+		{[]string{"run", "--resume", "ext", "--seed", "3", "--db", db}, 2, "grpo run: --resume uses the run's stored config: drop --config, --name and --seed"},
+		{[]string{"run", "--resume", "ext", "--steps", "2", "--db", db, "--quiet"}, 0, "run ext already finished all its 2 steps"},
+	} {
+		code, _, errs := cli(t, tc.args...)
+		if code != tc.code || !strings.Contains(errs, tc.want) {
+			t.Errorf("grpo %v: exit %d, stderr %q; want exit %d and %q", tc.args, code, errs, tc.code, tc.want)
+		}
 	}
 }
