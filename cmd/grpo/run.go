@@ -410,7 +410,10 @@ func unchangedWarning(evals []checkpoint.Evaluation) string {
 }
 
 // runView shows a run's progress on stderr: a bar per step on a
-// terminal, one line per committed step elsewhere.
+// terminal, one line per committed step elsewhere; and run-level progress
+// on each committed step's line (step k/N, time elapsed, seconds per step,
+// the time left at that pace), in the bar's description too. Off a
+// terminal (a log file) every line starts with the time of its event.
 type runView struct {
 	mu    sync.Mutex
 	w     io.Writer
@@ -418,11 +421,57 @@ type runView struct {
 	bar   *progress
 	step  int // the bar's step: with an asynchronous pipeline, later steps' episodes finish meanwhile
 	tty   bool
+
+	total   int       // the run's steps, from run_started
+	started time.Time // when this process began playing the run
+	trained int       // training steps committed since
+	last    int       // the last step committed
 }
 
 func newRunView(w io.Writer, quiet bool) *runView {
 	f, ok := w.(*os.File)
 	return &runView{w: w, quiet: quiet, tty: ok && isTerminal(f)}
+}
+
+// println writes line, with the time t of its event in front when the
+// output is not a terminal.
+func (v *runView) println(t time.Time, line string) {
+	if !v.tty {
+		if t.IsZero() {
+			t = time.Now()
+		}
+		line = t.Local().Format(timeFormat) + " " + line
+	}
+	fmt.Fprintln(v.w, line)
+}
+
+// pace is the run-level progress once step is committed at now: step k
+// of N, the time since this process began playing, and with a training
+// step committed since, seconds per step and the time left at that pace.
+func pace(started, now time.Time, trained, step, total int) string {
+	elapsed := now.Sub(started)
+	s := fmt.Sprintf("%d/%d, %s elapsed", step, total, elapsed.Round(time.Second))
+	if trained > 0 && step < total {
+		per := elapsed / time.Duration(trained)
+		s += fmt.Sprintf(", %.1f s/step, ETA %s", per.Seconds(), (per * time.Duration(total-step)).Round(time.Second))
+	} else if trained > 0 {
+		s += fmt.Sprintf(", %.1f s/step", (elapsed / time.Duration(trained)).Seconds())
+	}
+	return s
+}
+
+// barLabel is the description of step's bar: the step of the run's
+// steps, and the time left at the pace so far.
+func (v *runView) barLabel(step int) string {
+	if v.total == 0 {
+		return fmt.Sprintf("step %2d", step)
+	}
+	label := fmt.Sprintf("step %2d/%d", step, v.total)
+	if v.trained > 0 && !v.started.IsZero() {
+		per := time.Since(v.started) / time.Duration(v.trained)
+		label += fmt.Sprintf(" ETA %s", (per * time.Duration(v.total-v.last)).Round(time.Second))
+	}
+	return label
 }
 
 func (v *runView) event(e orchestrator.Event) {
@@ -432,12 +481,18 @@ func (v *runView) event(e orchestrator.Event) {
 	v.mu.Lock()
 	defer v.mu.Unlock()
 	switch {
-	case e.RunStarted != nil && e.RunStarted.Resumed:
-		fmt.Fprintf(v.w, "resuming at step %d of %d (the steps before it are stored)\n", e.RunStarted.From, e.RunStarted.Steps)
+	case e.RunStarted != nil:
+		v.total, v.started, v.last = e.RunStarted.Steps, e.Time, e.RunStarted.From-1
+		if v.started.IsZero() {
+			v.started = time.Now()
+		}
+		if e.RunStarted.Resumed {
+			v.println(e.Time, fmt.Sprintf("resuming at step %d of %d (the steps before it are stored)", e.RunStarted.From, e.RunStarted.Steps))
+		}
 	case e.StepStarted != nil && e.StepStarted.Reattach:
-		fmt.Fprintf(v.w, "step %2d: its trainer job was submitted before the restart; waiting for it\n", e.Step)
+		v.println(e.Time, fmt.Sprintf("step %2d: its trainer job was submitted before the restart; waiting for it", e.Step))
 		if v.tty {
-			v.bar = newProgress(v.w, -1, fmt.Sprintf("step %2d", e.Step))
+			v.bar = newProgress(v.w, -1, v.barLabel(e.Step))
 			v.step = e.Step
 		}
 	case e.StepStarted != nil:
@@ -446,7 +501,7 @@ func (v *runView) event(e orchestrator.Event) {
 			if total == 0 {
 				total = -1 // nothing to count (sampled ahead, not validated): a spinner
 			}
-			v.bar = newProgress(v.w, total, fmt.Sprintf("step %2d", e.Step))
+			v.bar = newProgress(v.w, total, v.barLabel(e.Step))
 			v.step = e.Step
 		}
 	case e.EpisodeFinished != nil:
@@ -456,7 +511,7 @@ func (v *runView) event(e orchestrator.Event) {
 	case e.JobState != nil:
 		if v.bar != nil {
 			j := e.JobState
-			v.bar.Describe(fmt.Sprintf("step %2d job %s %3.0f%%", e.Step, j.State, 100*j.Progress))
+			v.bar.Describe(fmt.Sprintf("%s job %s %3.0f%%", v.barLabel(e.Step), j.State, 100*j.Progress))
 		}
 	case e.StepCommitted != nil:
 		// With an asynchronous pipeline a step may commit after the next
@@ -466,6 +521,10 @@ func (v *runView) event(e orchestrator.Event) {
 			v.bar.Finish()
 			v.bar = nil
 		}
+		if e.Step > 0 {
+			v.trained++
+		}
+		v.last = e.Step
 		s := e.StepCommitted
 		line := fmt.Sprintf("step %2d committed", e.Step)
 		if s.Train != nil {
@@ -474,15 +533,22 @@ func (v *runView) event(e orchestrator.Event) {
 		if s.Job == nil && e.Step > 0 {
 			line += "  (no signal: no job)"
 		}
-		fmt.Fprintln(v.w, line)
+		if v.total > 0 {
+			now := e.Time
+			if now.IsZero() {
+				now = time.Now()
+			}
+			line += "  [" + pace(v.started, now, v.trained, e.Step, v.total) + "]"
+		}
+		v.println(e.Time, line)
 	case e.ValidationDone != nil:
 		ev := e.ValidationDone
-		fmt.Fprintf(v.w, "step %2d validation %.3f [%.3f, %.3f] deadlock %.2f\n", e.Step, ev.RewardMean, ev.RewardCI95[0], ev.RewardCI95[1], ev.DeadlockRate)
+		v.println(e.Time, fmt.Sprintf("step %2d validation %.3f [%.3f, %.3f] deadlock %.2f", e.Step, ev.RewardMean, ev.RewardCI95[0], ev.RewardCI95[1], ev.DeadlockRate))
 	case e.BestChanged != nil:
-		fmt.Fprintf(v.w, "best step is now %d (%.3f)\n", e.BestChanged.Step, e.BestChanged.Value)
+		v.println(e.Time, fmt.Sprintf("best step is now %d (%.3f)", e.BestChanged.Step, e.BestChanged.Value))
 	case e.EndpointState != nil && e.EndpointState.Up:
 		// A drain is already a warning of the run's log.
-		fmt.Fprintln(v.w, endpointLine(*e.EndpointState))
+		v.println(e.Time, endpointLine(*e.EndpointState))
 	}
 }
 
