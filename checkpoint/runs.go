@@ -100,6 +100,32 @@ func (s *Store) SetRunState(ctx context.Context, name, state, errMsg string) err
 	return nil
 }
 
+// ExtendRun raises run name's planned steps to steps and stores config,
+// its config with run.steps raised to match, so that a resume plays the
+// steps added. It refuses steps not above the planned ones: only adding
+// steps leaves the steps already committed as they would have been.
+func (s *Store) ExtendRun(ctx context.Context, name string, steps int, config json.RawMessage) error {
+	err := s.update(ctx, func(tx *bolt.Tx) error {
+		b, err := runBucket(tx, name)
+		if err != nil {
+			return err
+		}
+		run, err := getRun(b, name)
+		if err != nil {
+			return err
+		}
+		if steps <= run.Steps {
+			return fmt.Errorf("%d steps is not more than the %d planned", steps, run.Steps)
+		}
+		run.Steps, run.Config, run.Updated = steps, config, time.Now().UTC()
+		return putRun(b, run)
+	})
+	if err != nil {
+		return fmt.Errorf("extend run %s: %w", name, runNotFound(name, err))
+	}
+	return nil
+}
+
 // ListRuns summarises every run, oldest first. A run's BestStep is chosen
 // by its own policy, metric and EMA, and is -1 while nothing can be
 // chosen. It reads the summaries ListRunsPage reads.

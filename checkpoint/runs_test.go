@@ -211,3 +211,27 @@ func TestRunID(t *testing.T) {
 		t.Fatalf("a given id became %q", got.ID)
 	}
 }
+
+func TestStore_ExtendRun(t *testing.T) {
+	ctx := context.Background()
+	s := mustOpen(t)
+	if err := s.CreateRun(ctx, Run{Name: "r", Config: json.RawMessage(`{"run":{"steps":16}}`), Steps: 16, State: StateSucceeded}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.ExtendRun(ctx, "r", 16, json.RawMessage(`{"run":{"steps":16}}`)); err == nil || err.Error() != "extend run r: 16 steps is not more than the 16 planned" {
+		t.Fatalf("ExtendRun(16)=%v, want a refusal", err)
+	}
+	if err := s.ExtendRun(ctx, "r", 24, json.RawMessage(`{"run":{"steps":24}}`)); err != nil {
+		t.Fatal(err)
+	}
+	got, err := s.GetRun(ctx, "r")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Steps != 24 || string(got.Config) != `{"run":{"steps":24}}` || got.State != StateSucceeded {
+		t.Fatalf("after ExtendRun(24): steps %d, config %s, state %s; want 24, the new config, succeeded", got.Steps, got.Config, got.State)
+	}
+	if err := s.ExtendRun(ctx, "nope", 24, nil); !errors.Is(err, ErrRunNotFound) {
+		t.Fatalf("ExtendRun(nope)=%v, want ErrRunNotFound", err)
+	}
+}

@@ -2,6 +2,7 @@ package config
 
 import (
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 )
@@ -68,4 +69,29 @@ func (c Config) TableSize(step, promoted int) int {
 		return sizes[min(max(promoted, 0), len(sizes)-1)]
 	}
 	return c.Env.N
+}
+
+// TrainSizes are the table sizes the run trains at, each once, in the
+// order it reaches them: the sizes of curriculum.schedule when set, else
+// curriculum.promote.sizes, else env.n. They are validation.n when the
+// document leaves it unset. An unparsable schedule counts as none
+// (Validate refuses it).
+func (c Config) TrainSizes() []int {
+	var sizes []int
+	if stages, err := ParseSchedule(c.Curriculum.Schedule); err == nil && len(stages) > 0 {
+		for _, s := range stages {
+			sizes = append(sizes, s.N)
+		}
+	} else if len(c.Curriculum.Promote.Sizes) > 0 {
+		sizes = append(sizes, c.Curriculum.Promote.Sizes...)
+	} else {
+		return []int{c.Env.N}
+	}
+	var out []int
+	for _, n := range sizes {
+		if !slices.Contains(out, n) {
+			out = append(out, n)
+		}
+	}
+	return out
 }

@@ -3,7 +3,6 @@ package config
 import (
 	"encoding/json"
 	"fmt"
-	"math"
 	"strconv"
 	"strings"
 	"time"
@@ -22,34 +21,28 @@ var (
 
 func (d Duration) String() string { return time.Duration(d).String() }
 
-// ParseDuration accepts a Go duration ("60s", "30m", "1h30m") or a plain
-// number of seconds ("60", "1.5").
+// ParseDuration accepts a Go duration ("60s", "30m", "1h30m"). A bare
+// number other than 0 is refused: "job_timeout: 30" read as seconds was
+// meant as minutes as often as not, so the unit must be written.
 func ParseDuration(s string) (Duration, error) {
 	s = strings.TrimSpace(s)
 	if f, err := strconv.ParseFloat(s, 64); err == nil {
-		return seconds(f, s)
+		if f == 0 {
+			return 0, nil // no unit needed
+		}
+		return 0, fmt.Errorf("%s has no unit; write %ss, %sm or %sh", s, s, s, s)
 	}
 	d, err := time.ParseDuration(s)
 	if err != nil {
-		return 0, fmt.Errorf("%q is not a duration; write it like 60s, 30m or 1h30m, or as a number of seconds", s)
+		return 0, fmt.Errorf("%q is not a duration; write it like 60s, 30m or 1h30m", s)
 	}
 	return Duration(d), nil
 }
 
-// seconds converts a number of seconds, refusing what time.Duration cannot
-// hold.
-func seconds(f float64, text string) (Duration, error) {
-	ns := f * float64(time.Second)
-	if math.IsNaN(ns) || ns >= math.MaxInt64 || ns <= math.MinInt64 {
-		return 0, fmt.Errorf("%s seconds is not a duration Go can hold; write it like 60s, 30m or 1h30m", text)
-	}
-	return Duration(ns), nil
-}
-
-// UnmarshalYAML accepts a duration string or a number of seconds.
+// UnmarshalYAML accepts a duration string (see ParseDuration).
 func (d *Duration) UnmarshalYAML(n *yaml.Node) error {
 	if n.Kind != yaml.ScalarNode {
-		return fmt.Errorf("expected a duration like 60s, 30m or 1h30m, or a number of seconds")
+		return fmt.Errorf("expected a duration like 60s, 30m or 1h30m")
 	}
 	v, err := ParseDuration(n.Value)
 	if err != nil {
@@ -65,7 +58,7 @@ func (d Duration) MarshalYAML() (any, error) { return d.String(), nil }
 // MarshalJSON writes d as a duration string.
 func (d Duration) MarshalJSON() ([]byte, error) { return json.Marshal(d.String()) }
 
-// UnmarshalJSON accepts a duration string or a number of seconds; null
+// UnmarshalJSON accepts a duration string (see ParseDuration); null
 // leaves d as it is.
 func (d *Duration) UnmarshalJSON(b []byte) error {
 	s := string(b)

@@ -18,10 +18,9 @@ func TestDuration_YAML(t *testing.T) {
 		{"30m", 30 * time.Minute},
 		{"1h30m", 90 * time.Minute},
 		{"250ms", 250 * time.Millisecond},
-		{"90", 90 * time.Second},
-		{"1.5", 1500 * time.Millisecond},
-		{"'45'", 45 * time.Second},
+		{"1.5s", 1500 * time.Millisecond},
 		{"0", 0},
+		{"0.0", 0},
 	} {
 		c := mustParse(t, "inference: {request_timeout: "+tt.in+"}")
 		if got := time.Duration(c.Inference.RequestTimeout); got != tt.want {
@@ -29,10 +28,17 @@ func TestDuration_YAML(t *testing.T) {
 		}
 	}
 	for _, tt := range []struct{ in, want string }{
-		{"inference: {request_timeout: soon}", `line 1, column 30: inference.request_timeout: "soon" is not a duration; write it like 60s, 30m or 1h30m, or as a number of seconds`},
+		{"inference: {request_timeout: soon}", `line 1, column 30: inference.request_timeout: "soon" is not a duration; write it like 60s, 30m or 1h30m`},
 		{"trainer:\n  job_timeout: 30 minutes\n", `line 2, column 16: trainer.job_timeout: "30 minutes" is not a duration`},
-		{"trainer:\n  job_timeout: [30m]\n", `line 2, column 16: trainer.job_timeout: expected a duration like 60s, 30m or 1h30m, or a number of seconds`},
-		{"trainer:\n  job_timeout: 1e300\n", `line 2, column 16: trainer.job_timeout: 1e300 seconds is not a duration Go can hold`},
+		{"trainer:\n  job_timeout: [30m]\n", `line 2, column 16: trainer.job_timeout: expected a duration like 60s, 30m or 1h30m`},
+		// A bare number has no unit: refused at its line, for every
+		// duration key (it was read as seconds).
+		{"trainer:\n  job_timeout: 30\n", `line 2, column 16: trainer.job_timeout: 30 has no unit; write 30s, 30m or 30h`},
+		{"trainer:\n  job_timeout: '30'\n", `line 2, column 16: trainer.job_timeout: 30 has no unit; write 30s, 30m or 30h`},
+		{"inference: {request_timeout: 1.5}", `line 1, column 30: inference.request_timeout: 1.5 has no unit; write 1.5s, 1.5m or 1.5h`},
+		{"inference:\n  retry_budget: 120\n", `line 2, column 17: inference.retry_budget: 120 has no unit; write 120s, 120m or 120h`},
+		{"inference:\n  outage_window: 5\n", `line 2, column 18: inference.outage_window: 5 has no unit; write 5s, 5m or 5h`},
+		{`{"trainer": {"job_timeout": 120}}`, `line 1, column 29: trainer.job_timeout: 120 has no unit; write 120s, 120m or 120h`},
 		{`{"inference": {"request_timeout": true}}`, `line 1, column 35: inference.request_timeout: "true" is not a duration`},
 	} {
 		_, err := config.Parse([]byte(tt.in))
@@ -56,9 +62,7 @@ func TestDuration_JSON(t *testing.T) {
 	}{
 		{`"1m30s"`, 90 * time.Second},
 		{`"5s"`, 5 * time.Second},
-		{`12`, 12 * time.Second},
-		{`0.25`, 250 * time.Millisecond},
-		{`"7"`, 7 * time.Second},
+		{`0`, 0},
 	} {
 		var d config.Duration
 		if err := json.Unmarshal([]byte(tt.in), &d); err != nil {
@@ -72,7 +76,7 @@ func TestDuration_JSON(t *testing.T) {
 	if err := json.Unmarshal([]byte(`null`), &d); err != nil || d != config.Duration(time.Second) {
 		t.Fatalf("Unmarshal(null)=%v, %v; want 1s unchanged", d, err)
 	}
-	for _, in := range []string{`"soon"`, `true`, `{}`, `"1e400"`} {
+	for _, in := range []string{`"soon"`, `true`, `{}`, `"1e400"`, `12`, `"7"`} {
 		if err := json.Unmarshal([]byte(in), &d); err == nil {
 			t.Errorf("Unmarshal(%s)=%v, want an error", in, d)
 		}

@@ -45,16 +45,7 @@ func (l Limits) check(c Config, hint func(flag string) string) error {
 	if over(c.Env.N, l.MaxN) {
 		return invalid("env.n", "is %d; at most %d"+hint("n"), c.Env.N, l.MaxN)
 	}
-	for i, n := range c.Validation.N {
-		if over(n, l.MaxN) {
-			return invalid(keyIndex("validation.n", i), "is %d; at most %d"+hint("n"), n, l.MaxN)
-		}
-	}
-	for i, n := range c.Test.N {
-		if over(n, l.MaxN) {
-			return invalid(keyIndex("test.n", i), "is %d; at most %d"+hint("n"), n, l.MaxN)
-		}
-	}
+	// The curriculum's sizes first: validation.n defaults to them.
 	for i, n := range c.Curriculum.Promote.Sizes {
 		if over(n, l.MaxN) {
 			return invalid(keyIndex("curriculum.promote.sizes", i), "is %d; at most %d"+hint("n"), n, l.MaxN)
@@ -67,6 +58,16 @@ func (l Limits) check(c Config, hint func(flag string) string) error {
 					return invalid("curriculum.schedule", "sets n %d; at most %d"+hint("n"), p.N, l.MaxN)
 				}
 			}
+		}
+	}
+	for i, n := range c.Validation.N {
+		if over(n, l.MaxN) {
+			return invalid(keyIndex("validation.n", i), "is %d; at most %d"+hint("n"), n, l.MaxN)
+		}
+	}
+	for i, n := range c.Test.N {
+		if over(n, l.MaxN) {
+			return invalid(keyIndex("test.n", i), "is %d; at most %d"+hint("n"), n, l.MaxN)
 		}
 	}
 	if over(c.Env.Rounds, l.MaxRounds) {

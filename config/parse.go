@@ -130,6 +130,11 @@ func parse(file string, data []byte, opts []Option) (Config, error) {
 	}
 	cfg.normalize()
 	cfg.applyEmbedded(o.embedded, w.set)
+	if !w.set["validation.n"] {
+		// Validating at another size than training selects the best
+		// step on tables the run never trained at (DESIGN §10).
+		cfg.Validation.N = cfg.TrainSizes()
+	}
 	return cfg, nil
 }
 
@@ -338,7 +343,7 @@ func (w *walker) leaf(n *yaml.Node, t reflect.Type, path string) error {
 	}
 	err := n.Decode(reflect.New(t).Interface())
 	if err == nil {
-		return nil
+		return w.enum(n, path)
 	}
 	var terr *yaml.TypeError
 	if errors.As(err, &terr) {
@@ -388,7 +393,7 @@ func join(path, key string) string {
 func describe(t reflect.Type) string {
 	switch t {
 	case reflect.TypeFor[Duration]():
-		return "a duration like 60s, 30m or 1h30m, or a number of seconds"
+		return "a duration like 60s, 30m or 1h30m"
 	}
 	if isInt(t) {
 		return "an integer"
@@ -448,10 +453,21 @@ func got(n *yaml.Node) string {
 
 // suggest returns the accepted key closest to key when it is a likely typo.
 func suggest(key string, fields map[string]reflect.StructField) string {
-	limit := max(1, len(key)/3)
-	best, bestDist := "", limit+1
+	names := make([]string, 0, len(fields))
 	for name := range fields {
-		if d := editDistance(key, name); d < bestDist || d == bestDist && name < best {
+		names = append(names, name)
+	}
+	return Nearest(key, names)
+}
+
+// Nearest returns the candidate closest to s when s is a likely typo of
+// it (at most a third of its letters wrong), else "": the "did you mean"
+// of config keys and values, and of the command line's flags.
+func Nearest(s string, candidates []string) string {
+	limit := max(1, len(s)/3)
+	best, bestDist := "", limit+1
+	for _, name := range candidates {
+		if d := editDistance(s, name); d < bestDist || d == bestDist && name < best {
 			best, bestDist = name, d
 		}
 	}

@@ -280,7 +280,7 @@ func TestParse_Embedded(t *testing.T) {
 }
 
 func TestParse_JSON(t *testing.T) {
-	in := "{\n\t\"run\": {\"name\": \"j1\", \"steps\": 4},\n\t\"trainer\": {\"kind\": \"jobs\", \"job_timeout\": 120},\n" +
+	in := "{\n\t\"run\": {\"name\": \"j1\", \"steps\": 4},\n\t\"trainer\": {\"kind\": \"jobs\", \"job_timeout\": \"2m\"},\n" +
 		"\t\"inference\": {\"request_timeout\": \"5s\", \"endpoints\": [{\"url\": \"http://127.0.0.1:8000/v1\"}, {\"url\": \"https://127.0.0.1:8001/v1\", \"api_key_env\": \"K2\"}]}\n}\n"
 	c := mustParse(t, in)
 	want := config.Default()
@@ -332,7 +332,7 @@ func TestJSON_RoundTrip(t *testing.T) {
 		"embedded default": embeddedDefault(),
 		"design":           design,
 		"empty kwargs":     mustParse(t, "inference: {chat_template_kwargs: {}}\ncurriculum: {schedule: '5@0,10@3'}\n"),
-		"null kwargs":      mustParse(t, "inference: {chat_template_kwargs: null, request_timeout: 1.5}\n"),
+		"null kwargs":      mustParse(t, "inference: {chat_template_kwargs: null, request_timeout: 1.5s}\n"),
 		"promote":          mustParse(t, "curriculum: {promote: {sizes: [5, 7], threshold: -0.25}}\nrun: {seed: -3}\n"),
 	} {
 		b := c.JSON()
@@ -399,5 +399,40 @@ func TestFromJSON(t *testing.T) {
 	want.Inference.ChatTemplateKwargs = map[string]any{"x": 1}
 	if !reflect.DeepEqual(c, want) {
 		t.Fatalf("FromJSON()=%+v, want %+v", c, want)
+	}
+}
+
+// TestValidationNDefault: a document that leaves validation.n unset
+// validates at the sizes it trains at, not at n=5; one that sets it (even
+// to the value the default would give) keeps what it wrote.
+func TestValidationNDefault(t *testing.T) {
+	for _, tc := range []struct {
+		doc  string
+		want []int
+	}{
+		{"", []int{5}},
+		{"env: {n: 2}\n", []int{2}},
+		{"env: {n: 7}\nvalidation: {n: null}\n", []int{7}},
+		{"env: {n: 2}\nvalidation: {n: [5]}\n", []int{5}},
+		{"env: {n: 2}\nvalidation: {episodes: 4}\n", []int{2}},
+		{"env: {n: 3}\ncurriculum: {schedule: \"4@0,6@2,4@5,8@7\"}\n", []int{4, 6, 8}},
+		{"env: {n: 3}\ncurriculum: {promote: {sizes: [3, 9], threshold: 0.5}}\n", []int{3, 9}},
+	} {
+		c := mustParse(t, tc.doc)
+		if got := c.Validation.N; !reflect.DeepEqual(got, tc.want) {
+			t.Errorf("Parse(%q): validation.n=%v, want %v", tc.doc, got, tc.want)
+		}
+		if err := c.Validate(); err != nil {
+			t.Errorf("Parse(%q).Validate()=%v", tc.doc, err)
+		}
+	}
+	// A stored config reads back with what it stored.
+	c := mustParse(t, "env: {n: 2}\nvalidation: {n: [5]}\n")
+	back, err := config.FromJSON(c.JSON())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := back.Validation.N, []int{5}; !reflect.DeepEqual(got, want) {
+		t.Fatalf("FromJSON: validation.n=%v, want %v", got, want)
 	}
 }

@@ -27,8 +27,10 @@ var envVarName = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
 func (c Config) Validate() error {
 	for _, check := range []func() error{
 		c.validateRun, c.validateEnv, c.validateReward, c.validateGRPO,
-		c.validateInference, c.validateTrainer, c.validateValidation,
-		c.validateCurriculum, c.validateSeeds, c.validateSize,
+		c.validateInference, c.validateTrainer,
+		// The curriculum before validation: validation.n defaults to
+		// its sizes, so a bad size is reported where it was written.
+		c.validateCurriculum, c.validateValidation, c.validateSeeds, c.validateSize,
 	} {
 		if err := check(); err != nil {
 			return err

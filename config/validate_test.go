@@ -3,6 +3,8 @@ package config_test
 import (
 	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -44,7 +46,7 @@ func TestValidate(t *testing.T) {
 		{"grpo: {groups: 0}", "grpo.groups: is 0; need at least 1 group"},
 		{"grpo: {episodes_per_group: 1}", "grpo.episodes_per_group: is 1; need at least 2: a group of one episode has no reward variance"},
 		{"grpo: {advantage: {std: sample}}", `grpo.advantage.std: "sample" is not accepted; accepted: population, unbiased`},
-		{"grpo: {advantage: {baseline: median}}", `grpo.advantage.baseline: "median" is not accepted; accepted: mean, leave-one-out`},
+		{"grpo: {advantage: {baseline: median}}", `grpo.advantage.baseline: "median" is not accepted (did you mean mean?); accepted: mean, leave-one-out`},
 		{"grpo: {advantage: {std_normalize: false, std: unbiased, baseline: leave-one-out}}", ""},
 		{"grpo: {max_resamples: -1}", "grpo.max_resamples: is -1; need 0 or more"},
 		{"grpo: {max_off_policy_steps: 1}", ""},
@@ -57,7 +59,7 @@ func TestValidate(t *testing.T) {
 		{"inference: {max_tokens: 0}", "inference.max_tokens: is 0; need at least 1"},
 		{"inference: {concurrency: 0}", "inference.concurrency: is 0; need at least 1 request in flight"},
 		{"inference: {request_timeout: 0s}", "inference.request_timeout: is 0s; need a duration > 0"},
-		{"inference: {request_timeout: -5}", "inference.request_timeout: is -5s; need a duration > 0"},
+		{"inference: {request_timeout: -5s}", "inference.request_timeout: is -5s; need a duration > 0"},
 		{"inference: {retries: -1}", "inference.retries: is -1; need 0 or more"},
 		{"trainer: {kind: jobs, url: 'http://127.0.0.1:7000', api_key_env: JOBS_KEY}\ninference: {endpoints: [{url: 'http://127.0.0.1:8000/v1'}]}\n", ""},
 		{"trainer: {kind: jobs, url: 'http://127.0.0.1:7000', api_key_env: 'JOBS-KEY'}\ninference: {endpoints: [{url: 'http://127.0.0.1:8000/v1'}]}\n", `trainer.api_key_env: "JOBS-KEY" is not an environment variable name`},
@@ -85,7 +87,7 @@ func TestValidate(t *testing.T) {
 		{"inference: {outage_window: 1440m}", ""},
 		{"inference: {outage_window: 0}", ""},
 		{"inference: {request_timeout: 24h1s}", "inference.request_timeout: is 24h0m1s; at most 24h (one attempt of one request"},
-		{"inference: {request_timeout: 86401}", "inference.request_timeout: is 24h0m1s; at most 24h"},
+		{"inference: {request_timeout: 86401s}", "inference.request_timeout: is 24h0m1s; at most 24h"},
 		{"inference: {request_timeout: 24h}", ""},
 		{"inference: {retry_budget: 25h}", "inference.retry_budget: is 25h0m0s; at most 24h (with an endpoint failing every request for a day"},
 		{"inference: {retry_budget: 24h}", ""},
@@ -168,11 +170,12 @@ func TestValidate(t *testing.T) {
 		{"curriculum: {promote: {sizes: [5, 10, 15], threshold: 0.5}}", ""},
 		{"inference: {chat_template_kwargs: {1: {2: x}}}", "inference.chat_template_kwargs: cannot be sent as JSON"},
 	} {
+		// Parse refuses a name a key does not accept itself (TestEnums);
+		// every other bad value is Validate's.
 		c, err := config.Parse([]byte(tt.in))
-		if err != nil {
-			t.Fatalf("Parse(%q): %v", tt.in, err)
+		if err == nil {
+			err = c.Validate()
 		}
-		err = c.Validate()
 		if tt.want == "" {
 			if err != nil {
 				t.Errorf("Validate(%q)=%v, want nil", tt.in, err)
@@ -331,5 +334,38 @@ func TestValidate_MaxEndpoints(t *testing.T) {
 	err := mustParse(t, endpoints(config.MaxEndpoints+1)).Validate()
 	if got, want := fmt.Sprint(err), "inference.endpoints: lists 257 endpoints; at most 256"; !strings.Contains(got, want) {
 		t.Fatalf("257 endpoints: %v, want an error containing %q", got, want)
+	}
+}
+
+// TestEnums: a value a key does not accept is refused at its line and
+// column, with the nearest accepted name when it is a likely typo, as an
+// unknown key is; Validate refuses it too in a config built in code.
+func TestEnums(t *testing.T) {
+	dir := t.TempDir()
+	for _, tt := range []struct{ doc, want string }{
+		{"env:\n  mode: simultanous\n", `run.yaml:2:9: env.mode: "simultanous" is not accepted (did you mean simultaneous?); accepted: simultaneous, sequential`},
+		{"env:\n  mode: diagonal\n", `run.yaml:2:9: env.mode: "diagonal" is not accepted; accepted: simultaneous, sequential`},
+		{"reward: {function: shapd}\n", `run.yaml:1:20: reward.function: "shapd" is not accepted (did you mean shaped?); accepted: shaped, paper`},
+		{"trainer:\n  kind: Jobs\n", `run.yaml:2:9: trainer.kind: "Jobs" is not accepted (did you mean jobs?); accepted: embedded, jobs, art`},
+		{"grpo:\n  advantage:\n    baseline: leave_one_out\n", `run.yaml:3:15: grpo.advantage.baseline: "leave_one_out" is not accepted (did you mean leave-one-out?); accepted: mean, leave-one-out`},
+		{"grpo: {advantage: {std: unbaised}}\n", `run.yaml:1:25: grpo.advantage.std: "unbaised" is not accepted (did you mean unbiased?); accepted: population, unbiased`},
+		{"inference: {adapters: {naming: per_step}}\n", `run.yaml:1:32: inference.adapters.naming: "per_step" is not accepted (did you mean per-step?); accepted: per-step, inplace`},
+		{"inference: {adapters: {inplace: reloaded}}\n", `run.yaml:1:33: inference.adapters.inplace: "reloaded" is not accepted (did you mean reload?); accepted: auto, load_inplace, reload`},
+		{"validation:\n  metric: reward\n  selection: best\n", `run.yaml:2:11: validation.metric: "reward" is not accepted; accepted: reward_mean, meals_mean, deadlock_rate`},
+		{"validation:\n  selection: best_validation\n", `run.yaml:2:14: validation.selection: "best_validation" is not accepted (did you mean best-validation?); accepted: best-validation, best-train, last`},
+	} {
+		file := filepath.Join(dir, "run.yaml")
+		if err := os.WriteFile(file, []byte(tt.doc), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		_, err := config.Load(file)
+		if got, want := errString(err), filepath.Join(dir, tt.want); got != want {
+			t.Errorf("Load(%q)=%q\nwant %q", tt.doc, got, want)
+		}
+	}
+	c := config.Default()
+	c.Env.Mode = "diagonal"
+	if got, want := errString(c.Validate()), `env.mode: "diagonal" is not accepted; accepted: simultaneous, sequential`; got != want {
+		t.Errorf("Validate()=%q, want %q", got, want)
 	}
 }

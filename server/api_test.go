@@ -176,7 +176,7 @@ func TestCreateRejects(t *testing.T) {
 		// in YAML and in JSON.
 		{"request_timeout above its maximum", "inference: {request_timeout: 48h}", 400, "inference.request_timeout: is 48h0m0s; at most 24h (one attempt of one request"},
 		{"retry_budget above its maximum", `{"inference": {"retry_budget": "25h"}}`, 400, "inference.retry_budget: is 25h0m0s; at most 24h (with an endpoint failing"},
-		{"job_timeout above its maximum", `{"trainer": {"job_timeout": 720000}}`, 400, "trainer.job_timeout: is 200h0m0s; at most 168h (7 days"},
+		{"job_timeout above its maximum", `{"trainer": {"job_timeout": "200h"}}`, 400, "trainer.job_timeout: is 200h0m0s; at most 168h (7 days"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			code, body := do(t, "POST", base+"/api/v1/runs", "", tc.body)

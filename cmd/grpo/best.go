@@ -85,7 +85,8 @@ func (c *BestCommand) ParseFlags(args []string) error {
 }
 
 // Run prints the run's selected step, or exports a step.
-func (c *BestCommand) Run(ctx context.Context) error {
+func (c *BestCommand) Run(ctx context.Context) (err error) {
+	defer func() { err = withRunNames(ctx, c.db, c.name, err) }()
 	store, err := openStore(c.db)
 	if err != nil {
 		return err

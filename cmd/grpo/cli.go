@@ -13,6 +13,8 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+
+	"github.com/grpo-dev/grpo/config"
 )
 
 // version is set at build time with -ldflags "-X main.version=v1.2.3".
@@ -159,9 +161,50 @@ func (m *Main) newFlags(name, synopsis string) *flag.FlagSet {
 		fs.SetOutput(m.Stdout)
 		defer fs.SetOutput(out)
 		fmt.Fprintf(m.Stdout, "%s\nFlags:\n", strings.TrimSpace(synopsis))
-		fs.PrintDefaults()
+		printFlags(m.Stdout, fs)
 	}
 	return fs
+}
+
+// printFlags lists fs's flags as the commands take them, with two dashes
+// (the flag package's PrintDefaults writes one), each with its usage and
+// its default when that is not the zero value.
+func printFlags(w io.Writer, fs *flag.FlagSet) {
+	fs.VisitAll(func(f *flag.Flag) {
+		arg, usage := flag.UnquoteUsage(f)
+		line := "  --" + f.Name
+		if arg != "" {
+			line += " " + arg
+		}
+		line += "\n    \t" + strings.ReplaceAll(usage, "\n", "\n    \t")
+		switch def := f.DefValue; {
+		case def == "" || def == "0" || def == "false" || def == "0s" || def == "[]":
+		case fmt.Sprintf("%T", f.Value) == "*flag.stringValue":
+			line += fmt.Sprintf(" (default %q)", def)
+		default:
+			line += fmt.Sprintf(" (default %s)", def)
+		}
+		fmt.Fprintln(w, line)
+	})
+}
+
+// flagError rewrites an error of the flag package for the user: flags
+// are named with two dashes, as they are written, and an unknown flag
+// comes with the nearest one fs defines when it looks like a typo of it.
+func flagError(fs *flag.FlagSet, err error) error {
+	msg := err.Error()
+	if name, ok := strings.CutPrefix(msg, "flag provided but not defined: -"); ok {
+		var names []string
+		fs.VisitAll(func(f *flag.Flag) { names = append(names, f.Name) })
+		if s := config.Nearest(name, names); s != "" {
+			return usagef("unknown flag --%s (did you mean --%s?)", name, s)
+		}
+		return usagef("unknown flag --%s (see --help for the flags)", name)
+	}
+	// "invalid value "x" for flag -steps: ...", "flag needs an argument: -steps"
+	msg = strings.Replace(msg, "flag -", "flag --", 1)
+	msg = strings.Replace(msg, "argument: -", "argument: --", 1)
+	return &usageError{msg}
 }
 
 // flagErrors is a flag set's output: it drops the messages (Run prints
@@ -186,7 +229,7 @@ func parse(fs *flag.FlagSet, args []string) error {
 			if errors.Is(err, flag.ErrHelp) {
 				return err
 			}
-			return &usageError{err.Error()}
+			return flagError(fs, err)
 		}
 		left := fs.Args()
 		if len(left) == 0 {

@@ -135,6 +135,9 @@ func TestNoUpdateWarnings(t *testing.T) {
 		"trainer: {hyperparameters: {learning_rate: 5.0e-6}}": 1,
 		"trainer: {hyperparameters: {learning_rate: 1000}}":   1,
 		"inference: {endpoints: [{url: http://127.0.0.1:1/v1}], model: m}\ntrainer: {kind: jobs, base_model: m, hyperparameters: {learning_rate: 5.0e-6}}": 0,
+		// The reference backend served on its own: its model's name says so.
+		"inference: {endpoints: [{url: http://127.0.0.1:1/v1}], model: refmodel}\ntrainer: {kind: jobs, base_model: refmodel, hyperparameters: {learning_rate: 5.0e-6}}": 1,
+		"inference: {endpoints: [{url: http://127.0.0.1:1/v1}], model: refmodel}\ntrainer: {kind: jobs, base_model: refmodel, hyperparameters: {learning_rate: 1}}":      0,
 	} {
 		ws := noUpdateWarnings(parse(doc))
 		if len(ws) != want {

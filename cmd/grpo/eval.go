@@ -784,8 +784,9 @@ func (r *report) choose(steps []string) ([]pick, error) {
 
 // runCheckpoints is `grpo eval --db --run --step`: the chosen checkpoints
 // of a stored run on its test split.
-func (c *EvalCommand) runCheckpoints(ctx context.Context) error {
+func (c *EvalCommand) runCheckpoints(ctx context.Context) (err error) {
 	k, o := c.ckpt, c.opts
+	defer func() { err = withRunNames(ctx, k.db, k.run, err) }()
 	if _, err := os.Stat(k.db); err != nil {
 		return fmt.Errorf("open store %s: %w", k.db, err)
 	}

@@ -18,7 +18,7 @@ func TestBadNumericFlags(t *testing.T) {
 		{[]string{"run", "--steps", "0"}, "--steps 0: need at least 1"},
 		{[]string{"run", "--steps", "-3"}, "--steps -3: need at least 1"},
 		{[]string{"run", "--resume", "r", "--seed", "0"}, "--resume uses the run's stored config"},
-		{[]string{"run", "--resume", "r", "--steps", "0"}, "--resume uses the run's stored config"},
+		{[]string{"run", "--resume", "r", "--steps", "0"}, "--steps 0: need at least 1"},
 		{[]string{"run", "--retry-job"}, "--retry-job retries a stored run's trainer job: use it with --resume RUN"},
 		{[]string{"eval", "--episodes", "0"}, "--episodes 0: need at least 1"},
 		{[]string{"eval", "--episodes", "-1"}, "--episodes -1: need at least 1"},

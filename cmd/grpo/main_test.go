@@ -165,7 +165,7 @@ func TestEvalBadInput(t *testing.T) {
 		{[]string{"eval", "--n", "1"}, 2, "--n = 1: need at least 2 philosophers"},
 		{[]string{"eval", "--n", "5,10,5"}, 2, `--n "5,10,5" lists 5 twice (each value once)`},
 		{[]string{"eval", "--reward", "dense"}, 2, `reward function "dense": accepted: shaped, paper`},
-		{[]string{"eval", "--bogus"}, 2, "flag provided but not defined: -bogus"},
+		{[]string{"eval", "--bogus"}, 2, "unknown flag --bogus (see --help for the flags)"},
 		{[]string{"eval", "--model", "m"}, 2, "--model needs --base-url"},
 		{[]string{"eval", "--base-url", html.URL, "--model", "m"}, 1, html.URL},
 		{[]string{"eval", "--models", "/nonexistent.yaml"}, 1, "/nonexistent.yaml"},

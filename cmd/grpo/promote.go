@@ -80,7 +80,8 @@ func (c *PromoteCommand) ParseFlags(args []string) error {
 }
 
 // Run loads the adapter and prints where.
-func (c *PromoteCommand) Run(ctx context.Context) error {
+func (c *PromoteCommand) Run(ctx context.Context) (err error) {
+	defer func() { err = withRunNames(ctx, c.db, c.name, err) }()
 	store, err := openStore(c.db)
 	if err != nil {
 		return err

@@ -8,6 +8,7 @@ import (
 	"net/url"
 	"os"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -38,7 +39,9 @@ shaped reward and best-validation selection.
 
 A run killed at any point continues with 'grpo run --resume RUN': committed
 steps are kept, the in-flight trainer job is reattached, and no step is
-trained twice or skipped. A run that failed because its step's trainer job
+trained twice or skipped. 'grpo run --resume RUN --steps N' with N above
+the run's steps extends it, a finished run too: its stored config is
+updated and the steps added are played. A run that failed because its step's trainer job
 failed or was cancelled fails the same way when resumed (the job id is the
 trainer's idempotency key); once the cause is fixed, 'grpo run --resume RUN
 --retry-job' submits that job again under a new id (<id>-retry-2, -3, ...).
@@ -69,7 +72,7 @@ func (c *runCommand) parse(m *Main, args []string) error {
 	fs.StringVar(&c.db, "db", "", "bbolt store (default: run.db from the config, grpo.db)")
 	fs.StringVar(&c.resume, "resume", "", "continue run RUN from its last committed step, with its stored config")
 	fs.StringVar(&c.name, "name", "", "run name (default: run.name, or generated)")
-	fs.IntVar(&c.steps, "steps", 0, "training steps, at least 1 (default: run.steps, 16)")
+	fs.IntVar(&c.steps, "steps", 0, "training steps, at least 1 (default: run.steps, 16); with --resume, raises a stored run's steps, so a finished run goes on to N")
 	fs.Int64Var(&c.seed, "seed", 0, "seed, any integer (default: run.seed, 1)")
 	fs.StringVar(&c.dataDir, "data-dir", "", "embedded backend's adapters and jobs (default: <db>.data next to the store; with --resume, the directory the run's adapters are in)")
 	fs.BoolVar(&c.quiet, "quiet", false, "no progress output on stderr")
@@ -81,8 +84,8 @@ func (c *runCommand) parse(m *Main, args []string) error {
 		return usagef("unexpected argument %q", fs.Arg(0))
 	}
 	c.set = givenFlags(fs)
-	if c.resume != "" && (c.set["config"] || c.set["name"] || c.set["steps"] || c.set["seed"]) {
-		return usagef("--resume uses the run's stored config: drop --config, --name, --steps and --seed")
+	if c.resume != "" && (c.set["config"] || c.set["name"] || c.set["seed"]) {
+		return usagef("--resume uses the run's stored config: drop --config, --name and --seed (--steps may raise its steps)")
 	}
 	if c.retryJob && c.resume == "" {
 		return usagef("--retry-job retries a stored run's trainer job: use it with --resume RUN")
@@ -99,6 +102,48 @@ func (c *runCommand) parse(m *Main, args []string) error {
 // a resume reattaches that job, so it needs --retry-job to go on.
 func jobEnded(err error) bool {
 	return errors.Is(err, trainer.ErrJobFailed) || errors.Is(err, trainer.ErrJobCancelled) || errors.Is(err, trainer.ErrJobTimeout)
+}
+
+// extend raises the steps of stored run c.resume to --steps, when that
+// is more than it planned, so that a resume plays the steps added (a
+// finished run too); w hears of it. Fewer steps are refused: the steps
+// committed stay as they are, so a run can only be lengthened.
+func (c *runCommand) extend(ctx context.Context, w io.Writer) error {
+	path := c.db
+	if path == "" {
+		path = config.Default().Run.DB
+	}
+	store := checkpoint.New(path, checkpoint.Options{})
+	rec, err := store.GetRun(ctx, c.resume)
+	if err != nil {
+		return withRunNames(ctx, path, c.resume, err)
+	}
+	cfg, err := config.FromJSON(rec.Config)
+	if err != nil {
+		return fmt.Errorf("stored config of run %s: %w", c.resume, err)
+	}
+	switch from := cfg.Run.Steps; {
+	case c.steps == from:
+		return nil
+	case c.steps < from:
+		return usagef("--steps %d: run %s plans %d steps; with --resume, --steps can only raise them (a resume never drops committed steps)", c.steps, c.resume, from)
+	}
+	// Another process playing the run keeps it as it is.
+	if l, live, err := store.GetLease(ctx, c.resume, checkpoint.LeaseOptions{}); err != nil {
+		return fmt.Errorf("extend run %s: %w", c.resume, err)
+	} else if live {
+		return fmt.Errorf("extend run %s: %w: %s", c.resume, checkpoint.ErrLeased, l)
+	}
+	from := cfg.Run.Steps
+	cfg.Run.Steps = c.steps
+	if err := cfg.Validate(); err != nil {
+		return usagef("--steps %d: %v", c.steps, err)
+	}
+	if err := store.ExtendRun(ctx, c.resume, c.steps, cfg.JSON()); err != nil {
+		return err
+	}
+	fmt.Fprintf(w, "extending %s from %d to %d steps\n", c.resume, from, c.steps)
+	return nil
 }
 
 // open opens the run the flags name: a stored one with --resume, else a
@@ -128,7 +173,8 @@ func (c *runCommand) open(ctx context.Context, opts run.Options) (*run.Run, erro
 				opts.DataDir = dir
 			}
 		}
-		return run.Reopen(ctx, c.resume, opts)
+		r, err := run.Reopen(ctx, c.resume, opts)
+		return r, withRunNames(ctx, path, c.resume, err)
 	}
 	var cfg config.Config
 	var err error
@@ -185,6 +231,13 @@ func (c *runCommand) override(cfg *config.Config) {
 // its table read back from the store.
 func (c *runCommand) play(ctx context.Context, m *Main) error {
 	view := newRunView(m.Stderr, c.quiet)
+	if c.resume != "" && c.set["steps"] {
+		if err := c.extend(ctx, m.Stderr); errors.Is(err, checkpoint.ErrLeased) {
+			return c.leased(c.resume, c.db, err)
+		} else if err != nil {
+			return err
+		}
+	}
 	r, err := c.open(ctx, run.Options{
 		Getenv:      m.Getenv,
 		Logger:      warnLogger(m.Stderr),
@@ -243,6 +296,9 @@ func (c *runCommand) play(ctx context.Context, m *Main) error {
 	}
 	report.noValidationCompare = cfg.Test.Set()
 	report.print(m.Stdout)
+	if w := unchangedWarning(report.evalList); w != "" {
+		fmt.Fprintf(m.Stderr, "warning: %s\n", w)
+	}
 	if cfg.Test.Set() && report.sel != nil {
 		if err := report.printTest(ctx, m, cfg); err != nil {
 			return fmt.Errorf("run %s: test split: %w", cfg.Run.Name, err)
@@ -278,15 +334,86 @@ func (c *runCommand) leased(name, db string, err error) error {
 func noUpdateWarnings(cfg config.Config) []string {
 	var out []string
 	lr := cfg.Trainer.Hyperparameters.LearningRate
-	if cfg.Embedded() && (lr < refmodel.DefaultLearningRate/100 || lr > refmodel.DefaultLearningRate*100) {
+	far := lr < refmodel.DefaultLearningRate/100 || lr > refmodel.DefaultLearningRate*100
+	switch {
+	case !far:
+	case cfg.Embedded():
 		out = append(out, fmt.Sprintf("trainer.hyperparameters.learning_rate %g is far from what the embedded backend learns with (default %g; useful range %g to %g): its updates will not move the policy and validation will stay flat; leave the key unset on the embedded backend (docs/CONFIG.md)",
 			lr, refmodel.DefaultLearningRate, refmodel.DefaultLearningRate/100, refmodel.DefaultLearningRate*100))
+	case servesRefmodel(cfg):
+		out = append(out, fmt.Sprintf("trainer.hyperparameters.learning_rate %g is far from what the reference backend learns with (its model %q is what 'grpo refmodel serve' serves; it learns with %g, useful range %g to %g): its updates will not move the policy and validation will stay flat; set trainer.hyperparameters.learning_rate: %g (docs/CONFIG.md)",
+			lr, refmodel.BaseModelName, refmodel.DefaultLearningRate, refmodel.DefaultLearningRate/100, refmodel.DefaultLearningRate*100, refmodel.DefaultLearningRate))
 	}
 	return out
 }
 
+// servesRefmodel reports whether cfg's endpoints or trainer are the reference
+// backend served on its own ('grpo refmodel serve'): the only model it
+// serves and trains is refmodel.BaseModelName, so a run against it names
+// that model.
+func servesRefmodel(cfg config.Config) bool {
+	return cfg.Trainer.Kind == config.TrainerJobs &&
+		(cfg.Inference.Model == refmodel.BaseModelName || cfg.Trainer.BaseModel == refmodel.BaseModelName)
+}
+
+// unchangedWarning is the warning for a run whose trained adapters never
+// changed a validation episode's outcome, "" otherwise. The rule: step 0
+// (the base model) and at least one later step were validated, and at
+// every later validated step each episode on a table (n, seed) the base
+// also played ended as the base's did (reward, meals, deadlock, invalid
+// outputs; errored episodes left out). Validation tables are the same at
+// every step and a policy that did not move plays them the same way, so
+// the run learned nothing that shows.
+func unchangedWarning(evals []checkpoint.Evaluation) string {
+	type table struct {
+		n    int
+		seed int64
+	}
+	base := map[table]checkpoint.EpisodeRecord{}
+	later := 0
+	for _, ev := range evals {
+		if ev.Step == 0 {
+			for _, e := range ev.Records {
+				if !e.Errored {
+					base[table{e.N, e.Seed}] = e
+				}
+			}
+		}
+	}
+	if len(base) == 0 {
+		return ""
+	}
+	for _, ev := range evals {
+		if ev.Step == 0 {
+			continue
+		}
+		shared := 0
+		for _, e := range ev.Records {
+			b, ok := base[table{e.N, e.Seed}]
+			if !ok || e.Errored {
+				continue
+			}
+			if e.Reward != b.Reward || e.Meals != b.Meals || e.Deadlock != b.Deadlock || e.Invalid != b.Invalid {
+				return ""
+			}
+			shared++
+		}
+		if shared > 0 {
+			later++
+		}
+	}
+	if later == 0 {
+		return ""
+	}
+	return fmt.Sprintf("no trained adapter changed a validation episode: at each of the %s validated after step 0, every table ended exactly as the base model's did at step 0 (same reward, meals, deadlock and invalid outputs), so training did not move the policy where it shows; check trainer.hyperparameters.learning_rate against what the trainer learns with, and that the trained adapters are the ones served",
+		plural(later, "step"))
+}
+
 // runView shows a run's progress on stderr: a bar per step on a
-// terminal, one line per committed step elsewhere.
+// terminal, one line per committed step elsewhere; and run-level progress
+// on each committed step's line (step k/N, time elapsed, seconds per step,
+// the time left at that pace), in the bar's description too. Off a
+// terminal (a log file) every line starts with the time of its event.
 type runView struct {
 	mu    sync.Mutex
 	w     io.Writer
@@ -294,11 +421,57 @@ type runView struct {
 	bar   *progress
 	step  int // the bar's step: with an asynchronous pipeline, later steps' episodes finish meanwhile
 	tty   bool
+
+	total   int       // the run's steps, from run_started
+	started time.Time // when this process began playing the run
+	trained int       // training steps committed since
+	last    int       // the last step committed
 }
 
 func newRunView(w io.Writer, quiet bool) *runView {
 	f, ok := w.(*os.File)
 	return &runView{w: w, quiet: quiet, tty: ok && isTerminal(f)}
+}
+
+// println writes line, with the time t of its event in front when the
+// output is not a terminal.
+func (v *runView) println(t time.Time, line string) {
+	if !v.tty {
+		if t.IsZero() {
+			t = time.Now()
+		}
+		line = t.Local().Format(timeFormat) + " " + line
+	}
+	fmt.Fprintln(v.w, line)
+}
+
+// pace is the run-level progress once step is committed at now: step k
+// of N, the time since this process began playing, and with a training
+// step committed since, seconds per step and the time left at that pace.
+func pace(started, now time.Time, trained, step, total int) string {
+	elapsed := now.Sub(started)
+	s := fmt.Sprintf("%d/%d, %s elapsed", step, total, elapsed.Round(time.Second))
+	if trained > 0 && step < total {
+		per := elapsed / time.Duration(trained)
+		s += fmt.Sprintf(", %.1f s/step, ETA %s", per.Seconds(), (per * time.Duration(total-step)).Round(time.Second))
+	} else if trained > 0 {
+		s += fmt.Sprintf(", %.1f s/step", (elapsed / time.Duration(trained)).Seconds())
+	}
+	return s
+}
+
+// barLabel is the description of step's bar: the step of the run's
+// steps, and the time left at the pace so far.
+func (v *runView) barLabel(step int) string {
+	if v.total == 0 {
+		return fmt.Sprintf("step %2d", step)
+	}
+	label := fmt.Sprintf("step %2d/%d", step, v.total)
+	if v.trained > 0 && !v.started.IsZero() {
+		per := time.Since(v.started) / time.Duration(v.trained)
+		label += fmt.Sprintf(" ETA %s", (per * time.Duration(v.total-v.last)).Round(time.Second))
+	}
+	return label
 }
 
 func (v *runView) event(e orchestrator.Event) {
@@ -308,12 +481,18 @@ func (v *runView) event(e orchestrator.Event) {
 	v.mu.Lock()
 	defer v.mu.Unlock()
 	switch {
-	case e.RunStarted != nil && e.RunStarted.Resumed:
-		fmt.Fprintf(v.w, "resuming at step %d of %d (the steps before it are stored)\n", e.RunStarted.From, e.RunStarted.Steps)
+	case e.RunStarted != nil:
+		v.total, v.started, v.last = e.RunStarted.Steps, e.Time, e.RunStarted.From-1
+		if v.started.IsZero() {
+			v.started = time.Now()
+		}
+		if e.RunStarted.Resumed {
+			v.println(e.Time, fmt.Sprintf("resuming at step %d of %d (the steps before it are stored)", e.RunStarted.From, e.RunStarted.Steps))
+		}
 	case e.StepStarted != nil && e.StepStarted.Reattach:
-		fmt.Fprintf(v.w, "step %2d: its trainer job was submitted before the restart; waiting for it\n", e.Step)
+		v.println(e.Time, fmt.Sprintf("step %2d: its trainer job was submitted before the restart; waiting for it", e.Step))
 		if v.tty {
-			v.bar = newProgress(v.w, -1, fmt.Sprintf("step %2d", e.Step))
+			v.bar = newProgress(v.w, -1, v.barLabel(e.Step))
 			v.step = e.Step
 		}
 	case e.StepStarted != nil:
@@ -322,7 +501,7 @@ func (v *runView) event(e orchestrator.Event) {
 			if total == 0 {
 				total = -1 // nothing to count (sampled ahead, not validated): a spinner
 			}
-			v.bar = newProgress(v.w, total, fmt.Sprintf("step %2d", e.Step))
+			v.bar = newProgress(v.w, total, v.barLabel(e.Step))
 			v.step = e.Step
 		}
 	case e.EpisodeFinished != nil:
@@ -332,7 +511,7 @@ func (v *runView) event(e orchestrator.Event) {
 	case e.JobState != nil:
 		if v.bar != nil {
 			j := e.JobState
-			v.bar.Describe(fmt.Sprintf("step %2d job %s %3.0f%%", e.Step, j.State, 100*j.Progress))
+			v.bar.Describe(fmt.Sprintf("%s job %s %3.0f%%", v.barLabel(e.Step), j.State, 100*j.Progress))
 		}
 	case e.StepCommitted != nil:
 		// With an asynchronous pipeline a step may commit after the next
@@ -342,6 +521,10 @@ func (v *runView) event(e orchestrator.Event) {
 			v.bar.Finish()
 			v.bar = nil
 		}
+		if e.Step > 0 {
+			v.trained++
+		}
+		v.last = e.Step
 		s := e.StepCommitted
 		line := fmt.Sprintf("step %2d committed", e.Step)
 		if s.Train != nil {
@@ -350,15 +533,22 @@ func (v *runView) event(e orchestrator.Event) {
 		if s.Job == nil && e.Step > 0 {
 			line += "  (no signal: no job)"
 		}
-		fmt.Fprintln(v.w, line)
+		if v.total > 0 {
+			now := e.Time
+			if now.IsZero() {
+				now = time.Now()
+			}
+			line += "  [" + pace(v.started, now, v.trained, e.Step, v.total) + "]"
+		}
+		v.println(e.Time, line)
 	case e.ValidationDone != nil:
 		ev := e.ValidationDone
-		fmt.Fprintf(v.w, "step %2d validation %.3f [%.3f, %.3f] deadlock %.2f\n", e.Step, ev.RewardMean, ev.RewardCI95[0], ev.RewardCI95[1], ev.DeadlockRate)
+		v.println(e.Time, fmt.Sprintf("step %2d validation %.3f [%.3f, %.3f] deadlock %.2f", e.Step, ev.RewardMean, ev.RewardCI95[0], ev.RewardCI95[1], ev.DeadlockRate))
 	case e.BestChanged != nil:
-		fmt.Fprintf(v.w, "best step is now %d (%.3f)\n", e.BestChanged.Step, e.BestChanged.Value)
+		v.println(e.Time, fmt.Sprintf("best step is now %d (%.3f)", e.BestChanged.Step, e.BestChanged.Value))
 	case e.EndpointState != nil && e.EndpointState.Up:
 		// A drain is already a warning of the run's log.
-		fmt.Fprintln(v.w, endpointLine(*e.EndpointState))
+		v.println(e.Time, endpointLine(*e.EndpointState))
 	}
 }
 
@@ -369,6 +559,39 @@ func (v *runView) finish() {
 		v.bar.Finish()
 		v.bar = nil
 	}
+}
+
+// maxRunNames is how many of a store's runs an unknown run's error names.
+const maxRunNames = 5
+
+// withRunNames adds to err, when it says store db has no such run, the
+// runs it does have (the nearest name first when the name looks like a
+// typo of one), so that a misspelt name or the wrong --db shows.
+func withRunNames(ctx context.Context, db, name string, err error) error {
+	if !errors.Is(err, checkpoint.ErrRunNotFound) || errors.Is(err, checkpoint.ErrNoDatabase) {
+		return err
+	}
+	list, lerr := checkpoint.New(db, checkpoint.Options{}).ListRuns(ctx)
+	if lerr != nil {
+		return err
+	}
+	if len(list) == 0 {
+		return fmt.Errorf("%w; the store %s has no runs", err, db)
+	}
+	names := make([]string, len(list))
+	for i, r := range list {
+		names[i] = r.Name
+	}
+	hint := ""
+	if near := config.Nearest(name, names); near != "" {
+		hint = fmt.Sprintf(" (did you mean %s?)", near)
+		names = append([]string{near}, slices.DeleteFunc(names, func(n string) bool { return n == near })...)
+	}
+	shown := strings.Join(names[:min(len(names), maxRunNames)], ", ")
+	if more := len(names) - maxRunNames; more > 0 {
+		shown += fmt.Sprintf(" and %d more ('grpo runs%s' lists them)", more, dbFlag(db))
+	}
+	return fmt.Errorf("%w%s; the store %s has %s: %s", err, hint, db, plural(len(names), "run"), shown)
 }
 
 // report is a run read back from the store.
@@ -550,8 +773,9 @@ func (r *report) printUnderway(w io.Writer) {
 	fmt.Fprintf(w, "not playing: %s; resume it with 'grpo run --resume %s%s', or a daemon started on this store resumes it\n", who, r.run.Name, dbFlag(r.db))
 }
 
-// validationSizes are the table sizes of the run's validations when
-// there are several (one column each), else none.
+// validationSizes are the table sizes of the run's validations, one
+// column each, when there are several or one differs from a step's
+// training size (VALIDATION alone would read as measured at N); else none.
 func (r *report) validationSizes() []int {
 	var ns []int
 	for _, ev := range r.evalList {
@@ -561,7 +785,13 @@ func (r *report) validationSizes() []int {
 			}
 		}
 	}
-	if len(ns) < 2 {
+	differs := false
+	for _, s := range r.steps {
+		if len(ns) == 1 && s.N != ns[0] {
+			differs = true
+		}
+	}
+	if len(ns) < 2 && !differs {
 		return nil
 	}
 	slices.Sort(ns)

@@ -130,7 +130,8 @@ func (c *RunsCommand) ParseFlags(args []string) error {
 }
 
 // Run lists the runs, or shows one.
-func (c *RunsCommand) Run(ctx context.Context) error {
+func (c *RunsCommand) Run(ctx context.Context) (err error) {
+	defer func() { err = withRunNames(ctx, c.db, c.show+c.cancel, err) }()
 	if c.show != "" {
 		return c.showRun(ctx, c.db, c.show, c.json)
 	}

@@ -24,7 +24,9 @@ Connects to a daemon's event stream (/ws) and prints the events of RUN
 (default: every run) as they happen: one line per step (train reward,
 validation reward with its 95% CI, deadlock rate, trainer loss, best step),
 a line when an inference endpoint of the run is drained (why, when it is
-probed again) or readmitted, plus one line per episode with --episodes. Lines come in the order of
+probed again) or readmitted, a progress line each time a step passes a
+quarter of its episodes (12/24 episodes), or instead one line per episode
+with --episodes. Lines come in the order of
 the events, each naming its step: with the asynchronous pipeline
 (grpo.max_off_policy_steps > 0) later steps' episodes play while a step
 trains and validates, so their lines come before that step's line.
@@ -373,6 +375,44 @@ type stepPrinter struct {
 	// its commit), so its validation is read from the daemon (stored).
 	streamed map[string]bool
 	stored   func(run string, step int) *orchestrator.ValidationDone
+	// counts is, by run and step, the episodes a step has finished of
+	// those its step_started announced, for the progress lines printed
+	// without --episodes.
+	counts map[string]map[int]*episodeCount
+}
+
+// episodeCount is a step's progress: episodes finished of total, and the
+// quarters of total passed when a progress line was last printed.
+type episodeCount struct{ done, total, quarters int }
+
+// started notes the episodes step e announces (training and validation).
+func (p *stepPrinter) started(e orchestrator.Event) {
+	total := e.StepStarted.Episodes + e.StepStarted.Validation
+	if total == 0 {
+		return
+	}
+	if p.counts == nil {
+		p.counts = map[string]map[int]*episodeCount{}
+	}
+	if p.counts[e.Run] == nil {
+		p.counts[e.Run] = map[int]*episodeCount{}
+	}
+	p.counts[e.Run][e.Step] = &episodeCount{total: total}
+}
+
+// finished counts episode e, and prints a progress line when the count
+// passes a quarter of its step's episodes: a long step shows it moves.
+// The last episode prints none: the step's own line comes next.
+func (p *stepPrinter) finished(e orchestrator.Event) {
+	c := p.counts[e.Run][e.Step]
+	if c == nil {
+		return // sampled ahead, before its step_started: no total known
+	}
+	c.done++
+	if q := 4 * c.done / c.total; q > c.quarters && c.done < c.total {
+		c.quarters = q
+		p.say(e.Run, fmt.Sprintf("%s %-12s step %2d %-17s %d/%d episodes", e.Time.Local().Format("15:04:05.000"), e.Run, e.Step, "progress", c.done, c.total))
+	}
 }
 
 // connected starts a new connection's stream; stored reads a committed
@@ -508,13 +548,18 @@ func (p *stepPrinter) flush() {
 
 func (p *stepPrinter) event(e orchestrator.Event) {
 	switch {
+	case e.StepStarted != nil:
+		p.started(e)
 	case e.EpisodeFinished != nil:
 		if p.episodes {
 			p.say(e.Run, eventLine(e))
+		} else {
+			p.finished(e)
 		}
 	case e.ValidationDone != nil:
 		p.get(e).val = e.ValidationDone
 	case e.StepCommitted != nil:
+		delete(p.counts[e.Run], e.Step)
 		sl := p.get(e)
 		if sl.val == nil && !p.streamed[e.Run] && p.stored != nil {
 			sl.val = p.stored(e.Run, e.Step)
@@ -538,6 +583,7 @@ func (p *stepPrinter) event(e orchestrator.Event) {
 		}
 		p.flushRun(e.Run)
 	case e.RunStarted != nil, e.RunFinished != nil:
+		delete(p.counts, e.Run)
 		p.flushRun(e.Run)
 		fmt.Fprintln(p.w, eventLine(e))
 	case e.JobState != nil && e.JobState.State == "failed":

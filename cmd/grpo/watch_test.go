@@ -54,8 +54,9 @@ func decodeEvents(t *testing.T, lines ...string) []orchestrator.Event {
 }
 
 // TestWatchOneLinePerStep feeds a two-step run's events to the printer:
-// by default one line per step (plus the run's start and end), with
-// --episodes one more per episode.
+// by default one line per step (plus the run's start and end, and a
+// progress line as a step passes a quarter of its episodes), with
+// --episodes one line per episode instead of the progress lines.
 func TestWatchOneLinePerStep(t *testing.T) {
 	events := decodeEvents(t,
 		`{"type":"run_started","run":"r","step":0,"data":{"steps":2,"from":0}}`,
@@ -82,7 +83,9 @@ func TestWatchOneLinePerStep(t *testing.T) {
 	lines := strings.Split(strings.TrimSpace(b.String()), "\n")
 	wantEnds := []string{
 		"steps 2 from 0 resumed false",
+		"step  0 progress          1/2 episodes",
 		"step  0 n=5  validation 0.375 [0.100, 0.650] deadlock 0.50 meals 2.00  best 0 (0.375)",
+		"step  1 progress          1/2 episodes",
 		"step  1 n=5  train 0.750  loss 0.125 kl 0.01",
 		"step  2 n=5  train 0.500  (no signal: no job)",
 		"run_finished      succeeded",
@@ -100,8 +103,11 @@ func TestWatchOneLinePerStep(t *testing.T) {
 	for _, e := range events {
 		p.event(e)
 	}
-	if got := strings.Count(b.String(), "\n"); got != len(wantEnds)+3 {
-		t.Fatalf("--episodes: %d lines, want %d:\n%s", got, len(wantEnds)+3, b.String())
+	if got := strings.Count(b.String(), "\n"); got != len(wantEnds)-2+3 {
+		t.Fatalf("--episodes: %d lines, want %d:\n%s", got, len(wantEnds)-2+3, b.String())
+	}
+	if strings.Contains(b.String(), "progress") {
+		t.Fatalf("--episodes prints progress lines too:\n%s", b.String())
 	}
 	if !strings.Contains(b.String(), "train s1-g0-e0 reward 1.000") {
 		t.Fatalf("--episodes lacks the episode line:\n%s", b.String())
@@ -321,6 +327,33 @@ func TestWatchPrintsInEventOrder(t *testing.T) {
 	for i, w := range wantEnds {
 		if !strings.HasSuffix(lines[i], w) {
 			t.Errorf("line %d %q, want it to end with %q", i, lines[i], w)
+		}
+	}
+}
+
+// TestWatchStepProgress: without --episodes, a step's progress is printed
+// as it passes each quarter of the episodes its step_started announced
+// (training and validation), not at the last one; episodes of a step
+// sampled ahead, before its step_started, are not counted.
+func TestWatchStepProgress(t *testing.T) {
+	lines := []string{`{"type":"episode_finished","run":"r","step":4,"data":{"split":"train","id":"s4-g0-e0"}}`,
+		`{"type":"step_started","run":"r","step":3,"data":{"n":5,"episodes":6,"validation":2}}`}
+	for i := range 8 {
+		lines = append(lines, fmt.Sprintf(`{"type":"episode_finished","run":"r","step":3,"data":{"split":"train","id":"s3-g0-e%d"}}`, i))
+	}
+	var b strings.Builder
+	p := &stepPrinter{w: &b}
+	for _, e := range decodeEvents(t, lines...) {
+		p.event(e)
+	}
+	got := strings.Split(strings.TrimSpace(b.String()), "\n")
+	want := []string{"step  3 progress          2/8 episodes", "step  3 progress          4/8 episodes", "step  3 progress          6/8 episodes"}
+	if len(got) != len(want) {
+		t.Fatalf("%d lines, want %d:\n%s", len(got), len(want), b.String())
+	}
+	for i, w := range want {
+		if !strings.HasSuffix(got[i], w) {
+			t.Errorf("line %d %q, want it to end with %q", i, got[i], w)
 		}
 	}
 }
