@@ -204,14 +204,14 @@ func (r *run) jobRequest(s int, trajs []trainer.Trajectory) *trainer.JobRequest 
 	}
 	h := t.Hyperparameters
 	return &trainer.JobRequest{
-		ID:              trainer.JobID(r.jobKey, s),
-		BaseModel:       t.BaseModel,
-		ParentAdapter:   parent,
-		OutputAdapter:   trainer.AdapterName(r.jobKey, s),
-		LoRA:            trainer.LoRA{Rank: t.LoRA.Rank, Alpha: t.LoRA.Alpha, TargetModules: t.LoRA.TargetModules},
+		ID:            trainer.JobID(r.jobKey, s),
+		BaseModel:     t.BaseModel,
+		ParentAdapter: parent,
+		OutputAdapter: trainer.AdapterName(r.jobKey, s),
+		LoRA:          trainer.LoRA{Rank: t.LoRA.Rank, Alpha: t.LoRA.Alpha, TargetModules: t.LoRA.TargetModules},
 		Hyperparameters: trainer.Hyperparameters{LearningRate: h.LearningRate, Epsilon: h.Epsilon, EpsilonHigh: h.EpsilonHigh, KLBeta: h.KLBeta, Epochs: h.Epochs,
 			MiniBatches: h.MiniBatches, WarmupSteps: h.WarmupSteps, ResetOptimizer: h.ResetOptimizer},
-		Trajectories:    trajs,
+		Trajectories: trajs,
 	}
 }
 
