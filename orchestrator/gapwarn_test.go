@@ -198,3 +198,43 @@ func TestSamplerLogprobGapBelowThreshold(t *testing.T) {
 		t.Fatalf("%d gap warnings at a gap of 0.01, want none (threshold %v)", got, orchestrator.LogprobGapWarning)
 	}
 }
+
+// TestReferenceBackendScoresWhatItSampled: the reference trainer reports
+// a sampler logprob gap of 0 (to rounding) on a synchronous run at
+// temperature 1, so the logprobs grpo forwards are the sampled tokens'
+// own; it reports entropy and update norm, and no optimizer step (it
+// keeps no optimizer state).
+func TestReferenceBackendScoresWhatItSampled(t *testing.T) {
+	dir := t.TempDir()
+	e := newEnv(t, filepath.Join(dir, "data"), filepath.Join(dir, "grpo.db"))
+	w := &warnings{}
+	o := orchestrator.New(orchestrator.Options{Store: e.store, Completer: e.chat, Trainer: e.trainer, Adapters: e.fleet, Logger: slog.New(w)})
+	if err := o.Start(context.Background(), smallConfig(t, "ref", 2)); err != nil {
+		t.Fatal(err)
+	}
+	_, steps, _ := snapshot(t, e.store, "ref")
+	jobs := 0
+	for _, s := range steps {
+		if s.Job == nil {
+			continue
+		}
+		jobs++
+		m := s.Job.Metrics
+		gap, ok := m["sampler_logprob_gap"]
+		if !ok || gap > 1e-9 {
+			t.Errorf("step %d: sampler_logprob_gap %v (reported %v), want 0 to rounding", s.Step, gap, ok)
+		}
+		if m["entropy"] <= 0 || m["update_norm"] <= 0 {
+			t.Errorf("step %d: entropy %v, update_norm %v; want both > 0", s.Step, m["entropy"], m["update_norm"])
+		}
+		if _, ok := m["optimizer_step"]; ok {
+			t.Errorf("step %d: optimizer_step %v reported by a trainer without optimizer state", s.Step, m["optimizer_step"])
+		}
+	}
+	if jobs == 0 {
+		t.Fatal("no step trained a job")
+	}
+	if got := w.about("does not score the sampled tokens"); got != 0 {
+		t.Fatalf("%d gap warnings on the reference backend, want none", got)
+	}
+}
