@@ -265,9 +265,10 @@ func (c Config) validateTrainer() error {
 
 // Bounds of the optimizer's hyperparameters. MaxMiniBatches is epochs'
 // bound: each mini-batch is an optimizer step over a share of one step's
-// trajectories, and a thousand of them is already more steps than a
-// GRPO batch has trajectories at the default sizes (30: 2 groups × 3 episodes × 5 philosophers). A warm-up of a
-// million optimizer steps does not end within any run one would train.
+// trajectories, and a thousand of them is already more steps than a GRPO
+// batch has trajectories at the default sizes (30: 2 groups × 3 episodes
+// × 5 philosophers). A warm-up of a million optimizer steps does not end
+// within any run one would train.
 const (
 	MaxMiniBatches = 1000
 	MaxWarmupSteps = 1_000_000
