@@ -30,7 +30,7 @@ type diagnosingTrainer struct {
 	created [][]byte
 }
 
-func newDiagnosingTrainer(t *testing.T, real http.Handler, gap float64) (*diagnosingTrainer, string) {
+func newDiagnosingTrainer(t *testing.T, real http.Handler, gapAt func(step int) float64) (*diagnosingTrainer, string) {
 	d := &diagnosingTrainer{}
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Method == http.MethodPost {
@@ -55,7 +55,11 @@ func newDiagnosingTrainer(t *testing.T, real http.Handler, gap float64) (*diagno
 			w.Write(rec.Body.Bytes())
 			return
 		}
-		step, entropy, norm := 7.0, 1.25, 0.5
+		var s int
+		if _, err := fmt.Sscanf(job.ID[strings.LastIndex(job.ID, "/step-")+1:], "step-%d", &s); err != nil {
+			t.Errorf("job id %q: %v", job.ID, err)
+		}
+		gap, step, entropy, norm := gapAt(s), 7.0, 1.25, 0.5
 		job.Metrics.SamplerLogprobGap, job.Metrics.OptimizerStep, job.Metrics.Entropy, job.Metrics.UpdateNorm = &gap, &step, &entropy, &norm
 		w.Header().Set("Content-Type", "application/json")
 		json.NewEncoder(w).Encode(job)
@@ -93,15 +97,17 @@ func (h *warnings) about(word string) int {
 }
 
 // gapRun plays a steps-step run of trainer.kind jobs against a trainer
-// reporting gap, with the optimizer's hyperparameters set, and returns its
-// warnings, its job_state events' metrics and the trainer.
-func gapRun(t *testing.T, gap float64, steps int) (*warnings, []*orchestrator.JobMetrics, *diagnosingTrainer, *env) {
+// reporting gapAt(step) for each step's job, with the optimizer's
+// hyperparameters set and at most lag steps between sampling and training,
+// and returns its warnings, its job_state events' metrics and the trainer.
+func gapRun(t *testing.T, gapAt func(step int) float64, steps, lag int) (*warnings, []*orchestrator.JobMetrics, *diagnosingTrainer, *env) {
 	t.Helper()
 	dir := t.TempDir()
 	e := newEnv(t, filepath.Join(dir, "data"), filepath.Join(dir, "grpo.db"))
-	d, url := newDiagnosingTrainer(t, e.backend.TrainerHandler(), gap)
+	d, url := newDiagnosingTrainer(t, e.backend.TrainerHandler(), gapAt)
 	cfg, err := config.Parse(fmt.Appendf(nil, `
 run: {name: gap, steps: %d, seed: 3}
+grpo: {max_off_policy_steps: %d}
 validation: {episodes: 8}
 inference: {model: %s, endpoints: [{url: %q}], adapters: {keep: 1}}
 trainer:
@@ -109,7 +115,7 @@ trainer:
   url: %q
   base_model: %s
   hyperparameters: {learning_rate: %v, mini_batches: 4, warmup_steps: 2, reset_optimizer: true}
-`, steps, refmodel.BaseModelName, e.inferURL, url, refmodel.BaseModelName, refmodel.DefaultLearningRate))
+`, steps, lag, refmodel.BaseModelName, e.inferURL, url, refmodel.BaseModelName, refmodel.DefaultLearningRate))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -136,7 +142,7 @@ trainer:
 // diagnostics reach the step records and the job_state events, and the
 // create bodies carry the optimizer's hyperparameters.
 func TestSamplerLogprobGapWarnsOnce(t *testing.T) {
-	w, metrics, d, e := gapRun(t, 0.5, 3)
+	w, metrics, d, e := gapRun(t, func(int) float64 { return 0.5 }, 3, 0)
 	if got, want := w.about("does not score the sampled tokens"), 1; got != want {
 		t.Fatalf("%d gap warnings over 3 jobs, want %d (all warnings: %q)", got, want, w.msgs)
 	}
@@ -193,7 +199,7 @@ func TestSamplerLogprobGapWarnsOnce(t *testing.T) {
 // TestSamplerLogprobGapBelowThreshold: a gap of 0.01 nats draws no
 // warning.
 func TestSamplerLogprobGapBelowThreshold(t *testing.T) {
-	w, _, _, _ := gapRun(t, 0.01, 2)
+	w, _, _, _ := gapRun(t, func(int) float64 { return 0.01 }, 2, 0)
 	if got := w.about("does not score the sampled tokens"); got != 0 {
 		t.Fatalf("%d gap warnings at a gap of 0.01, want none (threshold %v)", got, orchestrator.LogprobGapWarning)
 	}
@@ -236,5 +242,38 @@ func TestReferenceBackendScoresWhatItSampled(t *testing.T) {
 	}
 	if got := w.about("does not score the sampled tokens"); got != 0 {
 		t.Fatalf("%d gap warnings on the reference backend, want none", got)
+	}
+}
+
+// TestSamplerLogprobGapOfLaggedJobs: with an asynchronous pipeline, a gap
+// of 0.5 on the jobs whose rollouts an older policy sampled draws no
+// warning (the lag is part of it), one on step 1's on-policy job does.
+func TestSamplerLogprobGapOfLaggedJobs(t *testing.T) {
+	for _, tt := range []struct {
+		name     string
+		gapAt    func(step int) float64
+		warnings int
+	}{
+		{"lagged jobs", func(s int) float64 { return map[bool]float64{true: 0.01, false: 0.5}[s == 1] }, 0},
+		{"every job", func(int) float64 { return 0.5 }, 1},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			w, _, _, e := gapRun(t, tt.gapAt, 3, 1)
+			_, steps, _ := snapshot(t, e.store, "gap")
+			var lags []int
+			for _, s := range steps {
+				if s.Train != nil && s.Train.OffPolicyLag != nil {
+					lags = append(lags, *s.Train.OffPolicyLag)
+				}
+			}
+			// The test means something only if steps 2 and 3 trained on
+			// rollouts of an older policy.
+			if got, want := fmt.Sprint(lags), "[0 1 1]"; got != want {
+				t.Fatalf("off-policy lags of steps 1-3: %s, want %s", got, want)
+			}
+			if got := w.about("does not score the sampled tokens"); got != tt.warnings {
+				t.Fatalf("%d gap warnings, want %d", got, tt.warnings)
+			}
+		})
 	}
 }
