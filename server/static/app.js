@@ -242,7 +242,8 @@ function render(r) {
   // progress figure of it.
   for (const s of r.steps) {
     if (s.job) state.jobs[s.job.id] = { step: s.step, id: s.job.id, state: s.job.state, progress: null,
-      ...jobFigures(s.job.metrics), seconds: (new Date(s.job.finished) - new Date(s.job.submitted)) / 1000 };
+      ...jobFigures(s.job.metrics), seconds: (new Date(s.job.finished) - new Date(s.job.submitted)) / 1000,
+      lagged: !!(s.train && s.train.off_policy_lag > 0) };
   }
   // The job in flight of a run played now is listed before its first
   // job_state event, which a trainer may send only when the job ends.
@@ -295,7 +296,8 @@ $("#tx-prev").addEventListener("click", () => { if (state.tx) { state.tx.round--
 $("#tx-next").addEventListener("click", () => { if (state.tx) { state.tx.round++; renderReplay(); } });
 
 // GAP_WARNING is orchestrator.LogprobGapWarning: a job's sampler logprob
-// gap above it is shown as a warning, as grpo logs one.
+// gap above it is shown as a warning, as grpo logs one, unless an older
+// policy sampled the job's rollouts (the lag is part of the gap).
 const GAP_WARNING = 0.05;
 
 // jobFigures are the trainer jobs table's figures of a job's metrics:
@@ -316,7 +318,7 @@ function renderJobs() {
       el("td", {}, j.progress === null ? "done" : j.progress === undefined ? "-" : Math.round(100 * j.progress) + "%"), el("td", {}, fmt(j.loss, 4)),
       el("td", {}, j.optStep === null ? "-" : String(j.optStep)), el("td", {}, fmt(j.gap, 4)), el("td", {}, fmt(j.entropy, 3)),
       el("td", {}, fmt(j.updateNorm, 4)), el("td", {}, j.seconds ? fmt(j.seconds, 2) : "-"));
-    if (j.gap !== null && j.gap > GAP_WARNING) {
+    if (j.gap !== null && j.gap > GAP_WARNING && !j.lagged) {
       const td = tr.children[6];
       td.className = "warn";
       td.title = "above " + GAP_WARNING + " nats: the trainer does not score the sampled tokens as the inference server did (chat template, tokenizer, vLLM's --logprobs-mode, temperature)";
