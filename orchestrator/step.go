@@ -339,9 +339,8 @@ func (r *run) checkLogprobGap(s int, req trainer.JobRequest, gap *float64) {
 	if !r.gapWarned.CompareAndSwap(false, true) {
 		return
 	}
-	job := req.ID
 	r.o.opts.Logger.Warn("the trainer does not score the sampled tokens as the inference server did: check that both use the same chat template and tokenizer, that vLLM runs with --logprobs-mode processed_logprobs, and that the trainer applies the sampling temperature; the importance ratios are off before any update (warned once per run)",
-		"run", r.name, "step", s, "job", job, "sampler_logprob_gap", *gap, "threshold", LogprobGapWarning)
+		"run", r.name, "step", s, "job", req.ID, "sampler_logprob_gap", *gap, "threshold", LogprobGapWarning)
 }
 
 // load hot-loads the job's adapter into every endpoint and switches
