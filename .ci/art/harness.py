@@ -24,6 +24,7 @@ Usage: python harness.py --port P --refmodel URL --record FILE [--art-path DIR]
 import argparse
 import ast
 import importlib
+import importlib.util
 import inspect
 import json
 import math
@@ -45,19 +46,17 @@ from transformers import PreTrainedTokenizerFast
 
 sys.modules.setdefault("torch", types.ModuleType("torch"))
 
-import art  # noqa: E402
-
 VOCAB = 2048  # above the reference backend's token ids (1000 and up)
 
 # ChatML with tools and tool calls, close to Qwen's: the shape ART renders.
 CHAT_TEMPLATE = (
-    "{%- if tools %}<|im_start|>system\ntools {{ tools | tojson }}<|im_end|>\n{% endif %}"
-    "{%- for m in messages %}<|im_start|>{{ m['role'] }}\n"
-    "{%- if m['content'] is string %}{{ m['content'] }}"
-    "{%- elif m['content'] %}{% for p in m['content'] %}{{ p['text'] }}{% endfor %}{% endif %}"
-    "{%- for tc in m.get('tool_calls') or [] %} <tool_call> {{ tc['function']['name'] }}"
+    "{% if tools %}<|im_start|>system\ntools {{ tools | tojson }}<|im_end|>\n{% endif %}"
+    "{% for m in messages %}<|im_start|>{{ m['role'] }}\n"
+    "{% if m['content'] is string %}{{ m['content'] }}"
+    "{% elif m['content'] %}{% for p in m['content'] %}{{ p['text'] }}{% endfor %}{% endif %}"
+    "{% for tc in m.get('tool_calls') or [] %} <tool_call> {{ tc['function']['name'] }}"
     " {{ tc['function']['arguments'] }} </tool_call>{% endfor %}<|im_end|>\n{% endfor %}"
-    "{%- if add_generation_prompt %}<|im_start|>assistant\n{% endif %}"
+    "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}"
 )
 
 
@@ -181,10 +180,31 @@ def find_tokenizer():
     return run
 
 
+def art_dir() -> str:
+    spec = importlib.util.find_spec("art")
+    if spec is None or not spec.submodule_search_locations:
+        raise SystemExit("harness: no art package on the path (PYTHONPATH=<openpipe-art --target dir>)")
+    return spec.submodule_search_locations[0]
+
+
+def install_local(recorder: "Recorder") -> None:
+    """Makes art.local a package of the release's own files whose
+    LocalBackend is the recording one. art/__init__ imports LocalBackend
+    from 0.5.9 on, so a placeholder stands in until the recording class,
+    which needs art's models, is built."""
+    local = types.ModuleType("art.local")
+    local.__path__ = [os.path.join(art_dir(), "local")]
+    local.LocalBackend = type("LocalBackend", (), {})
+    sys.modules["art.local"] = local
+    importlib.import_module("art")
+    local.LocalBackend = recording_backend(recorder)
+    sys.modules["art"].LocalBackend = local.LocalBackend
+
+
 def recording_backend(recorder: Recorder) -> type:
     """LocalBackend as published, every method's body replaced by a call to
     recorder (async generators stream from it)."""
-    src_path = os.path.join(os.path.dirname(art.__file__), "local", "backend.py")
+    src_path = os.path.join(art_dir(), "local", "backend.py")
     tree = ast.parse(open(src_path).read())
     ns: dict = {"__name__": "art.local.backend", "__package__": "art.local", "__recorder__": recorder}
     for node in tree.body:
@@ -289,10 +309,7 @@ def main() -> None:
     Proxy.recorder = recorder
     threading.Thread(target=proxy.serve_forever, daemon=True).start()
 
-    local = types.ModuleType("art.local")
-    local.__path__ = [os.path.join(os.path.dirname(art.__file__), "local")]
-    sys.modules["art.local"] = local
-    local.LocalBackend = recording_backend(recorder)
+    install_local(recorder)
     recorder.tokenize = find_tokenizer()
 
     cli = importlib.import_module("art.cli")
