@@ -44,7 +44,9 @@ import transformers.training_args  # noqa: F401
 from tokenizers import Tokenizer, models, pre_tokenizers
 from transformers import PreTrainedTokenizerFast
 
-sys.modules.setdefault("torch", types.ModuleType("torch"))
+torch = types.ModuleType("torch")
+torch.Tensor = type("Tensor", (), {})  # annotations of TokenizedResult (0.5.1 on)
+sys.modules.setdefault("torch", torch)
 
 VOCAB = 2048  # above the reference backend's token ids (1000 and up)
 
