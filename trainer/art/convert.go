@@ -40,17 +40,85 @@ const (
 )
 
 // TrainGroups turns a step's trajectories into ART trajectory groups for
-// /_train_model: one ART group per grpo group, in order of first
-// appearance, with each trajectory's advantage sent as ART's reward (ART
-// recomputes advantages from rewards; see the package doc) and its
-// episode reward kept as the metric grpo_reward.
+// /_train_model on a server of protocol p: one ART group per grpo group, in
+// order of first appearance, with each trajectory's advantage sent as ART's
+// reward (ART recomputes advantages from rewards; see the package doc) and
+// its episode reward kept as the metric grpo_reward.
 //
-// trajs must hold every scored trajectory of each group, including those
-// with advantage 0: ART's group standard deviation counts them, so leaving
-// them out would rescale the others. Every sampled choice must carry
-// logprobs (ART refuses choices without them).
-func TrainGroups(trajs []trainer.Trajectory) ([]TrajectoryGroup, error) {
-	return groups(trajs, true)
+// Each group's advantages are first made to sum to exactly 0 (see centre),
+// so that ART's subtraction of their mean changes nothing and the
+// zero-advantage trajectories stay exactly 0, which ART skips. On servers
+// with scale_rewards (0.4.4 on) they are then left out, since ART would
+// skip them anyway; before, they are sent, as ART's group standard
+// deviation counts them. trajs must therefore hold every scored trajectory
+// of each group. Every sampled choice must carry logprobs (ART refuses
+// choices without them).
+func TrainGroups(trajs []trainer.Trajectory, p Protocol) ([]TrajectoryGroup, error) {
+	out, err := groups(trajs, true)
+	if err != nil {
+		return nil, err
+	}
+	kept := out[:0]
+	for _, g := range out {
+		adv := make([]float64, len(g.Trajectories))
+		for i, t := range g.Trajectories {
+			adv[i] = t.Reward
+		}
+		centre(adv)
+		ts := g.Trajectories[:0]
+		for i, t := range g.Trajectories {
+			t.Reward = adv[i]
+			if t.Reward == 0 && p.ScaleRewards {
+				continue
+			}
+			ts = append(ts, t)
+		}
+		if len(ts) > 0 {
+			g.Trajectories = ts
+			kept = append(kept, g)
+		}
+	}
+	return kept, nil
+}
+
+// centre rounds advantages to a common binary quantum and moves the one
+// of largest magnitude by the rounding left over, so that they sum to
+// exactly 0 in any order and any summation Python uses (plain or
+// compensated). ART computes reward - mean(rewards): with grpo's
+// advantages as sent, the float mean came out about 1e-17, which turned
+// exact zeros into 7e-17 that ART then trained on (and from 0.4.4 counted
+// in its mean |advantage|). The quantum is 2^-52 of the sum of magnitudes,
+// so every partial sum is exact and the change is rounding-sized; values
+// below half a quantum (grpo's own rounding of r - mean) become 0. A sum
+// of more than one quantum per value is not rounding: it is left for
+// checkAdvantages to refuse.
+func centre(adv []float64) {
+	var total float64
+	for _, a := range adv {
+		total += math.Abs(a)
+	}
+	if total == 0 || math.IsInf(total, 0) || math.IsNaN(total) {
+		return
+	}
+	_, exp := math.Frexp(total)
+	q := math.Ldexp(1, exp-52)
+	k := make([]int64, len(adv))
+	var sum int64
+	big := 0
+	for i, a := range adv {
+		k[i] = int64(math.Round(a / q))
+		sum += k[i]
+		if math.Abs(a) > math.Abs(adv[big]) {
+			big = i
+		}
+	}
+	if sum > int64(len(adv)) || -sum > int64(len(adv)) {
+		return // not rounding: Train refuses advantages that do not average 0
+	}
+	k[big] -= sum
+	for i := range adv {
+		adv[i] = float64(k[i]) * q
+	}
 }
 
 // LogGroups turns validation trajectories into ART trajectory groups for

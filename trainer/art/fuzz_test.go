@@ -26,7 +26,7 @@ func FuzzReadStream(f *testing.F) {
 // FuzzDetect feeds arbitrary documents to version detection: it must not
 // panic, and a refusal must say what it found.
 func FuzzDetect(f *testing.F) {
-	for _, r := range []string{"0.3.11", "0.4.0", "0.5.10", "0.5.18"} {
+	for _, r := range []string{"0.3.11", "0.4.0", "0.5.0", "0.5.3"} {
 		b, err := os.ReadFile("testdata/openapi-" + r + ".json")
 		if err != nil {
 			f.Fatal(err)
