@@ -282,6 +282,9 @@ func (t *artTrainer) Wait(ctx context.Context, id string, timeout time.Duration,
 	if err != nil {
 		return job, err
 	}
+	if len(res.NonFinite) > 0 {
+		t.logger.Warn("ART streamed NaN or infinite metrics in this step (a diverged loss or gradient norm); they are left out of the step's metrics", "job", id, "lines_per_key", res.NonFinite)
+	}
 	if res.StepBefore != b {
 		t.logger.Warn("ART's step changed between recording the job and training it: another step was trained meanwhile", "job", id, "recorded", b, "before_training", res.StepBefore)
 	}
@@ -311,9 +314,8 @@ func (t *artTrainer) Cancel(_ context.Context, id string) error {
 }
 
 // KeepCheckpoints deletes ART's checkpoints but the best step's and the
-// recent steps' (ART also keeps its latest). Servers before 0.5.9 cannot
-// be told which to keep; nothing is deleted there unless all are ART's
-// latest.
+// recent steps' (ART also keeps its latest). ART cannot be told which to
+// keep; nothing is deleted unless all are ART's latest.
 func (t *artTrainer) KeepCheckpoints(ctx context.Context, best *trainer.Adapter, recent []trainer.Adapter) error {
 	b, err := artStep(best)
 	if err != nil {
@@ -340,7 +342,7 @@ func (t *artTrainer) KeepCheckpoints(ctx context.Context, best *trainer.Adapter,
 }
 
 // LogValidation records a validation with ART (POST /_log, split "val").
-// ART 0.5.9 and later have no /_log: nothing is sent there.
+// A server without /_log gets nothing.
 func (t *artTrainer) LogValidation(ctx context.Context, _ int, trajs []trainer.Trajectory) error {
 	if !t.proto.Log {
 		return nil
