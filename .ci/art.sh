@@ -96,7 +96,7 @@ for v in "${releases[@]}"; do
   sed -e "s|@URL@|http://127.0.0.1:$port|" -e "s|@NAME@|art-${v//./-}|" .ci/art/grpo.yaml >"$work/$v.yaml"
   if (cd "$work" && ./grpo run --config "$v.yaml" --db "$work/$v.db") >"$log" 2>&1; then ok=1; else ok=0; fi
   if [[ $in_band == 1 ]]; then
-    if [[ $ok == 1 ]] && "$venv/bin/python" .ci/art/check.py "$rec" "$v" >>"$log" 2>&1; then
+    if [[ $ok == 1 ]] && "$venv/bin/python" .ci/art/check.py "$rec" "$v" 16 >>"$log" 2>&1; then
       echo "art-tier: $v: ok (trained 2 steps; $(tail -1 "$log"))"; passed=$((passed + 1))
     else
       echo "art-tier: $v: FAIL"; tail -30 "$log"; tail -30 "$work/$v.art.log"; failed=$((failed + 1))
