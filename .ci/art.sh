@@ -99,7 +99,7 @@ for v in "${releases[@]}"; do
     if [[ $ok == 1 ]] && "$venv/bin/python" .ci/art/check.py "$rec" "$v" 16 >>"$log" 2>&1; then
       echo "art-tier: $v: ok (trained 2 steps; $(tail -1 "$log"))"; passed=$((passed + 1))
     else
-      echo "art-tier: $v: FAIL"; tail -30 "$log"; tail -30 "$work/$v.art.log"; failed=$((failed + 1))
+      echo "art-tier: $v: FAIL"; tail -15 "$log"; tail -15 "$work/$v.art.log"; failed=$((failed + 1))
     fi
   else
     if [[ $ok == 0 ]] && grep -q "supported: .*0.4.0 to 0.5.0" "$log"; then

@@ -22,7 +22,7 @@ def main() -> None:
     check("register" in calls, "no /register")
     trains = [e for e in entries if e["call"] == "_train_model"]
     check(len(trains) == 2, f"{len(trains)} /_train_model calls, want 2")
-    trajectories = tokenized = 0
+    trajectories = tokenized = histories = 0
     for i, t in enumerate(trains, 1):
         where = f"train {i}"
         check("tokenize_error" not in t, f"{where}: ART's tokenizer failed: {t.get('tokenize_error')}")
@@ -41,11 +41,16 @@ def main() -> None:
             for tr in g["trajectories"]:
                 trajectories += 1
                 check("grpo_reward" in tr["metrics"] and "grpo_episode" in tr["metadata"], f"{where}: metrics {tr['metrics']} metadata {tr['metadata']}")
-                choices = [it for it in tr["items"] if it["kind"] != "message"]
-                check(len(choices) > 0, f"{where}: a trajectory without a sampled choice: {tr['items']}")
-                for c in choices:
-                    check(c["kind"] == "Choice", f"{where}: a sampled choice parsed as {c['kind']}, want Choice")
-                    check(c["logprobs"] > 0 and all(tok.startswith("token_id:") for tok in c["tokens"]), f"{where}: choice logprobs {c}")
+                # Each history (the main one and one per earlier turn) holds
+                # exactly one sampled choice, its last item.
+                for h, items in enumerate([tr["items"], *tr["histories"]]):
+                    choices = [it for it in items if it["kind"] != "message"]
+                    check(len(choices) == 1, f"{where}: history {h} has {len(choices)} sampled choices: {items}")
+                    check(h == 0 or items[-1]["kind"] != "message", f"{where}: history {h} does not end with its choice: {items}")
+                    histories += 1
+                    for c in choices:
+                        check(c["kind"] == "Choice", f"{where}: a sampled choice parsed as {c['kind']}, want Choice")
+                        check(c["logprobs"] > 0 and all(tok.startswith("token_id:") for tok in c["tokens"]), f"{where}: choice logprobs {c}")
         tokenized += len(t.get("tokenized", []))
         check(len(t.get("tokenized", [])) > 0, f"{where}: ART's tokenizer produced nothing to train")
     infer = [e for e in entries if e["call"] == "inference"]
@@ -54,7 +59,7 @@ def main() -> None:
         for f in fail[:20]:
             print(f"check {release}: {f}")
         sys.exit(1)
-    print(f"{len(trains)} training calls, {trajectories} trajectories, {tokenized} sequences tokenized by ART, {len(infer)} chat requests")
+    print(f"{len(trains)} training calls, {trajectories} trajectories, {histories} histories, {tokenized} sequences tokenized by ART, {len(infer)} chat requests")
 
 
 if __name__ == "__main__":

@@ -141,18 +141,23 @@ class Recorder:
         self.steps[model.name] = self.steps.get(model.name, 0) + 1
 
 
+def describe_items(messages_and_choices) -> list:
+    items = []
+    for item in messages_and_choices:
+        if isinstance(item, dict):
+            items.append({"kind": "message", "role": item.get("role")})
+        else:
+            lp = item.logprobs.content if item.logprobs else None
+            items.append({"kind": type(item).__name__, "logprobs": len(lp or []),
+                          "tokens": [c.token for c in lp or []][:4]})
+    return items
+
+
 def describe_group(g) -> dict:
     out = []
     for t in g.trajectories:
-        items = []
-        for item in t.messages_and_choices:
-            if isinstance(item, dict):
-                items.append({"kind": "message", "role": item.get("role")})
-            else:
-                lp = item.logprobs.content if item.logprobs else None
-                items.append({"kind": type(item).__name__, "logprobs": len(lp or []),
-                              "tokens": [c.token for c in lp or []][:4]})
-        out.append({"reward": t.reward, "items": items, "histories": len(t.additional_histories),
+        out.append({"reward": t.reward, "items": describe_items(t.messages_and_choices),
+                    "histories": [describe_items(h.messages_and_choices) for h in t.additional_histories],
                     "metrics": dict(t.metrics), "metadata": dict(t.metadata)})
     return {"trajectories": out}
 

@@ -1,6 +1,7 @@
 package art
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"math"
@@ -22,11 +23,20 @@ type TrajectoryGroup struct {
 // the inference server returned (ART parses those as openai Choice objects
 // and reads logprobs.content[].token in vLLM's "token_id:<n>" form).
 type Trajectory struct {
-	MessagesAndChoices []json.RawMessage  `json:"messages_and_choices"`
-	Tools              json.RawMessage    `json:"tools,omitempty"`
+	MessagesAndChoices []json.RawMessage `json:"messages_and_choices"`
+	Tools              json.RawMessage   `json:"tools,omitempty"`
+	// AdditionalHistories holds, for training, one history per earlier
+	// sampled turn (see splitTurns); ART tokenizes each like the main one.
+	AdditionalHistories []History         `json:"additional_histories,omitempty"`
 	Reward             float64            `json:"reward"`
 	Metrics            map[string]float64 `json:"metrics"`
 	Metadata           map[string]any     `json:"metadata"`
+}
+
+// History is ART's History: another conversation of the same trajectory.
+type History struct {
+	MessagesAndChoices []json.RawMessage `json:"messages_and_choices"`
+	Tools              json.RawMessage   `json:"tools,omitempty"`
 }
 
 // Metadata and metric keys that carry grpo's identifiers and values into
@@ -145,15 +155,117 @@ func groups(trajs []trainer.Trajectory, forTraining bool) ([]TrajectoryGroup, er
 		if forTraining {
 			reward = t.Advantage
 		}
+		items, histories := t.MessagesAndChoices, []History(nil)
+		if forTraining {
+			var err error
+			if items, histories, err = splitTurns(t.MessagesAndChoices, t.Tools); err != nil {
+				return nil, fmt.Errorf("group %s episode %s agent %d: %w", t.Group, t.Episode, t.Agent, err)
+			}
+		}
 		out[gi].Trajectories = append(out[gi].Trajectories, Trajectory{
-			MessagesAndChoices: t.MessagesAndChoices,
-			Tools:              t.Tools,
+			MessagesAndChoices:  items,
+			Tools:               t.Tools,
+			AdditionalHistories: histories,
 			Reward:             reward,
 			Metrics:            map[string]float64{MetricReward: t.Reward, MetricAdvantage: t.Advantage},
 			Metadata:           map[string]any{MetaGroup: t.Group, MetaEpisode: t.Episode, MetaAgent: t.Agent},
 		})
 	}
 	return out, nil
+}
+
+// splitTurns makes each sampled turn the last of a conversation of its
+// own. ART renders each history once through the chat template and trains
+// every choice in it; a template such as Qwen3's renders earlier assistant
+// turns differently from the last (it drops their <think> block), so a
+// turn trained as an earlier one would be trained in a context it was not
+// sampled in. The main history keeps the last sampled turn as a choice and
+// every earlier one as the plain assistant message it became in the next
+// request; each earlier turn k gets a history of the items up to it, with
+// only turn k a choice. Each turn is then trained once, as the last
+// assistant turn, as vLLM rendered it for sampling.
+func splitTurns(items []json.RawMessage, tools json.RawMessage) ([]json.RawMessage, []History, error) {
+	var turns []int
+	for i, raw := range items {
+		if isChoice(raw) {
+			turns = append(turns, i)
+		}
+	}
+	if len(turns) < 2 {
+		return items, nil, nil
+	}
+	asMessages := func(upTo, keep int) ([]json.RawMessage, error) {
+		out := make([]json.RawMessage, upTo)
+		for i := range upTo {
+			out[i] = items[i]
+			if i != keep && isChoice(items[i]) {
+				m, err := choiceMessage(items[i])
+				if err != nil {
+					return nil, fmt.Errorf("item %d: %w", i, err)
+				}
+				out[i] = m
+			}
+		}
+		return out, nil
+	}
+	last := turns[len(turns)-1]
+	main, err := asMessages(len(items), last)
+	if err != nil {
+		return nil, nil, err
+	}
+	var hs []History
+	for _, k := range turns[:len(turns)-1] {
+		h, err := asMessages(k+1, k)
+		if err != nil {
+			return nil, nil, err
+		}
+		hs = append(hs, History{MessagesAndChoices: h, Tools: tools})
+	}
+	return main, hs, nil
+}
+
+// isChoice tells a sampled choice (an object with "message" and no "role")
+// from a chat message.
+func isChoice(raw json.RawMessage) bool {
+	var item struct {
+		Role    *string         `json:"role"`
+		Message json.RawMessage `json:"message"`
+	}
+	return json.Unmarshal(raw, &item) == nil && item.Role == nil && item.Message != nil
+}
+
+// choiceMessage is the assistant message of a sampled choice as ART's
+// get_messages builds it: role, content and, when there are any,
+// tool_calls of id, type and function. Other keys vLLM adds (null
+// tool_calls, reasoning_content, refusal) are left out: ART's pydantic
+// message types would refuse some of them.
+func choiceMessage(raw json.RawMessage) (json.RawMessage, error) {
+	var c struct {
+		Message struct {
+			Content   json.RawMessage `json:"content"`
+			ToolCalls []struct {
+				ID       string          `json:"id"`
+				Type     string          `json:"type"`
+				Function json.RawMessage `json:"function"`
+			} `json:"tool_calls"`
+		} `json:"message"`
+	}
+	if err := json.Unmarshal(raw, &c); err != nil {
+		return nil, fmt.Errorf("sampled choice: %w", err)
+	}
+	m := struct {
+		Role      string          `json:"role"`
+		Content   json.RawMessage `json:"content"`
+		ToolCalls any             `json:"tool_calls,omitempty"`
+	}{Role: "assistant", Content: c.Message.Content}
+	if len(m.Content) == 0 {
+		m.Content = json.RawMessage("null")
+	}
+	if len(c.Message.ToolCalls) > 0 {
+		m.ToolCalls = c.Message.ToolCalls
+	}
+	b, err := encode(m)
+	return bytes.TrimSpace(b), err
 }
 
 // checkChoices refuses a sampled choice (an item with "message" and no

@@ -499,3 +499,44 @@ func TestReadStreamNonFinite(t *testing.T) {
 		t.Fatalf("pythonJSON()=%s", got)
 	}
 }
+
+func TestSplitTurns(t *testing.T) {
+	sys := json.RawMessage(`{"role":"system","content":"s"}`)
+	user := json.RawMessage(`{"role":"user","content":"u"}`)
+	tool := json.RawMessage(`{"role":"tool","tool_call_id":"c1","content":"ok"}`)
+	c1 := json.RawMessage(`{"index":0,"message":{"role":"assistant","content":null,"tool_calls":[{"id":"c1","type":"function","function":{"name":"take_fork","arguments":"{}"}}],"reasoning_content":null},"finish_reason":"tool_calls","logprobs":{"content":[{"token":"token_id:1","logprob":-0.5}]}}`)
+	c2 := json.RawMessage(`{"index":0,"message":{"role":"assistant","content":"done","tool_calls":[]},"finish_reason":"stop","logprobs":{"content":[{"token":"token_id:2","logprob":-0.1}]}}`)
+	m1 := `{"role":"assistant","content":null,"tool_calls":[{"id":"c1","type":"function","function":{"name":"take_fork","arguments":"{}"}}]}`
+	tools := json.RawMessage(`[{"type":"function"}]`)
+
+	main, hs, err := splitTurns([]json.RawMessage{sys, user, c1, tool, c2}, tools)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{string(sys), string(user), m1, string(tool), string(c2)}
+	if len(main) != len(want) {
+		t.Fatalf("main history has %d items, want %d", len(main), len(want))
+	}
+	for i := range want {
+		if string(main[i]) != want[i] {
+			t.Errorf("main item %d = %s, want %s", i, main[i], want[i])
+		}
+	}
+	if len(hs) != 1 || len(hs[0].MessagesAndChoices) != 3 || string(hs[0].MessagesAndChoices[2]) != string(c1) || string(hs[0].Tools) != string(tools) {
+		t.Fatalf("histories %s, want one: system, user, the first choice, with the tools", mustJSON(t, hs))
+	}
+	// One sampled turn: nothing to split.
+	one := []json.RawMessage{sys, user, c1}
+	if main, hs, err := splitTurns(one, nil); err != nil || hs != nil || len(main) != 3 || string(main[2]) != string(c1) {
+		t.Fatalf("splitTurns(one turn)=%s, %v, %v; want it unchanged", mustJSON(t, main), hs, err)
+	}
+}
+
+func mustJSON(t *testing.T, v any) string {
+	t.Helper()
+	b, err := json.Marshal(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
