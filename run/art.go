@@ -106,6 +106,8 @@ type artTrainer struct {
 	proto  art.Protocol
 	logger *slog.Logger
 
+	multiTurnWarned sync.Once
+
 	mu      sync.Mutex
 	before  map[string]int                // job id -> ART's step before training it
 	done    map[string]trainer.Job        // jobs found trained by Submit
@@ -278,6 +280,11 @@ func (t *artTrainer) Wait(ctx context.Context, id string, timeout time.Duration,
 		delete(t.running, id)
 		t.mu.Unlock()
 	}()
+	if n := art.MultiTurn(req.Trajectories); n > 0 && t.proto.TrainsMessages {
+		t.multiTurnWarned.Do(func() {
+			t.logger.Warn("ART "+t.proto.Releases+" trains each trajectory as one conversation: its earlier sampled turns are trained in the context the chat template renders for past turns, which differs from the one they were sampled in when the template treats past turns differently (Qwen3 drops their <think> block); ART 0.4.0 to 0.4.7 get each turn as its own history", "job", id, "multi_turn_trajectories", n)
+		})
+	}
 	job, res, err := t.client.RunJob(ctx, t.model, req, onUpdate)
 	if err != nil {
 		return job, err

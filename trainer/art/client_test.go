@@ -30,8 +30,8 @@ func TestCheckDetectsReleases(t *testing.T) {
 		// testdata/openapi-<release>.json: captured from each release's own
 		// app (.ci/art/harness.py --dump-openapi).
 		{"0.4.0", Protocol{Releases: "0.4.0 to 0.4.3", Log: true}},
-		{"0.4.12", Protocol{Releases: "0.4.4 to 0.5.0", Log: true, ScaleRewards: true}},
-		{"0.5.0", Protocol{Releases: "0.4.4 to 0.5.0", Log: true, ScaleRewards: true}},
+		{"0.4.12", Protocol{Releases: "0.4.8 to 0.5.0", Log: true, ScaleRewards: true, TrainsMessages: true}},
+		{"0.5.0", Protocol{Releases: "0.4.8 to 0.5.0", Log: true, ScaleRewards: true, TrainsMessages: true}},
 	} {
 		t.Run(tc.release, func(t *testing.T) {
 			f := newFake(t, tc.release)

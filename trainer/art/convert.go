@@ -27,10 +27,10 @@ type Trajectory struct {
 	Tools              json.RawMessage   `json:"tools,omitempty"`
 	// AdditionalHistories holds, for training, one history per earlier
 	// sampled turn (see splitTurns); ART tokenizes each like the main one.
-	AdditionalHistories []History         `json:"additional_histories,omitempty"`
-	Reward             float64            `json:"reward"`
-	Metrics            map[string]float64 `json:"metrics"`
-	Metadata           map[string]any     `json:"metadata"`
+	AdditionalHistories []History          `json:"additional_histories,omitempty"`
+	Reward              float64            `json:"reward"`
+	Metrics             map[string]float64 `json:"metrics"`
+	Metadata            map[string]any     `json:"metadata"`
 }
 
 // History is ART's History: another conversation of the same trajectory.
@@ -55,6 +55,11 @@ const (
 // reward (ART recomputes advantages from rewards; see the package doc) and
 // its episode reward kept as the metric grpo_reward.
 //
+// Up to 0.4.7 each earlier sampled turn goes in a history of its own (see
+// splitTurns); from 0.4.8, which also trains plain assistant messages, a
+// trajectory is one history and ART renders its earlier turns as the chat
+// template renders history (MultiTurn reports those trajectories).
+//
 // Each group's advantages are first made to sum to exactly 0 (see centre),
 // so that ART's subtraction of their mean changes nothing and the
 // zero-advantage trajectories stay exactly 0, which ART skips. On servers
@@ -64,7 +69,7 @@ const (
 // of each group. Every sampled choice must carry logprobs (ART refuses
 // choices without them).
 func TrainGroups(trajs []trainer.Trajectory, p Protocol) ([]TrajectoryGroup, error) {
-	out, err := groups(trajs, true)
+	out, err := groups(trajs, !p.TrainsMessages, true)
 	if err != nil {
 		return nil, err
 	}
@@ -135,10 +140,10 @@ func centre(adv []float64) {
 // /_log, with the episode reward as ART's reward (ART logs its mean as
 // val/reward). Choices need no logprobs there.
 func LogGroups(trajs []trainer.Trajectory) ([]TrajectoryGroup, error) {
-	return groups(trajs, false)
+	return groups(trajs, false, false)
 }
 
-func groups(trajs []trainer.Trajectory, forTraining bool) ([]TrajectoryGroup, error) {
+func groups(trajs []trainer.Trajectory, split, forTraining bool) ([]TrajectoryGroup, error) {
 	index := map[string]int{}
 	var out []TrajectoryGroup
 	for _, t := range trajs {
@@ -156,7 +161,7 @@ func groups(trajs []trainer.Trajectory, forTraining bool) ([]TrajectoryGroup, er
 			reward = t.Advantage
 		}
 		items, histories := t.MessagesAndChoices, []History(nil)
-		if forTraining {
+		if split {
 			var err error
 			if items, histories, err = splitTurns(t.MessagesAndChoices, t.Tools); err != nil {
 				return nil, fmt.Errorf("group %s episode %s agent %d: %w", t.Group, t.Episode, t.Agent, err)
@@ -166,9 +171,9 @@ func groups(trajs []trainer.Trajectory, forTraining bool) ([]TrajectoryGroup, er
 			MessagesAndChoices:  items,
 			Tools:               t.Tools,
 			AdditionalHistories: histories,
-			Reward:             reward,
-			Metrics:            map[string]float64{MetricReward: t.Reward, MetricAdvantage: t.Advantage},
-			Metadata:           map[string]any{MetaGroup: t.Group, MetaEpisode: t.Episode, MetaAgent: t.Agent},
+			Reward:              reward,
+			Metrics:             map[string]float64{MetricReward: t.Reward, MetricAdvantage: t.Advantage},
+			Metadata:            map[string]any{MetaGroup: t.Group, MetaEpisode: t.Episode, MetaAgent: t.Agent},
 		})
 	}
 	return out, nil
@@ -222,6 +227,27 @@ func splitTurns(items []json.RawMessage, tools json.RawMessage) ([]json.RawMessa
 		hs = append(hs, History{MessagesAndChoices: h, Tools: tools})
 	}
 	return main, hs, nil
+}
+
+// MultiTurn counts the trajectories with more than one sampled turn: on a
+// server that TrainsMessages, ART trains their earlier turns in the context
+// its chat template renders for a past turn, which differs from the one
+// they were sampled in when the template treats past turns differently
+// (Qwen3 drops their <think> block, and renders no empty one).
+func MultiTurn(trajs []trainer.Trajectory) int {
+	n := 0
+	for _, t := range trajs {
+		turns := 0
+		for _, raw := range t.MessagesAndChoices {
+			if isChoice(raw) {
+				turns++
+			}
+		}
+		if turns > 1 {
+			n++
+		}
+	}
+	return n
 }
 
 // isChoice tells a sampled choice (an object with "message" and no "role")

@@ -26,15 +26,22 @@ type Protocol struct {
 	// deviation. Those releases also divide every advantage by the batch's
 	// mean |advantage| (art/local/pack.py, then art/preprocessing/pack.py).
 	ScaleRewards bool
+	// TrainsMessages: the tokenizer also trains the plain assistant
+	// messages of a history, re-encoding their content alone (0.4.8 on,
+	// told by dev_config.scale_learning_rate_by_reward_std_dev, added with
+	// it). Earlier sampled turns then cannot be sent as context only, so
+	// TrainGroups sends each trajectory as one history there.
+	TrainsMessages bool
 }
 
 // The bands of releases detect tells apart, and why those outside
 // SupportedRange are refused (what the real app does with grpo's requests).
 const (
-	bandOld     = "0.4.0 to 0.4.3"
-	bandScale   = "0.4.4 to 0.5.0"
-	whyChoices  = "openpipe-art 0.5.1 to 0.5.17 (Trajectory.auto_metrics found): the app keeps each sampled choice as a chat message (SkipValidation on messages_and_choices), and its tokenizer then fails with KeyError: 'role' on every step"
-	whyNoSchema = "/openapi.json answers 500, as openpipe-art 0.5.9 and later do: those releases cannot train what grpo sends (sampled choices are taken for chat messages) and 0.5.18 no longer trains through `art run`"
+	bandOld      = "0.4.0 to 0.4.3"
+	bandScale    = "0.4.4 to 0.4.7"
+	bandMessages = "0.4.8 to 0.5.0"
+	whyChoices   = "openpipe-art 0.5.1 to 0.5.17 (Trajectory.auto_metrics found): the app keeps each sampled choice as a chat message (SkipValidation on messages_and_choices), and its tokenizer then fails with KeyError: 'role' on every step"
+	whyNoSchema  = "/openapi.json answers 500, as openpipe-art 0.5.9 and later do: those releases cannot train what grpo sends (sampled choices are taken for chat messages) and 0.5.18 no longer trains through `art run`"
 )
 
 // openAPI is the part of an OpenAPI document that detection reads.
@@ -96,8 +103,11 @@ func detect(doc []byte) (Protocol, error) {
 	case prop("auto_metrics"):
 		return Protocol{}, errors.New(whyChoices)
 	}
-	p := Protocol{Log: true, ScaleRewards: prop("scale_rewards"), Releases: bandOld}
-	if p.ScaleRewards {
+	p := Protocol{Log: true, ScaleRewards: prop("scale_rewards"), TrainsMessages: prop("scale_learning_rate_by_reward_std_dev"), Releases: bandOld}
+	switch {
+	case p.TrainsMessages:
+		p.Releases = bandMessages
+	case p.ScaleRewards:
 		p.Releases = bandScale
 	}
 	return p, nil
