@@ -58,6 +58,13 @@ func startART(ctx context.Context, cfg *config.Config, opts Options, resume bool
 		return nil, nil, err
 	}
 	m := artModel(*cfg)
+	// One `art run` per grpo run: ART kills its training and inference
+	// processes when a second model name first trains or prepares.
+	if other, err := client.Occupant(ctx, m); err != nil {
+		return nil, nil, err
+	} else if other != "" {
+		return nil, nil, fmt.Errorf("ART trainer %s already serves model %q (another grpo run?): ART %s trains one model per `art run` and kills the running one's processes when another name starts, so run one `art run` per grpo run (on its own port and vLLM port), or resume that run", cfg.Trainer.URL, other, proto.Releases)
+	}
 	if err := client.Register(ctx, m); err != nil {
 		return nil, nil, err
 	}

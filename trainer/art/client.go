@@ -2,8 +2,10 @@ package art
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"net/url"
@@ -298,4 +300,53 @@ func nonNil(g []TrajectoryGroup) []TrajectoryGroup {
 		return []TrajectoryGroup{}
 	}
 	return g
+}
+
+// Occupant returns a model other than m that ART's vLLM already serves,
+// or "" when there is none or nothing answers there. ART (0.4.0 to 0.5.0)
+// trains one model per `art run`: the first call that needs a training
+// service for a new model name kills every "model-service" process
+// (pkill -9), so a second grpo run with another name would kill the first
+// one's vLLM and trainer. ART has no endpoint that lists its models, so
+// Occupant asks the vLLM address ART will use (Options.ServerArgs' port,
+// ART's default 8000, on the ART server's host) for its /v1/models.
+func (c *Client) Occupant(ctx context.Context, m Model) (string, error) {
+	port, key := "8000", "default"
+	if p, ok := c.opts.ServerArgs["port"]; ok {
+		port = fmt.Sprint(p)
+	}
+	if k, ok := c.opts.ServerArgs["api_key"].(string); ok {
+		key = k
+	}
+	u := url.URL{Scheme: c.base.Scheme, Host: net.JoinHostPort(c.base.Hostname(), port), Path: "/v1/models"}
+	// A few seconds: a vLLM that is there answers its model list at once.
+	probe, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(probe, http.MethodGet, u.String(), nil)
+	if err != nil {
+		return "", err
+	}
+	req.Header.Set("Authorization", "Bearer "+key)
+	resp, err := c.opts.HTTPClient.Do(req)
+	if err != nil {
+		if ctx.Err() != nil {
+			return "", ctx.Err()
+		}
+		return "", nil // nothing answers there: no other model is served
+	}
+	defer resp.Body.Close()
+	var list struct {
+		Data []struct {
+			ID string `json:"id"`
+		} `json:"data"`
+	}
+	if resp.StatusCode != http.StatusOK || json.NewDecoder(io.LimitReader(resp.Body, maxBody)).Decode(&list) != nil {
+		return "", nil // not a vLLM answering with ART's key: not ART's
+	}
+	for _, d := range list.Data {
+		if d.ID != m.Name && d.ID != m.BaseModel {
+			return d.ID, nil
+		}
+	}
+	return "", nil
 }

@@ -4,7 +4,10 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"io"
+	"net"
 	"net/http"
+	"net/http/httptest"
 	"reflect"
 	"slices"
 	"strings"
@@ -347,5 +350,39 @@ func TestStatusErrorNamesValidationErrors(t *testing.T) {
 	}
 	if got, want := detail([]byte(`{"detail":"Model not registered"}`)), "Model not registered"; got != want {
 		t.Fatalf("detail()=%q, want %q", got, want)
+	}
+}
+
+func TestOccupant(t *testing.T) {
+	var models string
+	vllm := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path != "/v1/models" || r.Header.Get("Authorization") != "Bearer default" {
+			http.Error(w, "unexpected", http.StatusUnauthorized)
+			return
+		}
+		io.WriteString(w, models)
+	}))
+	defer vllm.Close()
+	_, port, _ := net.SplitHostPort(vllm.Listener.Addr().String())
+	f := newFake(t, "0.4.12")
+	c, err := New(f.srv.URL, Options{ServerArgs: map[string]any{"port": port}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct{ models, want string }{
+		// Another run's adapter beside the base model: that run is named.
+		{`{"object":"list","data":[{"id":"Qwen/Qwen3-14B"},{"id":"other-run"}]}`, "other-run"},
+		// This run's own (a resume): nobody else.
+		{`{"object":"list","data":[{"id":"Qwen/Qwen3-14B"},{"id":"dp5-shaped"}]}`, ""},
+		{`not json`, ""},
+	} {
+		models = tc.models
+		if got, err := c.Occupant(context.Background(), testModel()); err != nil || got != tc.want {
+			t.Errorf("Occupant() with %s = %q, %v; want %q", tc.models, got, err, tc.want)
+		}
+	}
+	vllm.Close()
+	if got, err := c.Occupant(context.Background(), testModel()); err != nil || got != "" {
+		t.Errorf("Occupant() with nothing listening = %q, %v; want none", got, err)
 	}
 }
