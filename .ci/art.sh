@@ -33,33 +33,40 @@ cleanup() {
 }
 trap cleanup EXIT
 
-# The shared environment, built once per content of requirements.txt.
-key=$( (cat .ci/art/requirements.txt; "$py" -c 'import sys; print(sys.version_info[:2])') | sha256sum | cut -c1-12)
-venv="$cache/art-venv-$key"
-exec 9>"$cache/.art-venv-$key.lock"
-flock 9
-if [[ ! -f "$venv/.complete" ]]; then
-  echo "art-tier: creating $venv" >&2
-  rm -rf "$venv"
-  { "$py" -m venv "$venv" && "$venv/bin/pip" install --disable-pip-version-check -q -r .ci/art/requirements.txt; } \
-    >.ci/artifacts/art-pip.log 2>&1 || { echo "art-tier: pip install failed (.ci/artifacts/art-pip.log)" >&2; exit 1; }
-  touch "$venv/.complete"
-fi
-flock -u 9
+# venv_for V: the environment release V is served from, built once per
+# content of its requirements file (0.5.6 and later import more at start).
+venv_for() {
+  local req=.ci/art/requirements.txt
+  case "$1" in 0.5.[6-9] | 0.5.[1-9][0-9]) req=.ci/art/requirements-0.5.6.txt ;; esac
+  local key venv
+  key=$( (cat "$req"; "$py" -c 'import sys; print(sys.version_info[:2])') | sha256sum | cut -c1-12)
+  venv="$cache/art-venv-$key"
+  (
+    flock 9
+    if [[ ! -f "$venv/.complete" ]]; then
+      echo "art-tier: creating $venv" >&2
+      rm -rf "$venv"
+      { "$py" -m venv "$venv" && "$venv/bin/pip" install --disable-pip-version-check -q -r "$req"; } \
+        >>.ci/artifacts/art-pip.log 2>&1 || { rm -rf "$venv"; exit 1; }
+      touch "$venv/.complete"
+    fi
+  ) 9>"$cache/.art-venv-$key.lock" || { echo "art-tier: pip install -r $req failed (.ci/artifacts/art-pip.log)" >&2; return 1; }
+  echo "$venv"
+}
 
-# release_dir V: openpipe-art==V alone, installed once.
+# release_dir VENV V: openpipe-art==V alone, installed once beside VENV.
 release_dir() {
-  local d="$cache/art-$key-$1"
+  local d="$1-openpipe-art-$2"
   if [[ ! -f "$d/.complete" ]]; then
     rm -rf "$d"
-    "$venv/bin/pip" install --disable-pip-version-check -q --no-deps --target "$d" "openpipe-art==$1" \
+    "$1/bin/pip" install --disable-pip-version-check -q --no-deps --target "$d" "openpipe-art==$2" \
       >>.ci/artifacts/art-pip.log 2>&1 || return 1
     touch "$d/.complete"
   fi
   echo "$d"
 }
 
-free_port() { "$venv/bin/python" -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+free_port() { "$py" -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
 
 # wait_http URL: up to a minute for URL to answer at all.
 wait_http() {
@@ -77,21 +84,40 @@ ref_port=$(free_port)
 pids+=($!)
 wait_http "http://127.0.0.1:$ref_port/health" || { echo "art-tier: grpo refmodel serve did not start" >&2; cat "$work/refmodel.log" >&2; exit 1; }
 
+# start_art V: serves release V's app in the background, recording into
+# $work/V.record; art_pid[V] and art_port[V] say where. The next release is
+# started while the current one runs: most of a release's time is Python
+# importing its app.
+declare -A art_pid art_port art_venv
+start_art() {
+  local v=$1 venv d
+  [[ -n "${art_port[$v]:-}" ]] && return 0
+  art_port[$v]=none
+  venv=$(venv_for "$v") && d=$(release_dir "$venv" "$v") || return 1
+  art_venv[$v]=$venv
+  art_port[$v]=$(free_port)
+  PYTHONPATH="$d" "$venv/bin/python" .ci/art/harness.py --port "${art_port[$v]}" \
+    --refmodel "http://127.0.0.1:$ref_port/v1" --record "$work/$v.record" >"$work/$v.art.log" 2>&1 &
+  art_pid[$v]=$!
+  pids+=($!)
+}
+
 passed=0 failed=0
-for v in "${releases[@]}"; do
+for i in "${!releases[@]}"; do
+  v=${releases[$i]}
   in_band=0
   for b in "${band[@]}"; do [[ $b == "$v" ]] && in_band=1; done
   log="$work/$v.log"
-  d=$(release_dir "$v") || { echo "art-tier: $v: pip install openpipe-art==$v failed"; failed=$((failed + 1)); continue; }
-  port=$(free_port)
   rec="$work/$v.record"
-  PYTHONPATH="$d" "$venv/bin/python" .ci/art/harness.py --port "$port" \
-    --refmodel "http://127.0.0.1:$ref_port/v1" --record "$rec" >"$work/$v.art.log" 2>&1 &
-  art_pid=$!
-  pids+=($art_pid)
+  start_art "$v"
+  [[ $((i + 1)) -lt ${#releases[@]} ]] && start_art "${releases[$((i + 1))]}"
+  if [[ ${art_port[$v]} == none ]]; then
+    echo "art-tier: $v: FAIL: installing openpipe-art==$v"; failed=$((failed + 1)); continue
+  fi
+  port=${art_port[$v]} art_pid=${art_pid[$v]} venv=${art_venv[$v]}
   if ! wait_http "http://127.0.0.1:$port/healthcheck"; then
     echo "art-tier: $v: FAIL: the art run app did not start"; tail -20 "$work/$v.art.log"
-    failed=$((failed + 1)); kill $art_pid; continue
+    failed=$((failed + 1)); kill "$art_pid"; continue
   fi
   sed -e "s|@URL@|http://127.0.0.1:$port|" -e "s|@NAME@|art-${v//./-}|" .ci/art/grpo.yaml >"$work/$v.yaml"
   if (cd "$work" && ./grpo run --config "$v.yaml" --db "$work/$v.db") >"$log" 2>&1; then ok=1; else ok=0; fi
