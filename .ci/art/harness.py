@@ -37,9 +37,9 @@ import urllib.request
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 # transformers decides once, at import, whether torch is present.
-import transformers.debug_utils  # noqa: F401
-import transformers.tokenization_utils_base  # noqa: F401
-import transformers.trainer_utils  # noqa: F401
+import transformers.debug_utils
+import transformers.tokenization_utils_base
+import transformers.trainer_utils
 import transformers.training_args  # noqa: F401
 from tokenizers import Tokenizer, models, pre_tokenizers
 from transformers import PreTrainedTokenizerFast
@@ -71,7 +71,10 @@ def tiny_tokenizer() -> PreTrainedTokenizerFast:
     tok = Tokenizer(models.WordLevel(vocab=vocab, unk_token="<unk>"))
     tok.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
     fast = PreTrainedTokenizerFast(
-        tokenizer_object=tok, unk_token="<unk>", eos_token="<|im_end|>", pad_token="<|im_end|>"
+        tokenizer_object=tok,
+        unk_token="<unk>",
+        eos_token="<|im_end|>",
+        pad_token="<|im_end|>",
     )
     fast.add_special_tokens({"additional_special_tokens": ["<|im_start|>"]})
     fast.chat_template = CHAT_TEMPLATE
@@ -97,7 +100,11 @@ class Recorder:
     async def call(self, name: str, args: dict):
         model = args.get("model")
         mname = getattr(model, "name", None)
-        entry = {"call": name, "model": mname, "types": {k: type(v).__name__ for k, v in args.items()}}
+        entry = {
+            "call": name,
+            "model": mname,
+            "types": {k: type(v).__name__ for k, v in args.items()},
+        }
         if model is not None and hasattr(model, "_internal_config"):
             entry["internal_config"] = model._internal_config
         if name == "register":
@@ -120,13 +127,24 @@ class Recorder:
         Python's json.dumps writes a NaN metric."""
         model, groups = args["model"], args["trajectory_groups"]
         dev_config = dict(args.get("dev_config") or {})
-        entry = {"call": name, "model": model.name, "internal_config": model._internal_config,
-                 "config": dict(args["config"]) if args.get("config") else None, "dev_config": dev_config}
+        entry = {
+            "call": name,
+            "model": model.name,
+            "internal_config": model._internal_config,
+            "config": dict(args["config"]) if args.get("config") else None,
+            "dev_config": dev_config,
+        }
         entry["groups"] = [describe_group(g) for g in groups]
         try:
             results = self.tokenize(self.tokenizer, groups, dev_config)
-            entry["tokenized"] = [{"advantage": r.advantage, "tokens": len(r.token_ids),
-                                   "trained": sum(r.assistant_mask)} for r in results]
+            entry["tokenized"] = [
+                {
+                    "advantage": r.advantage,
+                    "tokens": len(r.token_ids),
+                    "trained": sum(r.assistant_mask),
+                }
+                for r in results
+            ]
         except Exception as e:  # what ART would fail the step with
             entry["tokenize_error"] = f"{type(e).__name__}: {e}"
             entry["traceback"] = traceback.format_exc()
@@ -136,8 +154,13 @@ class Recorder:
         if not entry["tokenized"]:
             return  # ART: "Skipping tuning as there is no suitable data"
         for i in range(2):
-            yield {"loss": 0.5 - 0.25 * i, "grad_norm": math.nan if i == 0 else 0.5,
-                   "policy_loss": 0.5 - 0.25 * i, "entropy": 0.25, "num_gradient_steps": 2}
+            yield {
+                "loss": 0.5 - 0.25 * i,
+                "grad_norm": math.nan if i == 0 else 0.5,
+                "policy_loss": 0.5 - 0.25 * i,
+                "entropy": 0.25,
+                "num_gradient_steps": 2,
+            }
         self.steps[model.name] = self.steps.get(model.name, 0) + 1
 
 
@@ -148,17 +171,31 @@ def describe_items(messages_and_choices) -> list:
             items.append({"kind": "message", "role": item.get("role")})
         else:
             lp = item.logprobs.content if item.logprobs else None
-            items.append({"kind": type(item).__name__, "logprobs": len(lp or []),
-                          "tokens": [c.token for c in lp or []][:4]})
+            items.append(
+                {
+                    "kind": type(item).__name__,
+                    "logprobs": len(lp or []),
+                    "tokens": [c.token for c in lp or []][:4],
+                }
+            )
     return items
 
 
 def describe_group(g) -> dict:
     out = []
     for t in g.trajectories:
-        out.append({"reward": t.reward, "items": describe_items(t.messages_and_choices),
-                    "histories": [describe_items(h.messages_and_choices) for h in t.additional_histories],
-                    "metrics": dict(t.metrics), "metadata": dict(t.metadata)})
+        out.append(
+            {
+                "reward": t.reward,
+                "items": describe_items(t.messages_and_choices),
+                "histories": [
+                    describe_items(h.messages_and_choices)
+                    for h in t.additional_histories
+                ],
+                "metrics": dict(t.metrics),
+                "metadata": dict(t.metadata),
+            }
+        )
     return {"trajectories": out}
 
 
@@ -179,7 +216,9 @@ def find_tokenizer():
     def run(tokenizer, groups, dev_config):
         kw = {}
         if "allow_training_without_logprobs" in params:
-            kw["allow_training_without_logprobs"] = dev_config.get("allow_training_without_logprobs", False)
+            kw["allow_training_without_logprobs"] = dev_config.get(
+                "allow_training_without_logprobs", False
+            )
         if "scale_rewards" in params:
             kw["scale_rewards"] = dev_config.get("scale_rewards", True)
         return list(fn(tokenizer, groups, **kw))
@@ -190,7 +229,9 @@ def find_tokenizer():
 def art_dir() -> str:
     spec = importlib.util.find_spec("art")
     if spec is None or not spec.submodule_search_locations:
-        raise SystemExit("harness: no art package on the path (PYTHONPATH=<openpipe-art --target dir>)")
+        raise SystemExit(
+            "harness: no art package on the path (PYTHONPATH=<openpipe-art --target dir>)"
+        )
     return spec.submodule_search_locations[0]
 
 
@@ -212,19 +253,30 @@ def recording_backend(recorder: Recorder) -> type:
     """LocalBackend as published, every method's body replaced by a call to
     recorder (async generators stream from it)."""
     src_path = os.path.join(art_dir(), "local", "backend.py")
-    tree = ast.parse(open(src_path).read())
-    ns: dict = {"__name__": "art.local.backend", "__package__": "art.local", "__recorder__": recorder}
+    with open(src_path) as f:
+        tree = ast.parse(f.read())
+    ns: dict = {
+        "__name__": "art.local.backend",
+        "__package__": "art.local",
+        "__recorder__": recorder,
+    }
     for node in tree.body:
         if isinstance(node, (ast.Import, ast.ImportFrom)):
             try:  # keep the names the signatures use; skip training-only imports
-                exec(compile(ast.Module([node], []), src_path, "exec"), ns)
-            except Exception:
-                pass
-    cls = next(n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == "LocalBackend")
+                exec(compile(ast.Module([node], []), src_path, "exec"), ns)  # noqa: S102 (ART's own import line)
+            except Exception:  # noqa: BLE001, S112 (torch, wandb, unsloth... are not installed)
+                continue
+    cls = next(
+        n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == "LocalBackend"
+    )
     for fn in cls.body:
         if not isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)):
             continue
-        fn.decorator_list = [d for d in fn.decorator_list if isinstance(d, ast.Name) and d.id in ("staticmethod", "classmethod")]
+        fn.decorator_list = [
+            d
+            for d in fn.decorator_list
+            if isinstance(d, ast.Name) and d.id in ("staticmethod", "classmethod")
+        ]
         # Annotations naming training-only types (ModelService, ...) go;
         # those FastAPI reads (ART's models, dev configs) resolve and stay.
         fn.returns = fn.returns if resolves(fn.returns, ns) else None
@@ -235,14 +287,17 @@ def recording_backend(recorder: Recorder) -> type:
         if fn.name == "__init__":
             body = "pass"
         elif isinstance(fn, ast.AsyncFunctionDef) and gen:
-            body = f"async for x in __recorder__.stream({fn.name!r}, {args}):\n    yield x"
+            body = (
+                f"async for x in __recorder__.stream({fn.name!r}, {args}):\n    yield x"
+            )
         elif isinstance(fn, ast.AsyncFunctionDef):
             body = f"return await __recorder__.call({fn.name!r}, {args})"
         else:
             body = "return None"
         fn.body = ast.parse(body).body
     cls.bases = [b for b in cls.bases if isinstance(b, ast.Name) and b.id in ns]
-    exec(compile(ast.fix_missing_locations(ast.Module([cls], [])), src_path, "exec"), ns)
+    module = ast.fix_missing_locations(ast.Module([cls], []))
+    exec(compile(module, src_path, "exec"), ns)  # noqa: S102 (ART's class, bodies replaced)
     return ns["LocalBackend"]
 
 
@@ -252,7 +307,7 @@ def resolves(annotation, ns: dict) -> bool:
     try:
         eval(compile(ast.Expression(annotation), "<annotation>", "eval"), ns)
         return True
-    except Exception:
+    except Exception:  # noqa: BLE001 (a name from an import that was skipped)
         return False
 
 
@@ -277,7 +332,7 @@ class Proxy(BaseHTTPRequestHandler):
                 asked = req["model"]
                 req["model"] = "refmodel"
             body = json.dumps(req).encode()
-        path = self.path[len("/v1"):] if self.path.startswith("/v1") else self.path
+        path = self.path.removeprefix("/v1")
         r = urllib.request.Request(self.target + path, data=body, method=self.command)
         r.add_header("Content-Type", "application/json")
         try:
@@ -291,7 +346,9 @@ class Proxy(BaseHTTPRequestHandler):
                 doc["data"].append({"id": name, "object": "model", "owned_by": "art"})
             data = json.dumps(doc).encode()
         if asked is not None:
-            self.recorder.write({"call": "inference", "path": path, "model": asked, "status": code})
+            self.recorder.write(
+                {"call": "inference", "path": path, "model": asked, "status": code}
+            )
         self.send_response(code)
         self.send_header("Content-Type", "application/json")
         self.send_header("Content-Length", str(len(data)))
@@ -307,7 +364,9 @@ def main() -> None:
     ap.add_argument("--port", type=int, required=True)
     ap.add_argument("--refmodel", required=True, help="the reference backend's /v1 URL")
     ap.add_argument("--record", required=True)
-    ap.add_argument("--dump-openapi", help="write the app's /openapi.json here and exit")
+    ap.add_argument(
+        "--dump-openapi", help="write the app's /openapi.json here and exit"
+    )
     a = ap.parse_args()
 
     proxy = ThreadingHTTPServer(("127.0.0.1", 0), Proxy)
