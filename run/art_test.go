@@ -25,8 +25,10 @@ import (
 	"github.com/grpo-dev/grpo/run"
 )
 
-// fakeART is an ART backend server (`art run`) of one release, as the
-// trainer/art package documents it, that records what it receives. Its
+// fakeART is a hand-written stand-in for ART's backend server (`art run`)
+// of one release, as the trainer/art package documents it, that records
+// what it receives. It validates nothing as ART's pydantic models do, so it
+// tests grpo's side only; .ci/art.sh runs the real app of each release. Its
 // /_prepare_backend_for_training answers ART's own 0.0.0.0 address, at
 // which it also serves ART's vLLM: chat completions are answered by an
 // in-process reference backend, after checking that the model asked for
