@@ -15,6 +15,7 @@ func FuzzReadStream(f *testing.F) {
 	f.Add("{\"loss\": 0.5, \"num_gra")
 	f.Add("\n\n[1]\n")
 	f.Add("{\"num_gradient_steps\": 1e300}\n")
+	f.Add("{\"loss\": NaN, \"grad_norm\": -Infinity, \"note\": \"Infinity\\\"\", \"num_gradient_steps\": 1}\n")
 	f.Fuzz(func(t *testing.T, s string) {
 		lines, err := readStream(strings.NewReader(s), nil)
 		if err == nil && len(lines) > strings.Count(s, "\n") {
