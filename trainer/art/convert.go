@@ -335,8 +335,10 @@ func checkChoices(t trainer.Trajectory, forTraining bool) error {
 // advantages as the rewards, and they already have mean 0, so:
 //
 //   - With a server that accepts scale_rewards (p.ScaleRewards), Train sends
-//     scale_rewards=false and ART trains on grpo's advantages as they are:
-//     every setting is accepted.
+//     scale_rewards=false and ART trains on grpo's advantages up to one
+//     factor per step (its mean |advantage| rescale), which keeps how
+//     groups and trajectories weigh against each other: every setting is
+//     accepted.
 //   - Otherwise ART rescales every group to unit standard deviation. That is
 //     what grpo's default estimator already produces (population std, mean
 //     baseline, std normalisation on), up to grpo's own 1e-6: accepted.
@@ -350,11 +352,11 @@ func ValidateAdvantage(opt grpo.AdvantageOptions, p Protocol) error {
 	why := "this ART server (" + p.Releases + ", without scale_rewards) divides every group's advantages by their standard deviation"
 	switch {
 	case !opt.StdNormalize:
-		return fmt.Errorf("grpo.advantage.std_normalize: false is not accepted with trainer.kind: art: %s, which would undo it; accepted: std_normalize: true, std: %s, baseline: %s, or an ART server of 0.4.12 or later", why, grpo.StdPopulation, grpo.BaselineMean)
+		return fmt.Errorf("grpo.advantage.std_normalize: false is not accepted with trainer.kind: art: %s, which would undo it; accepted: std_normalize: true, std: %s, baseline: %s, or an ART server of 0.4.4 to 0.5.0", why, grpo.StdPopulation, grpo.BaselineMean)
 	case opt.Std != grpo.StdPopulation:
-		return fmt.Errorf("grpo.advantage.std: %q is not accepted with trainer.kind: art: %s using the population std, which would undo it; accepted: %s, or an ART server of 0.4.12 or later", opt.Std, why, grpo.StdPopulation)
+		return fmt.Errorf("grpo.advantage.std: %q is not accepted with trainer.kind: art: %s using the population std, which would undo it; accepted: %s, or an ART server of 0.4.4 to 0.5.0", opt.Std, why, grpo.StdPopulation)
 	case opt.Baseline != grpo.BaselineMean:
-		return fmt.Errorf("grpo.advantage.baseline: %q is not accepted with trainer.kind: art: %s, which would remove the leave-one-out n/(n-1) scale; accepted: %s, or an ART server of 0.4.12 or later", opt.Baseline, why, grpo.BaselineMean)
+		return fmt.Errorf("grpo.advantage.baseline: %q is not accepted with trainer.kind: art: %s, which would remove the leave-one-out n/(n-1) scale; accepted: %s, or an ART server of 0.4.4 to 0.5.0", opt.Baseline, why, grpo.BaselineMean)
 	}
 	return nil
 }

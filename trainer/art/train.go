@@ -64,9 +64,9 @@ type TrainResult struct {
 	// ±Infinity; those lines still count as gradient steps.
 	NonFinite map[string]int
 	// NothingTrainable: no group had a reward spread (or no choice had
-	// logprobs), so ART trained nothing. Up to 0.5.7 the stream is empty;
-	// from 0.5.9 it is one line with num_gradient_steps 0. From 0.4.12 ART
-	// still advances its step (copying the last checkpoint); 0.4.0 does not.
+	// logprobs), so ART trained nothing: the stream is empty. 0.4.12
+	// still advances its step (renaming the last checkpoint); 0.4.0 does
+	// not.
 	NothingTrainable bool
 	// StepBefore and StepAfter are ART's step around the call.
 	StepBefore, StepAfter int
