@@ -319,6 +319,14 @@ def _capture(opt: torch.optim.Optimizer, named: list[tuple[str, Any]], step: int
     return OptimizerState(step=step, weights=weights)
 
 
+def step_slices(seqs: list[Any], mini_batches: int) -> list[list[Any]]:
+    """The optimizer steps of an epoch: mini_batches consecutive slices of
+    seqs in their order, as even as counts allow (at most one step per
+    sequence, at least one step)."""
+    n = max(1, min(mini_batches, len(seqs)))
+    return [seqs[k * len(seqs) // n : (k + 1) * len(seqs) // n] for k in range(n)]
+
+
 def train(
     model: PeftModel,
     seqs: list[Trainable],
@@ -345,10 +353,7 @@ def train(
     before = [p.detach().clone() for p in params]
     model.train()  # no dropout (lora_dropout 0, the base's off: models.disable_dropout)
 
-    n_steps = max(1, min(hp.mini_batches, len(seqs)))
-    slices = [
-        seqs[k * len(seqs) // n_steps : (k + 1) * len(seqs) // n_steps] for k in range(n_steps)
-    ]
+    slices = step_slices(seqs, hp.mini_batches)
     mbs = max(1, opts.micro_batch_size)
     total = hp.epochs * sum((len(s) + mbs - 1) // mbs for s in slices)
     done = 0
