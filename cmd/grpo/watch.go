@@ -440,7 +440,7 @@ func storedStep(run string, s checkpoint.StepView) (orchestrator.Event, *orchest
 		e.StepCommitted.Train = &orchestrator.TrainSummary{RewardMean: t.RewardMean}
 	}
 	if j := s.Job; j != nil {
-		e.StepCommitted.Job = &orchestrator.JobRecord{ID: j.ID, State: j.State, Metrics: j.Metrics}
+		e.StepCommitted.Job = &checkpoint.Job{ID: j.ID, State: j.State, Metrics: j.Metrics}
 		if !j.Finished.IsZero() {
 			e.Time = j.Finished
 		}
