@@ -39,7 +39,7 @@ var MetricNames = []string{
 	"grpo_trainer_job_duration_seconds", "grpo_trainer_jobs_total", "grpo_adapter_loads_total",
 	"grpo_deadlock_rate", "grpo_meals_mean", "grpo_invalid_rate",
 	"grpo_trainer_loss", "grpo_trainer_kl", "grpo_trainer_grad_norm",
-	// The inference fleet's (inference.FleetMetricNames).
+	// The inference fleet's (inference.NewFleetMetrics).
 	"grpo_inference_endpoint_up", "grpo_inference_endpoint_concurrency_limit",
 	"grpo_inference_endpoint_drains_total", "grpo_inference_endpoint_readmissions_total",
 	"grpo_inference_adapter_load_attempts_total",
