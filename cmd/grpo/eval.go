@@ -193,7 +193,10 @@ func (c *EvalCommand) ParseFlags(args []string) error {
 	set := map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
 	if set["db"] || set["run"] || set["step"] {
-		if err := c.parseCheckpointFlags(set, *db, *runName, *stepList, *nList, *episodes, *concurrency, *timeout, *retries, *retryBudget, *outage, *out, *maxRecord, *maxOut, *asJSON); err != nil {
+		f := checkpointFlags{set: set, db: *db, run: *runName, steps: *stepList, n: *nList, episodes: *episodes,
+			concurrency: *concurrency, timeout: *timeout, retries: *retries, retryBudget: *retryBudget, outage: *outage,
+			out: *out, maxRecord: *maxRecord, maxOut: *maxOut, json: *asJSON}
+		if err := c.parseCheckpointFlags(f); err != nil {
 			return err
 		}
 		for _, u := range runEndpoints {
@@ -314,35 +317,46 @@ func (c *EvalCommand) ParseFlags(args []string) error {
 	return nil
 }
 
+// checkpointFlags are the flags the --run mode reads, as given.
+type checkpointFlags struct {
+	set                          map[string]bool // the flags given
+	db, run, steps, n, out       string
+	episodes                     int
+	concurrency, retries         int
+	timeout, retryBudget, outage time.Duration
+	maxRecord, maxOut            int64
+	json                         bool
+}
+
 // parseCheckpointFlags checks the --run mode's flags: the run's own
 // settings replace every flag that would describe the table or the model.
-func (c *EvalCommand) parseCheckpointFlags(set map[string]bool, db, runName, stepList, nList string, episodes, concurrency int, timeout time.Duration, retries int, retryBudget, outage time.Duration, out string, maxRecord, maxOut int64, asJSON bool) error {
+func (c *EvalCommand) parseCheckpointFlags(f checkpointFlags) error {
 	allowed := []string{"db", "run", "step", "n", "episodes", "json", "out", "max-record-bytes", "max-out-bytes", "concurrency", "request-timeout", "retries", "retry-budget", "outage-window", "endpoint", "api-key-env"}
-	for name := range set {
+	for name := range f.set {
 		if !slices.Contains(allowed, name) {
 			return usagef("--%s cannot be combined with --run: a run's checkpoints are evaluated with the run's own settings (accepted with --run: --%s)", name, strings.Join(allowed, ", --"))
 		}
 	}
-	if runName == "" {
+	if f.run == "" {
 		return usagef("--db and --step need --run RUN")
 	}
-	if db == "" {
+	if f.db == "" {
 		return usagef("--run needs --db DB, the store holding the run")
 	}
-	k := &checkpointEval{db: db, run: runName}
-	for _, f := range strings.Split(stepList, ",") {
-		f = strings.TrimSpace(f)
-		switch f {
+	k := &checkpointEval{db: f.db, run: f.run}
+	for _, s := range strings.Split(f.steps, ",") {
+		s = strings.TrimSpace(s)
+		switch s {
 		case "best", "last", "base":
 		default:
-			if n, err := strconv.Atoi(f); err != nil || n < 0 {
-				return usagef("--step %q: %q is not best, last, base or a step number", stepList, f)
+			if n, err := strconv.Atoi(s); err != nil || n < 0 {
+				return usagef("--step %q: %q is not best, last, base or a step number", f.steps, s)
 			}
 		}
-		k.steps = append(k.steps, f)
+		k.steps = append(k.steps, s)
 	}
-	if set["n"] {
-		ns, err := parseInts("n", nList)
+	if f.set["n"] {
+		ns, err := parseInts("n", f.n)
 		if err != nil {
 			return err
 		}
@@ -353,29 +367,29 @@ func (c *EvalCommand) parseCheckpointFlags(set map[string]bool, db, runName, ste
 		}
 		k.ns = ns
 	}
-	if set["episodes"] {
-		if episodes < 1 {
-			return usagef("--episodes %d: need at least 1", episodes)
+	if f.set["episodes"] {
+		if f.episodes < 1 {
+			return usagef("--episodes %d: need at least 1", f.episodes)
 		}
-		k.episodes = episodes
+		k.episodes = f.episodes
 	}
-	if err := within("concurrency", concurrency, config.ConcurrencyBound); err != nil {
+	if err := within("concurrency", f.concurrency, config.ConcurrencyBound); err != nil {
 		return err
 	}
-	if err := within("retries", retries, config.RetriesBound); err != nil {
+	if err := within("retries", f.retries, config.RetriesBound); err != nil {
 		return err
 	}
-	if err := checkDurations(timeout, retryBudget, outage); err != nil {
+	if err := checkDurations(f.timeout, f.retryBudget, f.outage); err != nil {
 		return err
 	}
-	if maxRecord < 1 {
-		return usagef("--max-record-bytes %d: need at least 1", maxRecord)
+	if f.maxRecord < 1 {
+		return usagef("--max-record-bytes %d: need at least 1", f.maxRecord)
 	}
-	if maxOut < 1 {
-		return usagef("--max-out-bytes %d: need at least 1", maxOut)
+	if f.maxOut < 1 {
+		return usagef("--max-out-bytes %d: need at least 1", f.maxOut)
 	}
 	c.ckpt = k
-	c.opts = evalOptions{concurrency: concurrency, timeout: timeout, retries: retries, retryBudget: retryBudget, outage: outage, out: out, maxRecord: maxRecord, maxOut: maxOut, json: asJSON}
+	c.opts = evalOptions{concurrency: f.concurrency, timeout: f.timeout, retries: f.retries, retryBudget: f.retryBudget, outage: f.outage, out: f.out, maxRecord: f.maxRecord, maxOut: f.maxOut, json: f.json}
 	return nil
 }
 
