@@ -1,10 +1,11 @@
 // Package run owns a training run's life, for the CLI (`grpo run`) and the
 // daemon (`grpo serve`) alike: Open a new run (or Reopen a stored one),
-// which names it, starts its peers (the embedded reference backend, or
+// which names it, opens its Peers (the embedded reference backend, or
 // clients of the configured inference endpoints and trainer, or with
 // trainer.kind art OpenPipe ART's backend server and the vLLM it starts:
 // see art.go) and checks that they answer; Play it; Close it. Nothing else
-// builds an orchestrator.
+// builds an orchestrator, and nothing else builds a run's peers: an
+// evaluation of its checkpoints opens them here too (OpenPeers).
 //
 // The run's state in the store is decided by the orchestrator (see its
 // package documentation); the one choice left to the caller is
