@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/grpo-dev/grpo/config"
+	"github.com/grpo-dev/grpo/evaluate"
 	"github.com/grpo-dev/grpo/inference"
 	"github.com/grpo-dev/grpo/internal/httpx"
 	"github.com/grpo-dev/grpo/promote"
@@ -131,7 +132,10 @@ func (p *Peers) Served(ctx context.Context) map[string]bool {
 	return servedModels(ctx, p.eps)
 }
 
-var _ rollout.Completer = (*Peers)(nil)
+var (
+	_ rollout.Completer = (*Peers)(nil)
+	_ evaluate.Adapters = (*Peers)(nil)
+)
 
 // healthTimeout bounds each peer's answer to the health checks.
 const healthTimeout = 10 * time.Second
