@@ -299,15 +299,26 @@ func (p *Peers) startModel(ctx context.Context, model string, inf config.Inferen
 
 // Admins are admin clients of the endpoints to promote a run's adapter
 // into: urls, each with the key in the variable keyEnv, when given; else
-// the endpoints of cfg (promote.Endpoints).
+// the inference endpoints of cfg, with the keys they name
+// (configEndpoints). A run on the embedded backend or on ART names none:
+// an error matching promote.ErrNoEndpoints says how to serve its adapters.
 func Admins(cfg config.Config, getenv func(string) string, urls []string, keyEnv string) ([]*inference.AdminClient, error) {
-	if len(urls) == 0 {
-		return promote.Endpoints(cfg, getenv, inference.AdminOptions{})
-	}
-	key := getenv(keyEnv)
-	var clients []*inference.AdminClient
+	var eps []Endpoint
 	for _, u := range urls {
-		clients = append(clients, inference.NewAdminClient(u, inference.AdminOptions{APIKey: key}))
+		eps = append(eps, Endpoint{URL: u, APIKey: getenv(keyEnv)})
+	}
+	switch {
+	case len(urls) > 0:
+	case len(cfg.Inference.Endpoints) == 0 && cfg.Trainer.Kind == config.TrainerART:
+		return nil, fmt.Errorf("run %s trained with OpenPipe ART (trainer.kind art), whose own vLLM serves its checkpoints under their ART names (grpo best shows the selected one's): the run names no inference endpoint to load into: %w; to serve it from an endpoint of yours, promote with --endpoint", cfg.Run.Name, promote.ErrNoEndpoints)
+	case len(cfg.Inference.Endpoints) == 0:
+		return nil, fmt.Errorf("run %s uses the embedded reference backend, whose server lives only in the process playing the run: %w; serve the run's adapters with 'grpo refmodel serve --data-dir <db>.data' (a daemon's run: <data-dir>/<run>) and promote with --endpoint", cfg.Run.Name, promote.ErrNoEndpoints)
+	default:
+		eps = configEndpoints(cfg.Inference, getenv)
+	}
+	var clients []*inference.AdminClient
+	for _, ep := range eps {
+		clients = append(clients, inference.NewAdminClient(ep.URL, inference.AdminOptions{APIKey: ep.APIKey}))
 	}
 	return clients, nil
 }

@@ -2,12 +2,15 @@ package run_test
 
 import (
 	"context"
+	"errors"
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
 	"strings"
 	"testing"
 
+	"github.com/grpo-dev/grpo/config"
+	"github.com/grpo-dev/grpo/promote"
 	"github.com/grpo-dev/grpo/run"
 )
 
@@ -74,5 +77,36 @@ func TestOpenPeersEmbeddedNeedsDataDir(t *testing.T) {
 	_, err := run.OpenPeers(context.Background(), mustConfig(t, small), run.PeersOptions{})
 	if err == nil || !strings.Contains(err.Error(), "data directory") {
 		t.Fatalf("err=%v, want the missing data directory named", err)
+	}
+}
+
+// TestAdmins: promote loads into --endpoint's URLs when given, else the
+// run's endpoints; a run on the embedded backend or on ART names none,
+// and the error says how to serve its adapters.
+func TestAdmins(t *testing.T) {
+	getenv := func(string) string { return "" }
+	cfg := mustConfig(t, "run: {name: r, steps: 1}\ntrainer: {kind: jobs, url: 'http://127.0.0.1:1'}\ninference:\n  endpoints: [{url: 'http://a/v1'}, {url: 'http://b/v1'}]\n")
+	clients, err := run.Admins(cfg, getenv, nil, "")
+	if err != nil || len(clients) != 2 {
+		t.Fatalf("the run's endpoints: %d clients, %v; want 2", len(clients), err)
+	}
+	clients, err = run.Admins(cfg, getenv, []string{"http://c/v1"}, "KEY")
+	if err != nil || len(clients) != 1 {
+		t.Fatalf("--endpoint: %d clients, %v; want 1", len(clients), err)
+	}
+	embedded := mustConfig(t, small)
+	_, err = run.Admins(embedded, getenv, nil, "")
+	if !errors.Is(err, promote.ErrNoEndpoints) || !strings.Contains(err.Error(), "grpo refmodel serve --data-dir") || !strings.Contains(err.Error(), "--endpoint") {
+		t.Fatalf("embedded run: %v", err)
+	}
+	if clients, err := run.Admins(embedded, getenv, []string{"http://127.0.0.1:8000/v1"}, "KEY"); err != nil || len(clients) != 1 {
+		t.Fatalf("embedded run with --endpoint: %d clients, %v; want 1", len(clients), err)
+	}
+	// An ART run names no endpoint either, and is not called embedded.
+	art := embedded
+	art.Trainer.Kind = config.TrainerART
+	_, err = run.Admins(art, getenv, nil, "")
+	if !errors.Is(err, promote.ErrNoEndpoints) || !strings.Contains(err.Error(), "trained with OpenPipe ART") || strings.Contains(err.Error(), "embedded") {
+		t.Fatalf("ART run: %v", err)
 	}
 }
