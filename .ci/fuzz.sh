@@ -18,14 +18,8 @@ targets=(
   "./internal/httpx FuzzParseErrorBody"
   "./refmodel FuzzChatCompletion"
   "./refmodel FuzzSamplesOf"
-  "./rollout FuzzAppendString"             # hand-written JSON string encoding
-  "./inference FuzzDecodeFastMatchesSlow"  # the one-pass answer decoder against encoding/json
   "./trainer/art FuzzReadStream"           # ART's newline-delimited training stream
   "./trainer/art FuzzDetect"               # ART's /openapi.json
-  "./internal/httpx FuzzTransportReadsAsNetHTTP"  # the HTTP/1.1 transport's answer parsing against net/http's
-  "./inference FuzzScanMatchesReflect"     # the bracket scan of answers against encoding/json
-  "./internal/httpx FuzzCommonHeadMatchesReadResponse"  # the common answer head read without net/http, against http.ReadResponse
-  "./internal/jsonvalid FuzzValidMatchesEncodingJSON"   # the JSON check of answers and tool arguments against encoding/json
 )
 for t in "${targets[@]}"; do
   read -r pkg name <<<"$t"

@@ -1,12 +1,15 @@
 package bench
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"hash/fnv"
 	"io"
+	"net"
 	"net/http"
 	"net/url"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -71,6 +74,36 @@ func LLMHandler(service time.Duration) http.Handler {
 		fmt.Fprint(w, metricsText)
 	})
 	return mux
+}
+
+// cpuPath answers the serving process's CPU time (ServeLLM).
+const cpuPath = "/bench/cpu"
+
+// ServeLLM serves LLMHandler's fake inference server with net/http on a
+// loopback port until ctx ends, as `grpo bench serve-fake` does in a
+// child process, so that the bench's CPU figures are the client's alone.
+// One route of its own, GET /bench/cpu, answers the process's CPU time
+// so far in nanoseconds (user + system), so that the bench can say what
+// the server cost per call (serverCPU). ready receives the address once
+// it accepts connections.
+func ServeLLM(ctx context.Context, service time.Duration, ready func(addr string)) error {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return fmt.Errorf("listen on loopback: %w", err)
+	}
+	mux := http.NewServeMux()
+	mux.Handle("/", LLMHandler(service))
+	mux.HandleFunc("GET "+cpuPath, func(w http.ResponseWriter, r *http.Request) {
+		fmt.Fprint(w, strconv.FormatInt(cpuTime().Nanoseconds(), 10))
+	})
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	stop := context.AfterFunc(ctx, func() { srv.Close() })
+	defer stop()
+	ready(ln.Addr().String())
+	if err := srv.Serve(ln); err != http.ErrServerClosed {
+		return fmt.Errorf("serve the fake: %w", err)
+	}
+	return nil
 }
 
 // TrainerHandler is a fake trainer job API (DESIGN §5) whose every job

@@ -55,6 +55,8 @@ func runRecord(path []string) (any, func([]byte) error) {
 		return &LeaseInfo{}, nil
 	case len(path) == 1 && path[0] == string(inflightKey):
 		return &InFlight{}, nil
+	case len(path) == 1 && path[0] == string(summaryKey):
+		return &summaryRecord{}, nil
 	case len(path) == 1 && path[0] == string(startsKey):
 		return nil, func(v []byte) error {
 			if len(v) != 8 {

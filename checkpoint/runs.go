@@ -40,11 +40,7 @@ func (s *Store) CreateRun(ctx context.Context, run Run) error {
 	if run.Updated.IsZero() {
 		run.Updated = run.Created
 	}
-	v, err := json.Marshal(run)
-	if err != nil {
-		return fmt.Errorf("create run %s: encode: %w", run.Name, err)
-	}
-	err = s.update(ctx, func(tx *bolt.Tx) error {
+	err := s.update(ctx, func(tx *bolt.Tx) error {
 		runs := tx.Bucket(runsBucket)
 		if runs.Bucket([]byte(run.Name)) != nil {
 			return ErrRunExists
@@ -59,7 +55,7 @@ func (s *Store) CreateRun(ctx context.Context, run Run) error {
 		if _, err := b.CreateBucket(evaluationsBucket); err != nil {
 			return err
 		}
-		return b.Put(runKey, v)
+		return putRun(b, run)
 	})
 	if err != nil {
 		return fmt.Errorf("create run %s: %w", run.Name, err)
@@ -105,36 +101,15 @@ func (s *Store) SetRunState(ctx context.Context, name, state, errMsg string) err
 }
 
 // ListRuns summarises every run, oldest first. A run's BestStep is chosen
-// by its own policy, metric and EMA, and is -1 while nothing can be chosen.
+// by its own policy, metric and EMA, and is -1 while nothing can be
+// chosen. It reads the summaries ListRunsPage reads.
 func (s *Store) ListRuns(ctx context.Context) ([]RunSummary, error) {
-	var out []RunSummary
-	err := s.view(ctx, func(tx *bolt.Tx) error {
-		runs := tx.Bucket(runsBucket)
-		if runs == nil {
-			return nil
-		}
-		return runs.ForEachBucket(func(k []byte) error {
-			name := string(k)
-			run, steps, evals, err := snapshot(runs.Bucket(k), name)
-			if err != nil {
-				return err
-			}
-			sum := RunSummary{Name: run.Name, State: run.State, BestStep: -1, Created: run.Created}
-			if len(steps) > 0 {
-				sum.Steps = steps[len(steps)-1].Step
-			}
-			if sel, err := Select(run.Policy, run.Metric, run.EMA, steps, evals); err == nil {
-				sum.BestStep = sel.Step
-			}
-			out = append(out, sum)
-			return nil
-		})
-	})
+	list, _, err := s.ListRunsPage(ctx, "", 0)
 	if err != nil {
-		return nil, fmt.Errorf("list runs: %w", err)
+		return nil, err
 	}
-	slices.SortStableFunc(out, func(a, b RunSummary) int { return a.Created.Compare(b.Created) })
-	return out, nil
+	sortSummaries(list)
+	return list, nil
 }
 
 // UniqueRunName returns prefix-1, prefix-2, ... whichever is first not in
@@ -285,12 +260,25 @@ func getRun(b *bolt.Bucket, name string) (Run, error) {
 	return run, nil
 }
 
+// putRun stores a run's record and its state in the run's summary, in
+// the caller's transaction.
 func putRun(b *bolt.Bucket, run Run) error {
+	rec := newSummary(run) // of a run stored now
+	if b.Get(runKey) != nil {
+		var err error
+		if rec, _, err = summaryOf(b, run.Name); err != nil {
+			return err
+		}
+	}
 	v, err := json.Marshal(run)
 	if err != nil {
 		return fmt.Errorf("encode run %s: %w", run.Name, err)
 	}
-	return b.Put(runKey, v)
+	if err := b.Put(runKey, v); err != nil {
+		return err
+	}
+	rec.Name, rec.State, rec.Created, rec.Updated = run.Name, run.State, run.Created, run.Updated
+	return putSummary(b, rec)
 }
 
 // decodeAll decodes every value of bucket b in key order. A nil bucket

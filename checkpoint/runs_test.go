@@ -137,10 +137,14 @@ func TestStore_ListRuns(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	for i := range got {
+		got[i].Updated = time.Time{} // the time of the last commit or state change
+	}
+	f := func(v float64) *float64 { return &v }
 	want := []RunSummary{
-		{Name: "b", State: StateSucceeded, Steps: 2, BestStep: 1, Created: t0},
-		{Name: "a", State: StateRunning, Steps: 2, BestStep: 2, Created: t0.Add(time.Hour)},
-		{Name: "c", State: StateRunning, Steps: 0, BestStep: -1, Created: t0.Add(2 * time.Hour)},
+		{Name: "b", State: StateSucceeded, Steps: 2, BestStep: 1, BestValue: f(0.9), BestDeadlockRate: f(0), Metric: MetricRewardMean, Created: t0},
+		{Name: "a", State: StateRunning, Steps: 2, BestStep: 2, BestValue: f(0.4), BestDeadlockRate: f(0), Metric: MetricRewardMean, Created: t0.Add(time.Hour)},
+		{Name: "c", State: StateRunning, Steps: 0, BestStep: -1, Metric: MetricRewardMean, Created: t0.Add(2 * time.Hour)},
 	}
 	if !reflect.DeepEqual(got, want) {
 		t.Fatalf("ListRuns()=%+v, want %+v", got, want)
@@ -149,7 +153,7 @@ func TestStore_ListRuns(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got, want := string(b), `{"name":"b","state":"succeeded","steps":2,"best_step":1,"created":"2026-03-01T12:00:00Z"}`; got != want {
+	if got, want := string(b), `{"name":"b","state":"succeeded","steps":2,"best_step":1,"best_value":0.9,"best_deadlock_rate":0,"metric":"reward_mean","created":"2026-03-01T12:00:00Z","updated":"0001-01-01T00:00:00Z"}`; got != want {
 		t.Fatalf("JSON=%s, want %s", got, want)
 	}
 }

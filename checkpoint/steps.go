@@ -1,6 +1,7 @@
 package checkpoint
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -41,60 +42,84 @@ func (s *Store) CommitStep(ctx context.Context, name string, step Step, eval *Ev
 		if err != nil {
 			return err
 		}
-		steps, err := b.CreateBucketIfNotExists(stepsBucket)
-		if err != nil {
-			return err
-		}
-		next := 0
-		if last, ok := lastKey(steps); ok {
-			next = last + 1
-		}
-		switch {
-		case step.Step < next:
-			return ErrStepExists
-		case step.Step > next:
-			return fmt.Errorf("%w: the next step is %d", ErrStepOutOfOrder, next)
-		}
-		if err := steps.Put(itob(step.Step), sv); err != nil {
-			return err
-		}
-		if ev != nil {
-			evals, err := b.CreateBucketIfNotExists(evaluationsBucket)
-			if err != nil {
-				return err
-			}
-			if err := evals.Put(itob(step.Step), ev); err != nil {
-				return err
-			}
-		}
-		inf, err := getInFlight(b, name)
-		if err != nil {
-			return err
-		}
-		if inf != nil && inf.Step <= step.Step {
-			if next := inf.Next; next != nil && next.Step > step.Step {
-				if err := putInFlight(b, *next); err != nil {
-					return err
-				}
-			} else if err := b.Delete(inflightKey); err != nil {
-				return err
-			}
-		}
-		// Progress: the starts without it start again from zero.
-		if err := b.Delete(startsKey); err != nil {
-			return err
-		}
-		run, err := getRun(b, name)
-		if err != nil {
-			return err
-		}
-		run.Updated = step.Committed
-		return putRun(b, run)
+		return commitStep(b, name, step, eval, sv, ev)
 	})
 	if err != nil {
 		return fmt.Errorf("commit step %d of run %s: %w", step.Step, name, err)
 	}
 	return nil
+}
+
+// commitStep is CommitStep in the transaction of run name's bucket b: sv
+// and ev are step and eval encoded.
+func commitStep(b *bolt.Bucket, name string, step Step, eval *Evaluation, sv, ev []byte) error {
+	steps, err := b.CreateBucketIfNotExists(stepsBucket)
+	if err != nil {
+		return err
+	}
+	next := 0
+	if last, ok := lastKey(steps); ok {
+		next = last + 1
+	}
+	switch {
+	case step.Step < next:
+		return ErrStepExists
+	case step.Step > next:
+		return fmt.Errorf("%w: the next step is %d", ErrStepOutOfOrder, next)
+	}
+	// The summary as it was before this step (built from the steps
+	// so far, if the run has none stored yet), then advanced by it.
+	run, err := getRun(b, name)
+	if err != nil {
+		return err
+	}
+	sum, _, err := summaryOf(b, name)
+	if err != nil {
+		return err
+	}
+	if err := steps.Put(itob(step.Step), sv); err != nil {
+		return err
+	}
+	if ev != nil {
+		evals, err := b.CreateBucketIfNotExists(evaluationsBucket)
+		if err != nil {
+			return err
+		}
+		if err := evals.Put(itob(step.Step), ev); err != nil {
+			return err
+		}
+	}
+	inf, err := getInFlight(b, name)
+	if err != nil {
+		return err
+	}
+	if inf != nil && inf.Step <= step.Step {
+		if next := inf.Next; next != nil && next.Step > step.Step {
+			if err := putInFlight(b, *next); err != nil {
+				return err
+			}
+		} else if err := b.Delete(inflightKey); err != nil {
+			return err
+		}
+	}
+	// Progress: the starts without it start again from zero.
+	if err := b.Delete(startsKey); err != nil {
+		return err
+	}
+	var evalErr error
+	sum.advance(run, step, eval, func(s int) *Evaluation {
+		ev, err := getEvaluationHead(b, name, s)
+		evalErr = cmp.Or(evalErr, err)
+		return ev
+	})
+	if evalErr != nil {
+		return evalErr
+	}
+	if err := putSummary(b, sum); err != nil {
+		return err
+	}
+	run.Updated = step.Committed
+	return putRun(b, run)
 }
 
 // LastStep returns a run's last committed step; ok is false when none is.

@@ -7,6 +7,8 @@
 //	  <run name>              bucket, one per run
 //	    run                   key: Run as JSON
 //	    inflight              key: InFlight as JSON, absent when no job is in flight
+//	    summary               key: the run's summary (ListRuns), written with every step and state;
+//	                          absent in stores written before it, then built once when listed
 //	    steps                 bucket: big-endian uint64 step -> Step as JSON
 //	    evaluations           bucket: big-endian uint64 step -> Evaluation as JSON
 //	    tests                 bucket, absent until a checkpoint is measured on a held-out split

@@ -41,13 +41,25 @@ type Run struct {
 	DataDir string `json:"data_dir,omitempty"`
 }
 
-// RunSummary is one line of ListRuns.
+// RunSummary is one line of ListRuns: a run's state and results, kept up
+// to date at every commit. Its JSON field names are printed by `grpo runs
+// --json` and served by GET /api/v1/runs: a public interface.
 type RunSummary struct {
-	Name     string    `json:"name"`
-	State    string    `json:"state"`
-	Steps    int       `json:"steps"`     // last committed step number, 0 if only the base model
-	BestStep int       `json:"best_step"` // by the run's policy, -1 if unknown
-	Created  time.Time `json:"created"`
+	Name     string `json:"name"`
+	State    string `json:"state"`
+	Steps    int    `json:"steps"`     // last committed step number, 0 if only the base model
+	BestStep int    `json:"best_step"` // by the run's policy, -1 if unknown
+	// BestValue is the best step's score (Selection.Value: the metric,
+	// smoothed for the best-* policies); null when it has none (policy
+	// last on a step not validated).
+	BestValue *float64 `json:"best_value"`
+	// BestDeadlockRate is the deadlock rate of the best step's validation;
+	// null when that step was not validated.
+	BestDeadlockRate *float64 `json:"best_deadlock_rate"`
+	// Metric is what BestValue measures (the run's validation.metric).
+	Metric  Metric    `json:"metric"`
+	Created time.Time `json:"created"`
+	Updated time.Time `json:"updated"`
 }
 
 // GroupStats are the rewards of one GRPO group.

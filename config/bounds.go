@@ -62,10 +62,10 @@ var (
 	// ConcurrencyBound bounds inference.concurrency (--concurrency). Each
 	// request in flight holds its own connection: a file descriptor and a
 	// local port, of which a client has 28,232 per server address (Linux's
-	// default range 32768-60999; 64,511 at most), and about 30 KB of
-	// grpo's memory (10,000 in flight took 305 MB, docs/PERFORMANCE.md).
+	// default range 32768-60999; 64,511 at most), and about 70 KB of
+	// grpo's memory (10,000 in flight took 701-723 MB, docs/PERFORMANCE.md).
 	// 100,000 is ten times the most measured, more than a fleet of three
-	// replicas can take connections for, and about 3 GB.
+	// replicas can take connections for, and about 7 GB.
 	ConcurrencyBound = Bound[int]{
 		Min: 1, Max: 100000,
 		Low:  "need at least 1 request in flight",

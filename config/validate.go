@@ -128,8 +128,15 @@ func (c Config) validateGRPO() error {
 	return nil
 }
 
+// MaxEndpoints is the most inference.endpoints a run may list: a run
+// probes them all at once at start and keeps metric series per endpoint.
+const MaxEndpoints = 256
+
 func (c Config) validateInference() error {
 	in := c.Inference
+	if n := len(in.Endpoints); n > MaxEndpoints {
+		return invalid("inference.endpoints", "lists %d endpoints; at most %d", n, MaxEndpoints)
+	}
 	for i, e := range in.Endpoints {
 		if e.Peer != "" && e.URL == "" {
 			return invalid(fmt.Sprintf("inference.endpoints[%d].peer", i), "%q names a peer of a daemon (grpo serve --peers); outside the daemon give the endpoint's url", e.Peer)

@@ -315,3 +315,21 @@ func TestError(t *testing.T) {
 		}
 	}
 }
+
+func TestValidate_MaxEndpoints(t *testing.T) {
+	endpoints := func(n int) string {
+		var b strings.Builder
+		b.WriteString("trainer: {kind: jobs, url: 'http://127.0.0.1:7000'}\ninference:\n  endpoints:\n")
+		for i := range n {
+			fmt.Fprintf(&b, "  - {url: 'http://127.0.0.1:%d/v1'}\n", 8000+i)
+		}
+		return b.String()
+	}
+	if err := mustParse(t, endpoints(config.MaxEndpoints)).Validate(); err != nil {
+		t.Fatalf("%d endpoints: %v, want valid", config.MaxEndpoints, err)
+	}
+	err := mustParse(t, endpoints(config.MaxEndpoints+1)).Validate()
+	if got, want := fmt.Sprint(err), "inference.endpoints: lists 257 endpoints; at most 256"; !strings.Contains(got, want) {
+		t.Fatalf("257 endpoints: %v, want an error containing %q", got, want)
+	}
+}

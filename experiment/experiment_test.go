@@ -186,6 +186,10 @@ func TestShippedExperiments(t *testing.T) {
 	if err != nil || len(files) == 0 {
 		t.Fatalf("no experiment files: %v", err)
 	}
+	repo, err := filepath.Abs("..")
+	if err != nil {
+		t.Fatal(err)
+	}
 	for _, p := range files {
 		f, err := Load(p)
 		if err != nil {
@@ -194,6 +198,14 @@ func TestShippedExperiments(t *testing.T) {
 		}
 		if len(f.Seeds) < 5 {
 			t.Errorf("%s: %d seeds; shipped experiments use at least 5", p, len(f.Seeds))
+		}
+		// Running a shipped file writes its store and report outside the
+		// repository: not over the committed reports under docs/ (those
+		// are refreshed with --out).
+		for what, path := range map[string]string{"experiment.db": f.DB, "experiment.out": f.Out} {
+			if rel, err := filepath.Rel(repo, path); err != nil || !strings.HasPrefix(rel, "..") {
+				t.Errorf("%s: %s %s is inside the repository", p, what, path)
+			}
 		}
 	}
 }

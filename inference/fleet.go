@@ -134,6 +134,7 @@ type Fleet struct {
 	adMu     sync.Mutex
 	adapters []loadedAdapter // the adapters every live endpoint serves, in load order
 	listed   bool            // an endpoint listed FleetOptions.Model
+	probed   []Model         // what the endpoints listed at Probe
 
 	// tellMu serialises calls of FleetOptions.OnEndpoint.
 	tellMu sync.Mutex

@@ -103,3 +103,18 @@ func (e endpointMetrics) load(outcome string) {
 		c.Inc()
 	}
 }
+
+// forget deletes the series of run's endpoint url: a run's fleet drops
+// its endpoints' series when it closes, so that a daemon hosting many
+// runs over many endpoints keeps only the series of the runs it plays.
+func (m *FleetMetrics) forget(run, url string) {
+	if m == nil {
+		return
+	}
+	labels := prometheus.Labels{"run": run, "endpoint": url}
+	m.up.Delete(labels)
+	m.limit.Delete(labels)
+	m.drains.Delete(labels)
+	m.readmissions.Delete(labels)
+	m.loads.DeletePartialMatch(labels)
+}

@@ -77,12 +77,7 @@ type failures struct {
 
 // failed handles a send to ep that failed with err: it returns nil when
 // the request is to be sent again (after waiting to resend it to ep, or
-// having drained ep), or the error Complete returns. It and acquireError
-// are Complete's but for the stack: kept out of Complete (not inlined),
-// their locals take no room in the frame of a caller that waits on the
-// server, thousands at once (docs/PERFORMANCE.md, stacks).
-//
-//go:noinline
+// having drained ep), or the error Complete returns.
 func (f *Fleet) failed(ctx context.Context, r *failures, ep *endpoint, epoch int, drained bool, err error) error {
 	r.last = ep
 	switch {
@@ -115,8 +110,6 @@ func (f *Fleet) failed(ctx context.Context, r *failures, ep *endpoint, epoch int
 
 // acquireError is the error of a request that found no endpoint to send
 // to; last, when not nil, is where it was sent before and failed.
-//
-//go:noinline
 func acquireError(req *rollout.Request, last *endpoint, err error) error {
 	if !states(err, fmt.Sprintf("(model %q", req.Model)) {
 		// An endpoint's last failure, when it was this model's

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -14,6 +15,11 @@ import (
 // probeRounds is how many times Probe asks an endpoint that fails
 // transiently (each time with the admin client's retries).
 const probeRounds = 4
+
+// maxProbes bounds the probes (and ListModels requests) in flight at
+// once: every endpoint a config may list (inference.endpoints holds at
+// most 256), each a connection.
+const maxProbes = 256
 
 // Probe checks that the endpoint is an OpenAI-compatible server: GET
 // {base}/models must answer a JSON model list. The error names the URL and
@@ -59,8 +65,9 @@ func (f *Fleet) Start(ctx context.Context) {
 	})
 }
 
-// Close stops the probe loop and waits for it. Safe to call twice, and
-// without Start.
+// Close stops the probe loop, waits for it, and deletes the series of the
+// fleet's endpoints from FleetOptions.Metrics (their run is over). Safe
+// to call twice, and without Start.
 func (f *Fleet) Close() {
 	f.closeOnce.Do(func() {
 		f.startOnce.Do(func() {}) // a later Start does nothing
@@ -68,6 +75,9 @@ func (f *Fleet) Close() {
 			f.cancel()
 		}
 		f.wg.Wait()
+		for _, ep := range f.eps {
+			f.opts.Metrics.forget(f.opts.Run, ep.url)
+		}
 	})
 }
 
@@ -242,54 +252,102 @@ func (f *Fleet) sawBase(ep *endpoint, models []Model) {
 }
 
 // Probe checks every endpoint as AdminClient.Probe does, before a run
-// starts. An endpoint that cannot be reached (refused, reset, timed out)
-// or answers 429/5xx is drained, to be probed back once Start runs, so that a run can start
-// with a replica down; one that answers but is not an OpenAI-compatible
-// server is a config error. It fails when no endpoint answers, naming
-// each.
+// starts, all of them at once (at most maxProbes in flight) within ctx's
+// deadline (the start's one deadline: an endpoint adds no time of its
+// own). An endpoint that cannot be reached (refused, reset), answers
+// 429/5xx, or has not answered when the deadline passes (it accepts
+// connections and hangs) is drained, to be probed back once Start runs,
+// so that a run can start with replicas down; one that answers but is not
+// an OpenAI-compatible server is a config error. It fails when no endpoint answers, naming each, or when ctx is
+// cancelled. What the endpoints list is kept for Models.
 func (f *Fleet) Probe(ctx context.Context) error {
+	var within string
+	if d, ok := ctx.Deadline(); ok {
+		within = " within " + time.Until(d).Round(time.Second).String()
+	}
 	errs := make([]error, len(f.eps))
+	listed := make([][]Model, len(f.eps))
+	slots := make(chan struct{}, maxProbes)
 	var wg sync.WaitGroup
 	for i, ep := range f.eps {
 		wg.Go(func() {
+			select {
+			case slots <- struct{}{}:
+				defer func() { <-slots }()
+			case <-ctx.Done():
+				errs[i] = fmt.Errorf("probe %s: not probed: %w", ep.url, ctx.Err())
+				return
+			}
 			// A server that answers but fails transiently (5xx, a reset)
 			// is there: a few more rounds of the client's retries keep a
 			// scattered fault from failing the start. One that refuses
 			// connections is down now.
 			for round := 0; ; round++ {
-				var models []Model
-				models, errs[i] = ep.admin.probe(ctx)
-				if errs[i] == nil {
-					f.adMu.Lock()
-					f.sawBase(ep, models)
-					f.adMu.Unlock()
-				}
+				listed[i], errs[i] = ep.admin.probe(ctx)
 				if errs[i] == nil || round == probeRounds-1 || ctx.Err() != nil ||
 					!endpointFailure(errs[i]) || errors.Is(errs[i], syscall.ECONNREFUSED) {
-					return
+					break
 				}
+			}
+			if errors.Is(errs[i], context.DeadlineExceeded) && errors.Is(ctx.Err(), context.DeadlineExceeded) {
+				errs[i] = fmt.Errorf("%w: no answer%s", errs[i], within)
 			}
 		})
 	}
 	wg.Wait()
+	if errors.Is(ctx.Err(), context.Canceled) {
+		return fmt.Errorf("probe inference endpoints: %w", ctx.Err())
+	}
 	var down []error
+	var models []Model
 	for i, err := range errs {
 		switch {
 		case err == nil:
-		case ctx.Err() == nil && endpointFailure(err):
+			f.adMu.Lock()
+			f.sawBase(f.eps[i], listed[i])
+			f.adMu.Unlock()
+			models = append(models, listed[i]...)
+		case endpointFailure(err) || errors.Is(err, context.DeadlineExceeded):
 			down = append(down, err)
+			f.drain(f.eps[i], -1, err)
 		default:
 			return err
-		}
-		if err != nil {
-			f.drain(f.eps[i], -1, err)
 		}
 	}
 	if len(down) == len(f.eps) {
 		return errors.Join(down...)
 	}
+	f.adMu.Lock()
+	f.probed = models
+	f.adMu.Unlock()
 	for _, err := range down {
 		f.opts.Logger.Warn("inference endpoint does not answer; starting without it", "err", err)
 	}
 	return nil
+}
+
+// Models is what the endpoints that answered Probe listed (GET
+// /v1/models), in endpoint order: the models a run starts with.
+func (f *Fleet) Models() []Model {
+	f.adMu.Lock()
+	defer f.adMu.Unlock()
+	return slices.Clone(f.probed)
+}
+
+// ListModels asks every client for its models (GET /v1/models) at once
+// and returns what they list, in client order; one that cannot list them
+// adds none. ctx bounds the whole.
+func ListModels(ctx context.Context, clients []*AdminClient) []Model {
+	listed := make([][]Model, len(clients))
+	slots := make(chan struct{}, maxProbes)
+	var wg sync.WaitGroup
+	for i, c := range clients {
+		wg.Go(func() {
+			slots <- struct{}{}
+			defer func() { <-slots }()
+			listed[i], _ = c.Models(ctx)
+		})
+	}
+	wg.Wait()
+	return slices.Concat(listed...)
 }

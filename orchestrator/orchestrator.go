@@ -350,7 +350,7 @@ type run struct {
 	// form selection reads (Step.Head, Evaluation.Head: no train groups,
 	// jobs, validation records nor transcripts): read once when the run
 	// is resumed, appended on each commit, so that selecting the best
-	// step costs no store read (PERFORMANCE.md, selection on commit).
+	// step costs no store read (docs/PERFORMANCE.md, the store row).
 	steps []checkpoint.Step
 	evals []checkpoint.Evaluation
 

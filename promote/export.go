@@ -149,7 +149,7 @@ func Export(ctx context.Context, cp Checkpoint, dir string, force bool, now time
 	if err := os.MkdirAll(parent, 0o755); err != nil {
 		return m, fmt.Errorf("export to %s: %w", dir, err)
 	}
-	tmp, err := os.MkdirTemp(parent, ".grpo-export-"+filepath.Base(dst)+"-")
+	tmp, err := mkdirTemp(parent, ".grpo-export-"+filepath.Base(dst)+"-")
 	if err != nil {
 		return m, fmt.Errorf("export to %s: %w", dir, err)
 	}
@@ -210,9 +210,31 @@ func spareRun(cp Checkpoint, dir, dst string) error {
 	return nil
 }
 
-// checkTarget refuses a dst that is a file, or a non-empty directory
-// without force.
+// mkdirTemp is os.MkdirTemp with the mode of every other directory grpo
+// writes, 0755 less the umask (os.MkdirTemp's is 0700): the export is
+// read by other users, an inference server among them.
+func mkdirTemp(parent, prefix string) (string, error) {
+	for range 100 {
+		dir := filepath.Join(parent, fmt.Sprintf("%s%016x", prefix, rand.Uint64()))
+		err := os.Mkdir(dir, 0o755)
+		if !errors.Is(err, fs.ErrExist) {
+			return dir, err
+		}
+	}
+	return "", fmt.Errorf("create a temporary directory in %s: names taken", parent)
+}
+
+// checkTarget refuses a dst that is a file, a non-empty directory without
+// force, or a symbolic link without force (with force the link itself is
+// replaced, never what it points to).
 func checkTarget(dst string, force bool) error {
+	if li, err := os.Lstat(dst); err == nil && li.Mode()&fs.ModeSymlink != 0 {
+		if force {
+			return nil
+		}
+		target, _ := os.Readlink(dst)
+		return fmt.Errorf("export to %s: it is a symbolic link (to %s); an export replaces the link, not what it points to: pass --force to replace the link, or name a directory", dst, target)
+	}
 	fi, err := os.Stat(dst)
 	switch {
 	case errors.Is(err, fs.ErrNotExist):

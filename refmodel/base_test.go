@@ -196,13 +196,19 @@ func TestServerAndTrainerShareBase(t *testing.T) {
 	if got := servedLogProb(t, srv, "step-1", stateWaitingRight, outPutDownLeft); math.Abs(got-want) > 1e-9 || !(got > served) {
 		t.Fatalf("served logprob of the trained adapter %v, trainer's %v, base's %v", got, want, served)
 	}
-	_, other := mustServe(t, 1) // the default base
+	ob, other := mustServe(t, 1) // the default base
 	code, body := do(t, http.MethodPost, other.URL+"/v1/load_lora_adapter", map[string]string{"lora_name": "step-1", "lora_path": j.Adapter.Path})
 	if code != http.StatusBadRequest || !strings.Contains(string(body), "base coordination 0.5") {
 		t.Fatalf("load into the default base: %d %s", code, body)
 	}
-	// A chained job on a server with another base refuses the parent.
-	code, j2 := createJob(t, other.URL, jobRequest("step-2", "step-2", j.Adapter, oneTurn(stateWaitingRight, outPutDownLeft, 1)))
+	// A chained job on a server with another base refuses the parent
+	// (copied into that server's adapter directory, where parents are
+	// read from).
+	copied := &trainer.Adapter{Name: j.Adapter.Name, Path: ob.AdapterDir(j.Adapter.Name)}
+	if err := os.CopyFS(copied.Path, os.DirFS(j.Adapter.Path)); err != nil {
+		t.Fatal(err)
+	}
+	code, j2 := createJob(t, other.URL, jobRequest("step-2", "step-2", copied, oneTurn(stateWaitingRight, outPutDownLeft, 1)))
 	if code != http.StatusAccepted {
 		t.Fatalf("create step-2: %d", code)
 	}

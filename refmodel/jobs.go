@@ -76,11 +76,52 @@ func newJobManager(dir string, adapterDir func(string) string, seed uint64, base
 // segment, with a leading dot escaped too ("." and ".." would name the
 // jobs directory or its parent).
 func (m *jobManager) jobDir(id string) string {
+	return filepath.Join(m.dir, jobDirName(id))
+}
+
+// maxJobDirName is the longest name of a job's record directory: most
+// file systems take 255 bytes.
+const maxJobDirName = 255
+
+// jobDirName is the name of job id's record directory (jobDir).
+func jobDirName(id string) string {
 	name := url.PathEscape(id)
 	if strings.HasPrefix(name, ".") {
 		name = "%2E" + name[1:]
 	}
-	return filepath.Join(m.dir, name)
+	return name
+}
+
+// errParentOutside is the error of a parent adapter path outside the
+// trainer's adapter directory. It is the same whether the path exists or
+// not, so that a client learns nothing of the trainer's file system.
+var errParentOutside = errors.New("parent_adapter.path: not an adapter of this trainer (parent adapters are read only from its own adapter directory)")
+
+// parentPath is path, a parent adapter's, when it lies in the trainer's
+// adapter directory, through symbolic links too; else errParentOutside.
+func (m *jobManager) parentPath(path string) (string, error) {
+	root, err := filepath.Abs(filepath.Dir(m.adapterDir("x")))
+	if err != nil {
+		return "", err
+	}
+	if !filepath.IsAbs(path) || !inside(filepath.Clean(path), root) {
+		return "", errParentOutside
+	}
+	// A link inside may point outside: judge where it leads. A path that
+	// does not resolve is inside and fails to load, naming only itself.
+	if real, err := filepath.EvalSymlinks(path); err == nil {
+		realRoot, rerr := filepath.EvalSymlinks(root)
+		if rerr != nil || !inside(real, realRoot) {
+			return "", errParentOutside
+		}
+	}
+	return path, nil
+}
+
+// inside reports whether path lies strictly inside dir.
+func inside(path, dir string) bool {
+	rel, err := filepath.Rel(dir, path)
+	return err == nil && rel != "." && rel != ".." && !strings.HasPrefix(rel, ".."+string(filepath.Separator))
 }
 
 // open creates the directories and reloads the records.
@@ -466,7 +507,11 @@ func (m *jobManager) train(ctx context.Context, e *jobEntry, req *trainer.JobReq
 func (m *jobManager) initialAdapter(req *trainer.JobRequest) (*Adapter, error) {
 	var a *Adapter
 	if p := req.ParentAdapter; p != nil {
-		parent, err := LoadAdapter(p.Path)
+		path, err := m.parentPath(p.Path)
+		if err != nil {
+			return nil, fmt.Errorf("parent adapter %s: %w", p.Name, err)
+		}
+		parent, err := LoadAdapter(path)
 		if err != nil {
 			return nil, fmt.Errorf("parent adapter %s: %w", p.Name, err)
 		}

@@ -41,6 +41,12 @@ func (b *Backend) handleCreateJob(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusBadRequest, jobError{err.Error()})
 		return
 	}
+	if p := req.ParentAdapter; p != nil {
+		if _, err := b.jobs.parentPath(p.Path); err != nil {
+			writeJSON(w, http.StatusBadRequest, jobError{err.Error()})
+			return
+		}
+	}
 	job, created, err := b.jobs.create(&req, body)
 	var taken *adapterTakenError
 	if errors.As(err, &taken) {
@@ -90,6 +96,12 @@ func validateJob(req *trainer.JobRequest) error {
 		return errors.New("id: required")
 	case len(req.ID) > 512 || strings.ContainsFunc(req.ID, func(r rune) bool { return r < 0x20 || r == 0x7f }):
 		return errors.New("id: at most 512 bytes, no control characters")
+	case len(jobDirName(req.ID)) > maxJobDirName:
+		// The id names the job's record directory, escaped; a longer
+		// name is more than a file system takes.
+		return fmt.Errorf("id: %d bytes as the name of the job's record directory (escaped: each byte other than A-Z a-z 0-9 - . _ ~ takes 3); at most %d", len(jobDirName(req.ID)), maxJobDirName)
+	case len(req.Trajectories) == 0:
+		return errors.New("trajectories: at least one trajectory is required")
 	case !adapterNameRE.MatchString(req.OutputAdapter):
 		return fmt.Errorf("output_adapter %q: want 1 to 200 of A-Z a-z 0-9 . _ -, starting with a letter or digit", req.OutputAdapter)
 	case req.ParentAdapter != nil && req.ParentAdapter.Path == "":

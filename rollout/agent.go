@@ -7,8 +7,6 @@ import (
 	"strings"
 
 	openai "github.com/sashabaranov/go-openai"
-
-	"github.com/grpo-dev/grpo/internal/jsonvalid"
 )
 
 // Completer sends one chat completion request. Implementations retry
@@ -130,8 +128,8 @@ func validArguments(args string) bool {
 		return true
 	}
 	// A JSON object, checked without decoding it: what unmarshalling into
-	// a map would accept, at a fraction of the cost (and none for "{}").
-	return a[0] == '{' && (string(a) == "{}" || jsonvalid.Valid(a))
+	// a map would accept, at a fraction of the cost.
+	return a[0] == '{' && json.Valid(a)
 }
 
 func quoteShort(s string) string {

@@ -174,7 +174,7 @@ type agent struct {
 }
 
 func (a *agent) add(m openai.ChatCompletionMessage) {
-	a.addEncoded(m, encodeMessage(&m), nil)
+	a.addEncoded(m, mustJSON(&m), nil)
 }
 
 // addEncoded appends m, its JSON j and its transcript item (j when nil).
@@ -226,7 +226,7 @@ func systemMessage(cfg EnvConfig, id int) (openai.ChatCompletionMessage, json.Ra
 		return p.msg, p.enc
 	}
 	p.msg = openai.ChatCompletionMessage{Role: openai.ChatMessageRoleSystem, Content: SystemPrompt(cfg, id)}
-	enc := encodeMessage(&p.msg)
+	enc := mustJSON(&p.msg)
 	p.enc = enc[:len(enc):len(enc)]
 	systemPrompts.mu.Lock()
 	if systemPrompts.m == nil || len(systemPrompts.m) >= maxSystemPrompts {
@@ -273,7 +273,7 @@ func (e *episode) take(a *agent, c *Completion, maxAnswer int) string {
 	if !a.noItems {
 		item = c.Forwarded()
 	}
-	a.addEncoded(c.Choice.Message, encodeMessage(&c.Choice.Message), item)
+	a.addEncoded(c.Choice.Message, mustJSON(&c.Choice.Message), item)
 	a.calls = a.calls[:0]
 	for _, tc := range c.Choice.Message.ToolCalls {
 		a.calls = append(a.calls, tc.ID)
@@ -310,9 +310,7 @@ func (r *Runner) Run(ctx context.Context, spec EpisodeSpec) Episode {
 }
 
 // run is Run into *out. It and play write the episode in place rather
-// than return it: an Episode is large, and every frame holding one would
-// stay on the stack of each episode's goroutine while it waits on the
-// server, hundreds at once (docs/PERFORMANCE.md, stacks).
+// than return it: an Episode is large.
 func (r *Runner) run(ctx context.Context, spec *EpisodeSpec, out *Episode) {
 	callFailed := r.play(ctx, spec, out)
 	for replays := 1; callFailed && replays <= r.Replays && ctx.Err() == nil; replays++ {
@@ -323,10 +321,7 @@ func (r *Runner) run(ctx context.Context, spec *EpisodeSpec, out *Episode) {
 
 // play plays one episode once; callFailed says a call failed (a replay
 // may succeed), as opposed to a table that cannot be set. Its setup and
-// its end are in newEpisode and finish, apart: play's frame stays on the
-// stack of each episode's goroutine while the episode waits on the server,
-// hundreds at once, and small it lets the collector halve those stacks
-// (docs/PERFORMANCE.md, stacks).
+// its end are in newEpisode and finish.
 func (r *Runner) play(ctx context.Context, spec *EpisodeSpec, out *Episode) (callFailed bool) {
 	start := time.Now()
 	e, err := newEpisode(spec, out, readsEncoded(r.Client))
@@ -353,8 +348,6 @@ func (r *Runner) play(ctx context.Context, spec *EpisodeSpec, out *Episode) (cal
 
 // newEpisode resets *out to spec's episode and sets its table and
 // conversations; a table that cannot be set errors out.
-//
-//go:noinline
 func newEpisode(spec *EpisodeSpec, out *Episode, encodedOnly bool) (*episode, error) {
 	*out = Episode{} // in place: a composite literal would take a whole Episode in the frame
 	out.Spec = *spec
@@ -380,8 +373,6 @@ func newEpisode(spec *EpisodeSpec, out *Episode, encodedOnly bool) (*episode, er
 
 // finish writes the played episode's outcome into out; callFailed is
 // whether failure (a call's) ended it.
-//
-//go:noinline
 func (e *episode) finish(out *Episode, start time.Time, failure error) (callFailed bool) {
 	m := e.table.Metrics()
 	m.LLMCalls, m.PromptTokens, m.OutputTokens = e.metrics.LLMCalls, e.metrics.PromptTokens, e.metrics.OutputTokens
@@ -449,10 +440,7 @@ func (r *Runner) simultaneousRound(ctx context.Context, e *episode) error {
 	return nil
 }
 
-// endRound applies the round's answers. Apart from simultaneousRound, in
-// whose frame an episode waits, for the same reason as play's helpers.
-//
-//go:noinline
+// endRound applies the round's answers.
 func (r *Runner) endRound(e *episode, rd *roundCalls) {
 	done := rd.done
 	actions := make([]string, len(e.agents))
@@ -536,11 +524,7 @@ func (r *Runner) complete(ctx context.Context, spec *EpisodeSpec, a *agent, roun
 	return c, nil
 }
 
-// report tells OnCall a call's outcome. Like callError and newRequest, it
-// is kept out of complete (not inlined) so that complete's frame stays
-// small: thousands of callers wait on the server inside it at once.
-//
-//go:noinline
+// report tells OnCall a call's outcome.
 func (r *Runner) report(c *Completion, err error, t0 time.Time) {
 	action := ""
 	if err == nil {
@@ -549,16 +533,11 @@ func (r *Runner) report(c *Completion, err error, t0 time.Time) {
 	r.OnCall(action, time.Since(t0), err)
 }
 
-//go:noinline
 func callError(id, round int, err error) error {
 	return fmt.Errorf("philosopher %d round %d: %w", id, round, err)
 }
 
-// newRequest is a's request of the round. It is complete's but for the
-// stack: built here, the request literal takes no room in the frame of a
-// caller that then waits on the server (docs/PERFORMANCE.md, stacks).
-//
-//go:noinline
+// newRequest is a's request of the round.
 func newRequest(spec *EpisodeSpec, a *agent, round int) *Request {
 	req := &Request{EncodedMessages: a.enc, ChatCompletionRequest: openai.ChatCompletionRequest{
 		Model:              spec.Model,

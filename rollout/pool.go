@@ -45,9 +45,5 @@ func (r *Runner) RunAll(ctx context.Context, specs []EpisodeSpec, parallel int, 
 	return out
 }
 
-// done calls onDone(i, *ep). Not inlined, so the copy of the episode that
-// the call passes takes no room in the frame of a goroutine that spends
-// its life waiting on the server (docs/PERFORMANCE.md, stacks).
-//
-//go:noinline
+// done calls onDone(i, *ep).
 func done(onDone func(int, Episode), i int, ep *Episode) { onDone(i, *ep) }

@@ -3,7 +3,6 @@ package rollout
 import (
 	"encoding/json"
 	"errors"
-	"strconv"
 	"strings"
 )
 
@@ -58,47 +57,16 @@ func ParseState(observation string) (State, error) {
 }
 
 // Line renders the state as its observation line, without a newline: the
-// prefix, then the state as json.Marshal writes it (written here without
-// reflection: one line per philosopher per round).
+// prefix, then the state as json.Marshal writes it.
 func (s State) Line() string {
 	return string(s.appendLine(make([]byte, 0, 192)))
 }
 
 // appendLine appends the line to b.
 func (s State) appendLine(b []byte) []byte {
-	b = append(b, StatePrefix+`{"round":`...)
-	b = strconv.AppendInt(b, int64(s.Round), 10)
-	b = append(b, `,"rounds":`...)
-	b = strconv.AppendInt(b, int64(s.Rounds), 10)
-	b = append(b, `,"id":`...)
-	b = strconv.AppendInt(b, int64(s.ID), 10)
-	b = append(b, `,"n":`...)
-	b = strconv.AppendInt(b, int64(s.N), 10)
-	b = append(b, `,"holding":`...)
-	b = s.Holding.append(b)
-	b = append(b, `,"free":`...)
-	b = s.Free.append(b)
-	b = append(b, `,"meals":`...)
-	b = strconv.AppendInt(b, int64(s.Meals), 10)
-	b = append(b, `,"table_meals":`...)
-	b = strconv.AppendInt(b, int64(s.TableMeals), 10)
-	b = append(b, `,"last":`...)
-	if s.Last == nil {
-		b = append(b, "null"...)
-	} else {
-		b = append(b, `{"action":`...)
-		b = appendString(b, s.Last.Action)
-		b = append(b, `,"ok":`...)
-		b = strconv.AppendBool(b, s.Last.OK)
-		b = append(b, '}')
+	js, err := json.Marshal(s)
+	if err != nil {
+		panic(err) // ints, bools and a string always encode
 	}
-	return append(b, '}')
-}
-
-func (d Sides) append(b []byte) []byte {
-	b = append(b, `{"left":`...)
-	b = strconv.AppendBool(b, d.Left)
-	b = append(b, `,"right":`...)
-	b = strconv.AppendBool(b, d.Right)
-	return append(b, '}')
+	return append(append(b, StatePrefix...), js...)
 }

@@ -40,7 +40,7 @@ func TestCheckModelWarnsOfAnotherBase(t *testing.T) {
 		cfg.Inference.Model, cfg.Trainer.BaseModel = "qwen", c.base
 		var log bytes.Buffer
 		logger := slog.New(slog.NewTextHandler(&log, nil))
-		if err := checkModel(context.Background(), cfg, []Endpoint{{URL: serve(c.root)}}, logger); err != nil {
+		if err := checkModel(cfg, listModels(context.Background(), []Endpoint{{URL: serve(c.root)}}), logger); err != nil {
 			t.Fatalf("root %q base %q: %v", c.root, c.base, err)
 		}
 		warned := strings.Contains(log.String(), "trainer.base_model is neither inference.model nor the weights the endpoints serve it from")

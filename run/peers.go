@@ -200,7 +200,7 @@ func openPeers(ctx context.Context, cfg *config.Config, o PeersOptions) (*Peers,
 		p.Close()
 		return nil, err
 	}
-	if err := checkModel(ctx, *cfg, p.eps, o.Logger); err != nil {
+	if err := checkModel(*cfg, p.fleet.Models(), o.Logger); err != nil {
 		p.Close()
 		return nil, err
 	}
@@ -324,7 +324,7 @@ func Admins(cfg config.Config, getenv func(string) string, urls []string, keyEnv
 }
 
 // checkModel checks that the endpoints list the run's model (GET
-// /v1/models). The embedded backend answers only the names it lists:
+// /v1/models, as the fleet's probe read them: listed). The embedded backend answers only the names it lists:
 // another is a config error, found before the run is recorded. Other
 // servers may answer names they do not list (llama.cpp and TGI take any):
 // a warning, since one that checks (vLLM) will refuse every request.
@@ -332,8 +332,7 @@ func Admins(cfg config.Config, getenv func(string) string, urls []string, keyEnv
 // It also warns when trainer.base_model is neither the model's name nor
 // the weights an endpoint lists it from (its root): adapters trained on
 // one base and loaded onto another answer as neither.
-func checkModel(ctx context.Context, cfg config.Config, eps []Endpoint, logger *slog.Logger) error {
-	listed := listModels(ctx, eps)
+func checkModel(cfg config.Config, listed []inference.Model, logger *slog.Logger) error {
 	served := map[string]bool{}
 	var roots []string
 	for _, m := range listed {
@@ -371,15 +370,11 @@ func servedModels(ctx context.Context, eps []Endpoint) map[string]bool {
 // listModels is what the endpoints list (GET /v1/models), all together;
 // an endpoint that cannot list them adds none.
 func listModels(ctx context.Context, eps []Endpoint) []inference.Model {
-	var all []inference.Model
+	var clients []*inference.AdminClient
 	for _, ep := range eps {
-		models, err := inference.NewAdminClient(ep.URL, inference.AdminOptions{APIKey: ep.APIKey, RequestTimeout: 10 * time.Second}).Models(ctx)
-		if err != nil {
-			continue
-		}
-		all = append(all, models...)
+		clients = append(clients, inference.NewAdminClient(ep.URL, inference.AdminOptions{APIKey: ep.APIKey, RequestTimeout: 10 * time.Second}))
 	}
-	return all
+	return inference.ListModels(ctx, clients)
 }
 
 // fleetOptions are the fleet settings of cfg's peers: in-place loading

@@ -228,11 +228,31 @@ func (s *Server) handleCreate(w http.ResponseWriter, r *http.Request) {
 	s.writeRun(w, r, http.StatusCreated, cfg.Run.Name)
 }
 
+// MaxListLimit is the most runs one page of GET /api/v1/runs holds, and
+// the page's size when ?limit is not given.
+const MaxListLimit = 1000
+
+// handleList answers a page of runs' summaries in name order:
+// ?limit=N (1 to MaxListLimit) runs from the first name after ?after=NAME.
+// When more follow, a Link header (rel="next") gives the next page's URL.
 func (s *Server) handleList(w http.ResponseWriter, r *http.Request) {
-	list, err := s.opts.Store.ListRuns(r.Context())
+	q := r.URL.Query()
+	limit := MaxListLimit
+	if v := q.Get("limit"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 || n > MaxListLimit {
+			writeError(w, http.StatusBadRequest, fmt.Sprintf("limit %q: accepted: a whole number from 1 to %d", v, MaxListLimit))
+			return
+		}
+		limit = n
+	}
+	list, next, err := s.opts.Store.ListRunsPage(r.Context(), q.Get("after"), limit)
 	if err != nil && !errors.Is(err, checkpoint.ErrNoDatabase) {
 		storeError(w, err)
 		return
+	}
+	if next != "" {
+		w.Header().Set("Link", fmt.Sprintf(`</api/v1/runs?limit=%d&after=%s>; rel="next"`, limit, url.QueryEscape(next)))
 	}
 	hosted := s.hostedRuns()
 	out := make([]RunListItem, 0, len(list))

@@ -289,6 +289,11 @@ func (m *metrics) event(e orchestrator.Event) {
 			}
 			m.job(e.Run, j.Metrics)
 		}
+	case e.RunFinished != nil:
+		// Per-endpoint series grow with runs x endpoints: a run that
+		// ended keeps its per-run series only.
+		m.llmRequests.DeletePartialMatch(prometheus.Labels{"run": e.Run})
+		m.llmDuration.DeletePartialMatch(prometheus.Labels{"run": e.Run})
 	case e.RunStarted != nil:
 		// Bind the run's children so that its series exist from the start.
 		m.step.WithLabelValues(e.Run).Set(float64(max(e.RunStarted.From-1, 0)))

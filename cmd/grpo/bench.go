@@ -32,9 +32,10 @@ one table: (cpu) client CPU and allocations per LLM call, (rollout) rollout
 time over the ideal (rounds x service time) at each --agents count (5 to
 65535: each agent holds a connection to the one fake server from its own
 local port), with the whole process's CPU per call (and the kernel's part
-of it), peak RSS and TIME_WAIT connections, (floor) the same calls made by a bare HTTP/1.1
-client with no episodes or JSON (what this machine's kernel and Go's
-runtime cost any client). Both rows measure each count twice: cold (every
+of it), peak RSS and TIME_WAIT connections, (floor) the same calls made by a bare
+client of the same stack, net/http and encoding/json, with no episodes
+(what this machine, Go's runtime and the stack cost any client; a row's
+excess over it is grpo's own work). Both rows measure each count twice: cold (every
 agent dials its connection, as a run's first step does) and warm (the
 connections already open, as in a run's later steps when the server keeps
 idle connections between steps). (step)

@@ -66,7 +66,7 @@ func commands() []command {
 		{"watch", "follow a daemon's runs live, one line per step (watch [RUN] --addr HOST:PORT)", (*Main).watch},
 		{"refmodel", "serve the embedded reference backend on its own (refmodel serve)", split(func(m *Main) Command { return &RefmodelCommand{Main: m} })},
 		{"eval", "evaluate one or more models on the Dining Philosophers table", split(func(m *Main) Command { return &EvalCommand{Main: m} })},
-		{"compare", "compare two eval outputs (Welch or paired t-test, Hedges' g)", split(func(m *Main) Command { return &CompareCommand{Main: m} })},
+		{"compare", "compare two runs' checkpoints on shared test tables, or two eval outputs (paired or Welch t-test, Hedges' g)", split(func(m *Main) Command { return &CompareCommand{Main: m} })},
 		{"experiment", "run arms x seeds of runs, test their checkpoints, write a report", split(func(m *Main) Command { return &ExperimentCommand{Main: m} })},
 		{"bench", "measure client CPU, rollout throughput, step time, the store (bench --help)", split(func(m *Main) Command { return &BenchCommand{Main: m} })},
 		{"version", "print the version", split(func(m *Main) Command { return &VersionCommand{Main: m} })},

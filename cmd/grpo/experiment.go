@@ -21,15 +21,18 @@ import (
 	"github.com/grpo-dev/grpo/run"
 )
 
-const experimentSynopsis = `Usage: grpo experiment FILE.yaml [--out DIR] [--json]
+const experimentSynopsis = `Usage: grpo experiment FILE.yaml [--db DB] [--out DIR] [--json]
 
 Runs an experiment (DESIGN §11): one run per arm and seed, named
 <experiment>/<arm>/<seed>, in one store; measures each run's base, best
 and last checkpoints on the test split; and writes report.md,
 summary.json and two plots (curves.png: the validation curves;
-test.png: test reward by checkpoint and arm) into the experiment's out
-directory. Running the file again reuses finished runs and stored test
-measurements, and resumes unfinished runs: nothing is trained twice.
+test.png: test reward, deadlock rate and meals by checkpoint and arm; a
+reward panel per reward function in each) into the experiment's out
+directory (--out DIR instead; --db DB instead of experiment.db). Running
+the file again reuses finished runs and stored test measurements, and
+resumes unfinished runs: nothing is trained twice. The last line names
+every file written.
 
   experiment: {name: NAME, seeds: [1, 2, 3], db: NAME.db, out: NAME}
   base: {run: {steps: 16}}                   # a run config every arm starts from
@@ -42,13 +45,14 @@ measurements, and resumes unfinished runs: nothing is trained twice.
 // ExperimentCommand is `grpo experiment`.
 type ExperimentCommand struct {
 	*Main
-	file, out string
-	json      bool
+	file, db, out string
+	json          bool
 }
 
 // ParseFlags parses the command line of `grpo experiment`.
 func (c *ExperimentCommand) ParseFlags(args []string) error {
 	fs := c.newFlags("experiment", experimentSynopsis)
+	fs.StringVar(&c.db, "db", "", "the experiment's store (default: experiment.db)")
 	fs.StringVar(&c.out, "out", "", "directory for report.md, summary.json, curves.png and test.png (default: experiment.out)")
 	fs.BoolVar(&c.json, "json", false, "print summary.json on stdout")
 	if err := parse(fs, args); err != nil {
@@ -62,7 +66,7 @@ func (c *ExperimentCommand) ParseFlags(args []string) error {
 		}
 	}
 	if c.file == "" || fs.NArg() != 0 {
-		return usagef("want one experiment file (grpo experiment FILE.yaml [--out DIR] [--json])")
+		return usagef("want one experiment file (grpo experiment FILE.yaml [--db DB] [--out DIR] [--json])")
 	}
 	return nil
 }
@@ -76,6 +80,9 @@ func (c *ExperimentCommand) Run(ctx context.Context) error {
 	}
 	if c.out != "" {
 		f.Out = c.out
+	}
+	if c.db != "" {
+		f.DB = c.db
 	}
 	store := checkpoint.New(f.DB, checkpoint.Options{})
 	if err := store.Check(ctx); err != nil {
@@ -144,8 +151,11 @@ func (c *ExperimentCommand) Run(ctx context.Context) error {
 		_, err := c.Stdout.Write(append(js, '\n'))
 		return err
 	}
-	fmt.Fprintf(c.Stdout, "experiment %s: %d runs in %s; wrote %s and %s\n", f.Name, total, f.DB,
-		filepath.Join(f.Out, "report.md"), filepath.Join(f.Out, "summary.json"))
+	var written []string
+	for _, p := range append([]string{"report.md", "summary.json"}, plots...) {
+		written = append(written, filepath.Join(f.Out, p))
+	}
+	fmt.Fprintf(c.Stdout, "experiment %s: %d runs in %s; wrote %s\n", f.Name, total, f.DB, strings.Join(written, ", "))
 	return nil
 }
 

@@ -187,3 +187,40 @@ func TestExperimentBadFile(t *testing.T) {
 		}
 	}
 }
+
+// TestExperimentFlags: --db and --out take the place of the file's
+// experiment.db and experiment.out (nothing is written beside the file),
+// and the last line names every file written: report.md, summary.json and
+// each plot.
+func TestExperimentFlags(t *testing.T) {
+	dir := t.TempDir()
+	file := filepath.Join(dir, "e.yaml")
+	os.WriteFile(file, []byte(`experiment: {name: flags, seeds: [1], db: file.db, out: file-out}
+base: {run: {steps: 1}, validation: {episodes: 2}}
+arms:
+  - {name: shaped, set: {reward: {function: shaped}}}
+test: {n: [5], episodes: 2}
+`), 0o644)
+	db, out := filepath.Join(dir, "flag.db"), filepath.Join(dir, "flag-out")
+	code, stdout, errs := cli(t, "experiment", file, "--db", db, "--out", out)
+	if code != 0 {
+		t.Fatalf("experiment --db --out: exit %d\n%s", code, errs)
+	}
+	var files []string
+	for _, f := range []string{"report.md", "summary.json", "curves.png", "test.png"} {
+		files = append(files, filepath.Join(out, f))
+	}
+	if want := "experiment flags: 1 runs in " + db + "; wrote " + strings.Join(files, ", ") + "\n"; stdout != want {
+		t.Fatalf("stdout %q, want %q", stdout, want)
+	}
+	for _, f := range append(files, db) {
+		if _, err := os.Stat(f); err != nil {
+			t.Errorf("%s not written: %v", f, err)
+		}
+	}
+	for _, f := range []string{"file.db", "file-out"} {
+		if _, err := os.Stat(filepath.Join(dir, f)); err == nil {
+			t.Errorf("%s written beside the file although the flags name other places", f)
+		}
+	}
+}

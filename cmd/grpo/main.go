@@ -7,27 +7,11 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
-	"runtime/debug"
 	"sync/atomic"
 	"syscall"
 )
 
-// gcPercent is the collector's GOGC unless the environment sets one: with
-// thousands of requests in flight the heap is small and short-lived and
-// each collection scans thousands of waiting stacks, so collecting half
-// as often saves about 8% of the CPU per call for about 13 MB more at
-// 2,000 agents (docs/PERFORMANCE.md). GOGC=100 restores Go's default.
-const gcPercent = 200
-
-// configureGC sets the collector's target to gcPercent unless GOGC is set.
-func configureGC(getenv func(string) string) {
-	if getenv("GOGC") == "" {
-		debug.SetGCPercent(gcPercent)
-	}
-}
-
 func main() {
-	configureGC(os.Getenv)
 	sigs := make(chan os.Signal, 2)
 	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
 	ctx, cancel := context.WithCancel(context.Background())

@@ -66,23 +66,3 @@ func TestEvalProfiles(t *testing.T) {
 		t.Fatalf("eval with an unwritable profile: exit %d, stderr %q", code, errs)
 	}
 }
-
-// TestConfigureGC: the collector's target is gcPercent unless GOGC says
-// otherwise.
-func TestConfigureGC(t *testing.T) {
-	prev := debug.SetGCPercent(100)
-	defer debug.SetGCPercent(prev)
-	configureGC(func(string) string { return "" })
-	if got := debug.SetGCPercent(100); got != gcPercent {
-		t.Errorf("GOGC unset: collector target %d, want %d", got, gcPercent)
-	}
-	configureGC(func(k string) string {
-		if k == "GOGC" {
-			return "100"
-		}
-		return ""
-	})
-	if got := debug.SetGCPercent(100); got != 100 {
-		t.Errorf("GOGC=100: collector target %d, want 100 (the environment's)", got)
-	}
-}

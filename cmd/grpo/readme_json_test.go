@@ -58,7 +58,7 @@ func TestReadmeDescribesJSON(t *testing.T) {
 		types          []any
 	}{
 		{"the export manifest", "Beside the adapter files, `grpo-checkpoint.json` records", "check an export with", []any{promote.Manifest{}}},
-		{"grpo compare --json", "`grpo compare A.jsonl B.jsonl [--paired] [--json]`", "### Checkpoints of a run", []any{compareJSON{}, comparison{}, unmatchedN{}}},
+		{"grpo compare --json", "`grpo compare` takes two runs or two files", "### Checkpoints of a run", []any{compareJSON{}, comparison{}, unmatchedN{}, compareRunJSON{}}},
 	} {
 		text := readmeSection(t, c.from, c.to)
 		for _, v := range c.types {

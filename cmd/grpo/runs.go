@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -8,6 +9,8 @@ import (
 	"io"
 	"io/fs"
 	"os"
+	"slices"
+	"strings"
 	"text/tabwriter"
 
 	"github.com/grpo-dev/grpo/checkpoint"
@@ -15,18 +18,27 @@ import (
 	"github.com/grpo-dev/grpo/promote"
 )
 
-const runsSynopsis = `Usage: grpo runs [--db PATH] [--json]
+const runsSynopsis = `Usage: grpo runs [--db PATH] [--json] [--sort KEY]
        grpo runs show RUN [--db PATH] [--json]
        grpo runs cancel RUN [--db PATH]
 
-Lists the runs in the store, or shows one run's configuration and steps
+Lists the runs in the store: each run's state, last step, best step (by
+the run's selection policy), that step's value (its validation metric,
+smoothed as the policy smooths it) and the deadlock rate of its
+validation. --sort orders the list: created (oldest first, the default),
+name, state, steps (most first), best (best value first, by each run's
+metric: highest reward or meals, lowest deadlock rate; runs without one
+last) or deadlock (lowest deadlock rate first; runs without one last).
+
+'runs show' shows one run's configuration and steps
 (train reward, validation reward with 95% CI, deadlock rate, meals, trainer
 job, and whether the step's adapter directory is on this machine's disk).
 For a running run, 'runs show' also says which step is being validated and
 which step's trainer job is in flight, and, when no live process plays the
 run (its process was killed), its last heartbeat and how to resume it.
 Safe while a run is training: the store is opened read-only for the moment
-of the read.
+of the read (a store written by a grpo without run summaries has each
+run's summary written once, at its first listing).
 
 'runs cancel' marks a running run cancelled in the store without any daemon
 (offline), so that no daemon resumes it, e.g. a run that crashes the daemon
@@ -56,6 +68,7 @@ type RunsCommand struct {
 	*Main
 	db     string
 	json   bool
+	sort   string // the list's order: one of runSortKeys
 	show   string // the run to show; empty lists the runs
 	cancel string // the run to cancel
 }
@@ -65,8 +78,12 @@ func (c *RunsCommand) ParseFlags(args []string) error {
 	fs := c.newFlags("runs", runsSynopsis)
 	fs.StringVar(&c.db, "db", config.Default().Run.DB, "bbolt store")
 	fs.BoolVar(&c.json, "json", false, "print JSON")
+	fs.StringVar(&c.sort, "sort", "created", "order of the list: "+strings.Join(runSortKeys, ", "))
 	if err := parse(fs, args); err != nil {
 		return err
+	}
+	if !slices.Contains(runSortKeys, c.sort) {
+		return usagef("--sort %q: accepted: %s", c.sort, strings.Join(runSortKeys, ", "))
 	}
 	rest := fs.Args()
 	if len(rest) > 0 && rest[0] == "cancel" {
@@ -136,6 +153,7 @@ func (c *RunsCommand) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	sortRuns(list, c.sort)
 	if c.json {
 		if list == nil {
 			list = []checkpoint.RunSummary{}
@@ -143,15 +161,71 @@ func (c *RunsCommand) Run(ctx context.Context) error {
 		return json.NewEncoder(c.Stdout).Encode(list)
 	}
 	tw := newTable(c.Stdout)
-	fmt.Fprintln(tw, "NAME\tSTATE\tSTEPS\tBEST STEP\tCREATED")
+	fmt.Fprintln(tw, "NAME\tSTATE\tSTEPS\tBEST STEP\tBEST VALUE\tDEADLOCK\tCREATED")
 	for _, r := range list {
-		best := "-"
+		best, value, deadlock := "-", "-", "-"
 		if r.BestStep >= 0 {
 			best = fmt.Sprint(r.BestStep)
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\n", r.Name, r.State, r.Steps, best, r.Created.Local().Format("2006-01-02 15:04:05"))
+		if r.BestValue != nil {
+			value = fmt.Sprintf("%.3f %s", *r.BestValue, r.Metric)
+		}
+		if r.BestDeadlockRate != nil {
+			deadlock = fmt.Sprintf("%.3f", *r.BestDeadlockRate)
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%s\t%s\n", r.Name, r.State, r.Steps, best, value, deadlock, r.Created.Local().Format("2006-01-02 15:04:05"))
 	}
 	return tw.Flush()
+}
+
+// runSortKeys are the orders of 'grpo runs --sort'; the first is the
+// default.
+var runSortKeys = []string{"created", "name", "state", "steps", "best", "deadlock"}
+
+// sortRuns orders list (oldest first, as ListRuns lists it) by key, ties
+// staying oldest first.
+func sortRuns(list []checkpoint.RunSummary, key string) {
+	// absentLast orders runs without a value after those with one.
+	absentLast := func(a, b *float64, by func(x, y float64) int) int {
+		switch {
+		case a == nil && b == nil:
+			return 0
+		case a == nil:
+			return 1
+		case b == nil:
+			return -1
+		}
+		return by(*a, *b)
+	}
+	var by func(a, b checkpoint.RunSummary) int
+	switch key {
+	case "name":
+		by = func(a, b checkpoint.RunSummary) int { return cmp.Compare(a.Name, b.Name) }
+	case "state":
+		by = func(a, b checkpoint.RunSummary) int { return cmp.Compare(a.State, b.State) }
+	case "steps":
+		by = func(a, b checkpoint.RunSummary) int { return cmp.Compare(b.Steps, a.Steps) }
+	case "best":
+		by = func(a, b checkpoint.RunSummary) int {
+			return absentLast(a.BestValue, b.BestValue, func(x, y float64) int {
+				// Each run's own direction: a lower deadlock rate is better.
+				if a.Metric.Minimized() {
+					x = -x
+				}
+				if b.Metric.Minimized() {
+					y = -y
+				}
+				return cmp.Compare(y, x)
+			})
+		}
+	case "deadlock":
+		by = func(a, b checkpoint.RunSummary) int {
+			return absentLast(a.BestDeadlockRate, b.BestDeadlockRate, cmp.Compare[float64])
+		}
+	default: // created: as listed
+		return
+	}
+	slices.SortStableFunc(list, by)
 }
 
 func (m *Main) showRun(ctx context.Context, db, name string, asJSON bool) error {

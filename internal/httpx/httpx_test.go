@@ -1,10 +1,12 @@
 package httpx
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -429,14 +431,14 @@ func TestPolicy_Validate(t *testing.T) {
 
 func TestNewHTTPClient_PoolFollowsConcurrency(t *testing.T) {
 	for _, tt := range []struct{ concurrency, perHost int }{{64, 64}, {1, 2}, {500, 500}} {
-		own := NewHTTPClient(tt.concurrency, nil).Transport.(*Transport)
-		tr := own.Fallback.(*http.Transport)
-		if own.MaxIdlePerHost != tt.perHost || tr.MaxIdleConnsPerHost != tt.perHost || tr.MaxIdleConns < tt.perHost || tr.DisableKeepAlives {
-			t.Errorf("NewHTTPClient(%d): idle per host %d (fallback %d), idle %d, keep-alive off %v; want %d per host with keep-alive",
-				tt.concurrency, own.MaxIdlePerHost, tr.MaxIdleConnsPerHost, tr.MaxIdleConns, tr.DisableKeepAlives, tt.perHost)
+		tr := NewHTTPClient(tt.concurrency, nil).Transport.(*http.Transport)
+		if tr.MaxIdleConnsPerHost != tt.perHost || tr.MaxIdleConns < tt.perHost || tr.DisableKeepAlives {
+			t.Errorf("NewHTTPClient(%d): idle per host %d, idle %d, keep-alive off %v; want %d per host with keep-alive",
+				tt.concurrency, tr.MaxIdleConnsPerHost, tr.MaxIdleConns, tr.DisableKeepAlives, tt.perHost)
 		}
-		if own.Proxy == nil {
-			t.Errorf("NewHTTPClient(%d): no proxy function: a proxy from the environment would be bypassed", tt.concurrency)
+		if tr.Proxy == nil || !tr.DisableCompression || !tr.ForceAttemptHTTP2 || tr.TLSHandshakeTimeout == 0 {
+			t.Errorf("NewHTTPClient(%d): proxy function set %v, compression off %v, HTTP/2 for TLS %v, TLS handshake timeout %v; want all set",
+				tt.concurrency, tr.Proxy != nil, tr.DisableCompression, tr.ForceAttemptHTTP2, tr.TLSHandshakeTimeout)
 		}
 	}
 	if DefaultHTTPClient() != DefaultHTTPClient() {
@@ -467,89 +469,103 @@ func TestConnectionsReused(t *testing.T) {
 	}
 }
 
-// TestReadUpToMatchesReadAll: readUpTo reads what
-// io.ReadAll(io.LimitReader(r, limit)) reads, with the same error, for
-// bodies shorter, as long as and longer than the limit, read whole, a
-// byte at a time or ending in an error.
-func TestReadUpToMatchesReadAll(t *testing.T) {
-	boom := errors.New("boom")
-	readers := map[string]func(string) io.Reader{
-		"whole":    func(s string) io.Reader { return strings.NewReader(s) },
-		"one byte": func(s string) io.Reader { return iotest.OneByteReader(strings.NewReader(s)) },
-		"half":     func(s string) io.Reader { return iotest.HalfReader(strings.NewReader(s)) },
-		"data+eof": func(s string) io.Reader { return iotest.DataErrReader(strings.NewReader(s)) },
-		"error":    func(s string) io.Reader { return io.MultiReader(strings.NewReader(s), iotest.ErrReader(boom)) },
-	}
-	for name, r := range readers {
-		for _, size := range []int{0, 1, 511, 512, 513, 1500, 4000} {
-			for _, limit := range []int64{0, 1, 10, 512, 513, 1501, 1 << 20} {
-				body := strings.Repeat("x", size)
-				got, gerr := readUpTo(r(body), limit)
-				want, werr := io.ReadAll(io.LimitReader(r(body), limit))
-				if string(got) != string(want) || gerr != werr {
-					t.Errorf("%s, %d bytes, limit %d: %d bytes (%v), want %d (%v)", name, size, limit, len(got), gerr, len(want), werr)
-				}
+// TestReadBody: an answer is read whole whether its length is announced
+// or not, up to one byte past the cap, and a body longer than it
+// announced is read on (as io.ReadAll reads it).
+func TestReadBody(t *testing.T) {
+	body := strings.Repeat("x", 1500)
+	for _, tt := range []struct {
+		name   string
+		length int64 // announced
+		max    int64
+		want   int
+	}{
+		{"announced", 1500, 1 << 20, 1500},
+		{"chunked", -1, 1 << 20, 1500},
+		{"over the cap, announced", 1500, 1000, 1001},
+		{"over the cap, chunked", -1, 1000, 1001},
+		{"more than announced", 1000, 1 << 20, 1500},
+		{"more than announced, over the cap", 1000, 1200, 1201},
+	} {
+		for _, half := range []bool{false, true} {
+			var r io.Reader = strings.NewReader(body)
+			if half {
+				r = iotest.HalfReader(r)
+			}
+			got, err := readBody(&http.Response{ContentLength: tt.length, Body: io.NopCloser(r)}, tt.max)
+			if err != nil || len(got) != tt.want || strings.Trim(string(got), "x") != "" {
+				t.Errorf("%s (half reads %v): %d bytes (%v), want %d", tt.name, half, len(got), err, tt.want)
 			}
 		}
+	}
+	boom := errors.New("boom")
+	_, err := readBody(&http.Response{ContentLength: 10, Body: io.NopCloser(io.MultiReader(strings.NewReader("abc"), iotest.ErrReader(boom)))}, 100)
+	if !errors.Is(err, boom) {
+		t.Fatalf("a body cut short: error %v, want boom", err)
 	}
 }
 
-// TestNewRequestAsNetHTTP: a Client's HTTP request — its URL parsed once
-// per method and URL, its header map shared when the request has no
-// headers of its own — is what http.NewRequestWithContext and the
-// client's headers make of it, the first time and the next, for more
-// URLs than the client keeps; a bad method or URL is net/http's error.
-func TestNewRequestAsNetHTTP(t *testing.T) {
-	type key struct{}
-	ctx := context.WithValue(context.Background(), key{}, 1)
-	urls := []string{
-		"http://127.0.0.1:8000/v1/chat/completions",
-		"http://localhost:/v1/models?x=1&y=%20",
-		"http://[::1]:9/a%2Fb/c",
-		"https://user:pw@example.invalid/v1#frag",
+// TestSlowDialWarned: a connect that took the threshold or longer is
+// warned of once a minute per address, naming it; a fast one is not.
+func TestSlowDialWarned(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
 	}
-	for i := range maxTargets + 4 {
-		urls = append(urls, fmt.Sprintf("http://127.0.0.1:8000/v1/models/m%d", i))
+	defer ln.Close()
+	addr := ln.Addr().String()
+	var log bytes.Buffer
+	clock := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	d := &slowDialer{logger: slog.New(slog.NewTextHandler(&log, nil)), after: time.Second,
+		now: func() time.Time { clock = clock.Add(2 * time.Second); return clock }} // every dial "takes" 2s
+	c, err := d.DialContext(context.Background(), "tcp", addr)
+	if err != nil {
+		t.Fatal(err)
 	}
-	for _, token := range []string{"", "secret"} {
-		c := New(Options{BearerToken: token})
-		for _, u := range urls {
-			for _, r := range []*Request{
-				{Method: "GET", URL: u},
-				{Method: "POST", URL: u, Body: []byte(`{}`)},
-				{Method: "POST", URL: u, Parts: [][]byte{}},
-				{Method: "POST", URL: u, Parts: [][]byte{[]byte(`{`), []byte(`}`)}, Header: http.Header{"X-A": {"1"}, "Accept": {"text/plain"}}},
-			} {
-				for range 2 { // parsed, then kept (or not: past maxTargets)
-					got, err := c.newRequest(ctx, r)
-					if err != nil {
-						t.Fatal(err)
-					}
-					want, _ := http.NewRequestWithContext(ctx, r.Method, r.URL, nil)
-					if r.Body != nil || r.Parts != nil {
-						want.Header["Content-Type"] = []string{"application/json"}
-					}
-					want.Header["Accept"] = []string{"application/json"}
-					if token != "" {
-						want.Header["Authorization"] = []string{"Bearer " + token}
-					}
-					for k, v := range r.Header {
-						want.Header[k] = v
-					}
-					g := fmt.Sprintf("%s %s %s %s %d.%d %v", got.Method, got.URL, got.Host, got.Proto, got.ProtoMajor, got.ProtoMinor, got.Header)
-					w := fmt.Sprintf("%s %s %s %s %d.%d %v", want.Method, want.URL, want.Host, want.Proto, want.ProtoMajor, want.ProtoMinor, want.Header)
-					if g != w || !reflect.DeepEqual(got.URL, want.URL) || got.Context() != ctx {
-						t.Fatalf("%s %s:\n got %s\nwant %s", r.Method, u, g, w)
-					}
-					got.URL.Path = "/changed" // the next request's URL is its own
-				}
-			}
-		}
+	c.Close()
+	if got := log.String(); strings.Count(got, "slow TCP connect") != 1 || !strings.Contains(got, "addr="+addr) || !strings.Contains(got, "took=2s") {
+		t.Fatalf("log %q: want one slow-connect warning naming %s and 2s", got, addr)
 	}
-	c := New(Options{})
-	for _, r := range []*Request{{Method: "BAD METHOD", URL: urls[0]}, {Method: "GET", URL: "http://[::1"}} {
-		_, err := c.newRequest(ctx, r)
-		_, want := http.NewRequestWithContext(ctx, r.Method, r.URL, nil)
+	d.note(addr, 5*time.Second)             // the same address within the minute
+	d.note("127.0.0.1:1", time.Millisecond) // fast
+	if n := strings.Count(log.String(), "slow TCP connect"); n != 1 {
+		t.Fatalf("%d warnings after a second slow dial within the minute and a fast one, want 1", n)
+	}
+	d.note("127.0.0.1:2", time.Second)
+	if n := strings.Count(log.String(), "slow TCP connect"); n != 2 {
+		t.Fatalf("%d warnings after a slow dial to another address, want 2", n)
+	}
+	clock = clock.Add(time.Minute)
+	d.note(addr, time.Second)
+	if n := strings.Count(log.String(), "slow TCP connect"); n != 3 {
+		t.Fatalf("%d warnings after a slow dial to the first address a minute later, want 3", n)
+	}
+}
+
+// TestNewRequest: a request carries JSON's Accept, its Content-Type when
+// it has a body, the bearer token and its own headers, which override
+// them; a bad method or URL is net/http's error.
+func TestNewRequest(t *testing.T) {
+	c := New(Options{BearerToken: "secret"})
+	u := "http://127.0.0.1:8000/v1/chat/completions"
+	r, err := c.newRequest(context.Background(), &Request{Method: "POST", URL: u, Body: []byte(`{}`), Header: http.Header{"Accept": {"text/plain"}, "X-A": {"1"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := http.Header{"Accept": {"text/plain"}, "Content-Type": {"application/json"}, "Authorization": {"Bearer secret"}, "X-A": {"1"}}
+	if !reflect.DeepEqual(r.Header, want) || r.ContentLength != 2 || r.GetBody == nil {
+		t.Fatalf("header %v, length %d, GetBody set %v; want %v, 2, set", r.Header, r.ContentLength, r.GetBody != nil, want)
+	}
+	r, err = New(Options{}).newRequest(context.Background(), &Request{Method: "GET", URL: u})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := (http.Header{"Accept": {"application/json"}}); !reflect.DeepEqual(r.Header, want) || r.Body != nil {
+		t.Fatalf("GET: header %v, body %v; want %v and none", r.Header, r.Body, want)
+	}
+	for _, r := range []*Request{{Method: "BAD METHOD", URL: u}, {Method: "GET", URL: "http://[::1"}} {
+		_, err := c.newRequest(context.Background(), r)
+		_, want := http.NewRequest(r.Method, r.URL, nil)
 		if err == nil || want == nil || err.Error() != want.Error() {
 			t.Fatalf("%s %s: error %v, want %v", r.Method, r.URL, err, want)
 		}

@@ -5,7 +5,24 @@
 
 const $ = (sel) => document.querySelector(sel);
 const SVGNS = "http://www.w3.org/2000/svg";
-const state = { selected: null, run: null, jobs: {}, live: new Map(), committed: -1, endpoints: new Map(), reads: new Set(), refresh: null, runsRefresh: null, compare: new Set(), others: {}, ws: null, resize: null };
+const state = { selected: null, run: null, jobs: {}, live: new Map(), committed: -1, endpoints: new Map(), reads: new Set(), refresh: null, compare: new Set(), others: {}, ws: null, resize: null };
+
+// The compared runs come from the address (?run=A&compare=B,C), so that a
+// reload or a shared link shows the same comparison.
+for (const name of (new URLSearchParams(location.search).get("compare") || "").split(",")) if (name) state.compare.add(name);
+
+// COMPARE_COLORS tell compared runs apart: the i-th in the list of runs
+// ticked (in the order of the address) takes the i-th, round the list.
+// None is the orange, blue, red or green of the selected run's curves.
+const COMPARE_COLORS = ["#9b59b6", "#00838f", "#c2185b", "#7f8c2d", "#5d4037", "#1f3a93", "#b7950b", "#5d6d7e"];
+
+// showAddress puts the selected run and the compared runs in the address.
+function showAddress() {
+  let q = "?run=" + encodeURIComponent(state.selected);
+  const others = [...state.compare].filter((n) => n !== state.selected);
+  if (others.length > 0) q += "&compare=" + others.map(encodeURIComponent).join(",");
+  history.replaceState(null, "", q);
+}
 
 // view returns the chart controls: EMA smoothing weight and step range.
 function view() {
@@ -42,6 +59,9 @@ async function api(path, opts = {}) {
   return body;
 }
 
+// loadRuns reads the first page of the runs list (name order; the
+// daemon's page size). It is read again when a run starts or finishes, not
+// at every step: updateRow moves a row from its run's events.
 async function loadRuns() {
   const runs = await api("/api/v1/runs");
   const tbody = $("#runs tbody");
@@ -59,6 +79,7 @@ async function loadRuns() {
     cmp.addEventListener("click", (e) => e.stopPropagation());
     cmp.addEventListener("change", () => {
       if (cmp.checked) state.compare.add(r.name); else state.compare.delete(r.name);
+      if (state.selected) showAddress();
       loadOthers().then(() => state.run && render(state.run)).catch(console.error);
     });
     tr.append(el("td", {}, ""));
@@ -69,13 +90,22 @@ async function loadRuns() {
   // /?run=NAME opens that run; else the most recent one.
   const wanted = new URLSearchParams(location.search).get("run");
   if (!state.selected && wanted) select(wanted);
-  else if (!state.selected && runs.length > 0) select(runs[runs.length - 1].name);
+  else if (!state.selected && runs.length > 0) select(runs.reduce((a, b) => (b.created > a.created ? b : a)).name);
+}
+
+// updateRow moves one run's row from its step_committed or best_changed
+// event; a run not on the page loaded has no row.
+function updateRow(ev) {
+  const tr = [...document.querySelectorAll("#runs tbody tr")].find((r) => r.dataset.run === ev.run);
+  if (!tr) return;
+  if (ev.type === "step_committed") tr.children[2].textContent = ev.step;
+  if (ev.type === "best_changed") tr.children[3].textContent = ev.data.step;
 }
 
 function select(name) {
   state.selected = name;
   state.run = null; // the previous run's, until loadRun reads this one
-  history.replaceState(null, "", "?run=" + encodeURIComponent(name));
+  showAddress();
   state.jobs = {};
   state.live = new Map();
   state.committed = -1;
@@ -132,14 +162,7 @@ async function loadOthers() {
 // scheduleRefresh coalesces bursts of events into one reload.
 function scheduleRefresh() {
   if (state.refresh) return;
-  state.refresh = setTimeout(() => { state.refresh = null; loadRun().catch(console.error); loadRuns().catch(console.error); }, 150);
-}
-
-// scheduleRuns coalesces other runs' step events into one reload of the
-// runs list a second.
-function scheduleRuns() {
-  if (state.runsRefresh) return;
-  state.runsRefresh = setTimeout(() => { state.runsRefresh = null; loadRuns().catch(console.error); }, 1000);
+  state.refresh = setTimeout(() => { state.refresh = null; loadRun().catch(console.error); }, 150);
 }
 
 function render(r) {
@@ -200,17 +223,25 @@ function render(r) {
   // Per-n curves only when validation plays several table sizes.
   const ns = Object.keys(perN);
   const nSeries = ns.length > 1 ? ns.map((n) => ({ cls: "pern", pts: ema(perN[n], v.smooth), label: "n=" + n })) : [];
-  const others = Object.entries(state.others).map(([name, o]) => {
+  // Each compared run in its own colour, on the reward chart and (its
+  // deadlock rate dashed, its meals dotted) on the deadlock chart.
+  const others = [], otherDl = [], otherMeals = [];
+  Object.entries(state.others).forEach(([name, o], i) => {
     steps = Math.max(steps, o.config && o.config.run ? o.config.run.steps : 1);
-    return { cls: "other", pts: ema(validation(o), v.smooth), label: name };
+    const color = COMPARE_COLORS[i % COMPARE_COLORS.length];
+    const vs = o.steps.filter((s) => s.validation);
+    others.push({ cls: "other", color, pts: ema(validation(o), v.smooth), label: name });
+    otherDl.push({ cls: "other dl", color, pts: vs.map((s) => [s.step, s.validation.deadlock_rate]), label: name });
+    otherMeals.push({ cls: "other meals", color, pts: vs.map((s) => [s.step, s.validation.meals_mean]), name: name + " meals" });
   });
+  showCompareLegend(Object.keys(state.others));
   const x = { xmin: v.from ?? 0, xmax: v.to ?? steps };
   chart($("#curve"), [{ cls: "train", pts: ema(train, v.smooth) }, { cls: "val", pts: ema(val, v.smooth) }, ...nSeries, ...others],
     { ...x, best, bestSeries: 1, band });
   chart($("#trainer"), [{ cls: "loss", pts: ema(loss, v.smooth) }, { cls: "kl", pts: ema(kl, v.smooth) }], { ...x, right: { cls: "gradnorm", pts: ema(gn, v.smooth) } });
   const termNames = { rnd: "r_nd", rthru: "r_thru", rfair: "r_fair", ridle: "r_idle" };
   chart($("#terms"), Object.entries(terms).map(([cls, pts]) => ({ cls, name: termNames[cls], pts: ema(pts, v.smooth) })), x);
-  chart($("#deadlock"), [{ cls: "dl", pts: dl }], { ...x, ymin: 0, ymax: 1, right: { cls: "meals", pts: meals } });
+  chart($("#deadlock"), [{ cls: "dl", pts: dl }, ...otherDl], { ...x, ymin: 0, ymax: 1, right: [{ cls: "meals", pts: meals }, ...otherMeals] });
 
   const tbody = $("#steps tbody");
   tbody.replaceChildren();
@@ -245,6 +276,22 @@ function render(r) {
     state.jobs[f.job_id] = { step: f.step, id: f.job_id, state: "in flight", loss: null, seconds: null };
   }
   renderJobs();
+}
+
+// showCompareLegend lists the compared runs, each with its colour, in the
+// keys of the reward and deadlock charts.
+function showCompareLegend(names) {
+  const keys = { "#compare-legend": "· compared runs' validation:", "#compare-legend-dl": "· compared runs (deadlock rate dashed, meals dotted):" };
+  for (const [id, what] of Object.entries(keys)) {
+    const box = $(id);
+    box.replaceChildren(what);
+    names.forEach((name, i) => {
+      const item = el("span", { class: "compared", "data-run": name });
+      item.append(el("span", { class: "key", style: "background: " + COMPARE_COLORS[i % COMPARE_COLORS.length] }), name);
+      box.append(item);
+    });
+    box.hidden = names.length === 0;
+  }
 }
 
 // openTranscripts lists the episode replays step's validation kept.
@@ -345,7 +392,8 @@ function chart(svg, series, opts) {
   const xmax = Math.max(opts.xmax || 1, xmin + 1);
   const inRange = (p) => p[0] >= xmin && p[0] <= xmax;
   series = series.map((s) => ({ ...s, pts: s.pts.filter(inRange) }));
-  if (opts.right) opts = { ...opts, right: { ...opts.right, pts: opts.right.pts.filter(inRange) } };
+  // opts.right is one series or several on the right axis.
+  const rights = [].concat(opts.right || []).map((s) => ({ ...s, pts: s.pts.filter(inRange) }));
   if (opts.band) opts = { ...opts, band: opts.band.filter(inRange) };
   if (opts.best !== null && opts.best !== undefined && !inRange([opts.best])) opts = { ...opts, best: null };
   const all = series.flatMap((s) => s.pts.map((p) => p[1])).concat((opts.band || []).flatMap((b) => [b[1], b[2]]));
@@ -357,9 +405,9 @@ function chart(svg, series, opts) {
   // px left of the plot, the right axis's start 4 px right of it, each at
   // least 4 px inside the chart; a step label is centred on its step.
   const leftLabels = [0, 1, 2, 3, 4].map((i) => (ymin + (ymax - ymin) * i / 4).toFixed(2));
-  const right = opts.right && opts.right.pts.length > 0 ? opts.right : null;
+  const right = rights.some((s) => s.pts.length > 0) ? rights : null;
   // The right axis only with points to read on it (not 0 to 1e-9).
-  const hi = right ? greatest(right.pts.map((p) => p[1]), right.cls === "meals" ? 1 : 1e-9) : 0;
+  const hi = right ? greatest(right.flatMap((s) => s.pts.map((p) => p[1])), right[0].cls === "meals" ? 1 : 1e-9) : 0;
   const rightLabels = right ? [0, 1, 2, 3, 4].map((i) => hi >= 10 ? (hi * i / 4).toFixed(0) : Number((hi * i / 4).toPrecision(2)).toString()) : [];
   const widest = (labels) => greatest(labels.map((s) => textWidth(svg, s)), 0);
   const L = Math.max(48, Math.ceil(widest(leftLabels)) + 8);
@@ -387,10 +435,13 @@ function chart(svg, series, opts) {
   const draw = (s, yf) => {
     if (s.pts.length === 0) return;
     const last = s.pts[s.pts.length - 1];
-    if (s.label) svg.append(el("svg:text", { class: "label " + s.cls, x: x(last[0]) - 4, y: yf(last[1]) - 5, "text-anchor": "end" }, s.label));
-    svg.append(el("svg:path", { class: s.cls, d: s.pts.map((p, i) => (i ? "L" : "M") + x(p[0]) + " " + yf(p[1])).join(" ") }));
+    // A series with a colour of its own (a compared run) wears it over
+    // its class's.
+    const stroke = s.color ? { style: "stroke: " + s.color } : {}, fill = s.color ? { style: "fill: " + s.color } : {};
+    if (s.label) svg.append(el("svg:text", { class: "label " + s.cls, x: x(last[0]) - 4, y: yf(last[1]) - 5, "text-anchor": "end", ...fill }, s.label));
+    svg.append(el("svg:path", { class: s.cls, d: s.pts.map((p, i) => (i ? "L" : "M") + x(p[0]) + " " + yf(p[1])).join(" "), ...stroke }));
     for (const p of s.pts) {
-      const c = el("svg:circle", { class: "pt " + s.cls, cx: x(p[0]), cy: yf(p[1]), r: 3.5, "data-step": p[0], "data-value": p[1] });
+      const c = el("svg:circle", { class: "pt " + s.cls, cx: x(p[0]), cy: yf(p[1]), r: 3.5, "data-step": p[0], "data-value": p[1], ...fill });
       c.append(el("svg:title", {}, (s.label || s.name || s.cls) + " step " + p[0] + ": " + fmt(p[1])));
       svg.append(c);
     }
@@ -398,7 +449,7 @@ function chart(svg, series, opts) {
   for (const s of series) draw(s, (v) => y(v));
   if (right) {
     for (let i = 0; i <= 4; i++) svg.append(el("svg:text", { x: W - R + 4, y: y(hi * i / 4, 0, hi) + 3 }, rightLabels[i]));
-    draw(right, (v) => y(v, 0, hi));
+    for (const s of right) draw(s, (v) => y(v, 0, hi));
   }
   if (opts.best !== null && opts.best !== undefined) {
     svg.append(el("svg:line", { class: "best", x1: x(opts.best), x2: x(opts.best), y1: T, y2: H - B }));
@@ -411,11 +462,8 @@ function chart(svg, series, opts) {
 // docs/EVENTS.md documents.
 function onEvent(ev) {
   if (ev.type === "run_started" || ev.type === "run_finished") loadRuns().catch(console.error);
-  if (ev.run !== state.selected) {
-    // Another run's step or best step moved: its row in the list.
-    if (ev.type === "step_committed" || ev.type === "best_changed") scheduleRuns();
-    return;
-  }
+  if (ev.type === "step_committed" || ev.type === "best_changed") updateRow(ev);
+  if (ev.run !== state.selected) return;
   switch (ev.type) {
     case "job_state": {
       const j = ev.data;

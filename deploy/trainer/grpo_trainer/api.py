@@ -19,6 +19,11 @@ TERMINAL_STATES = frozenset({"succeeded", "failed", "cancelled"})
 # An output adapter name becomes a directory name.
 ADAPTER_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,199}$")
 
+# A job whose escaped id is too long for a directory name is stored under
+# "sha256-<hex digest of the id>" (jobs.job_dir_name): an id of that shape
+# would name another job's records.
+HASHED_ID_RE = re.compile(r"sha256-[0-9a-f]{64}", re.IGNORECASE)
+
 MAX_RANK = 256
 DEFAULT_RANK = 8
 DEFAULT_TARGET_MODULES = (
@@ -48,6 +53,10 @@ MAX_EPSILON_HIGH = 100.0
 MAX_KL_BETA = 1000.0
 MAX_EPOCHS = 1000
 MAX_ABS_ADVANTAGE = 1e6
+# Optimizer steps per epoch beyond this would be slices of a sequence or
+# less; warm-up longer than this is no warm-up a run can reach.
+MAX_MINI_BATCHES = 4096
+MAX_WARMUP_STEPS = 1_000_000
 
 
 def _accepted(v: float, ok: bool, accepted: str) -> float:
@@ -110,6 +119,9 @@ class Hyperparameters(_Wire):
     epsilon_high: float = Field(0.0, allow_inf_nan=True, description="0 takes epsilon")
     kl_beta: float = Field(0.0, allow_inf_nan=True)
     epochs: int = Field(0, description="0 takes the default 1")
+    mini_batches: int = Field(0, description="optimizer steps per epoch; 0 takes 1")
+    warmup_steps: int = Field(0, description="linear warm-up over the lineage's first steps")
+    reset_optimizer: bool = Field(False, description="start the optimizer state afresh")
 
     @field_validator("learning_rate")
     @classmethod
@@ -142,6 +154,16 @@ class Hyperparameters(_Wire):
     def _epochs(cls, v: int) -> int:
         return int(_accepted(v, 0 <= v <= MAX_EPOCHS, f"0 to {MAX_EPOCHS} (0 takes 1)"))
 
+    @field_validator("mini_batches")
+    @classmethod
+    def _mini_batches(cls, v: int) -> int:
+        return int(_accepted(v, 0 <= v <= MAX_MINI_BATCHES, f"0 to {MAX_MINI_BATCHES} (0 takes 1)"))
+
+    @field_validator("warmup_steps")
+    @classmethod
+    def _warmup_steps(cls, v: int) -> int:
+        return int(_accepted(v, 0 <= v <= MAX_WARMUP_STEPS, f"0 to {MAX_WARMUP_STEPS}"))
+
     def resolved(self) -> Hyperparameters:
         eps = self.epsilon or DEFAULT_EPSILON
         return Hyperparameters(
@@ -150,6 +172,9 @@ class Hyperparameters(_Wire):
             epsilon_high=self.epsilon_high or eps,
             kl_beta=self.kl_beta,
             epochs=self.epochs or DEFAULT_EPOCHS,
+            mini_batches=self.mini_batches or 1,
+            warmup_steps=self.warmup_steps,
+            reset_optimizer=self.reset_optimizer,
         )
 
 
@@ -196,6 +221,12 @@ class JobRequest(_Wire):
     def _id(cls, v: str) -> str:
         if any(ord(c) < 0x20 or ord(c) == 0x7F for c in v):
             raise ValueError("no control characters allowed")
+        if HASHED_ID_RE.fullmatch(v):
+            raise ValueError(
+                "sha256-<64 hex digits> is the trainer's name for the records of an id "
+                "too long to be a directory name, and is refused as an id; accepted: "
+                "1 to 512 characters without control characters, in any other form"
+            )
         return v
 
     @field_validator("output_adapter")
@@ -216,6 +247,15 @@ class Metrics(_Wire):
     steps: int = 0
     epochs: int = 0
     ratio_mean: float = 0.0
+    # Optimizer steps along the adapter's lineage after this job.
+    optimizer_step: int = 0
+    # Before the first update (the parent's policy, the sampler's): mean
+    # |trainer logprob - sampler logprob| and mean entropy over the tokens
+    # of the job's first optimizer step.
+    sampler_logprob_gap: float = 0.0
+    entropy: float = 0.0
+    # L2 norm of the change of the trainable LoRA weights in this job.
+    update_norm: float = 0.0
 
 
 class Job(_Wire):

@@ -5,7 +5,9 @@ on shutdown stops it."""
 
 from __future__ import annotations
 
+import hmac
 import logging
+import os
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
@@ -20,10 +22,18 @@ from pydantic import ValidationError
 
 from grpo_trainer import __version__
 from grpo_trainer.api import ErrorBody, Job, JobRequest, Metrics
-from grpo_trainer.jobs import AdapterTaken, JobEvents, JobManager, JobNotFound
+from grpo_trainer.jobs import (
+    DEFAULT_MAX_QUEUED,
+    QUEUE_FULL_RETRY_AFTER,
+    AdapterTaken,
+    JobEvents,
+    JobManager,
+    JobNotFound,
+    QueueFull,
+)
 from grpo_trainer.metrics import TrainerMetrics
 from grpo_trainer.models import ModelNotFound, ModelStore
-from grpo_trainer.train import Control, TrainOptions, remove_abandoned_saves, run_job
+from grpo_trainer.train import Control, JobError, TrainOptions, remove_abandoned_saves, run_job
 
 log = logging.getLogger("grpo_trainer")
 
@@ -39,6 +49,10 @@ class Config:
     models: ModelStore = field(default_factory=ModelStore)
     train: TrainOptions = field(default_factory=TrainOptions)
     max_job_bytes: int = DEFAULT_MAX_JOB_BYTES
+    max_queued: int = DEFAULT_MAX_QUEUED
+    # The bearer token every request but /healthz and /metrics must carry;
+    # "" asks for none (a trainer on loopback: the CLI requires one beyond).
+    api_key: str = ""
 
     @property
     def jobs_dir(self) -> Path:
@@ -47,6 +61,23 @@ class Config:
     @property
     def adapters_dir(self) -> Path:
         return self.data_dir / "adapters"
+
+    def parent_refusal(self, path: str) -> str:
+        """Why a job may not start from the adapter at path, "" when it
+        may: parents are read from this trainer's adapters directory and
+        the served models' directories only (symlinks followed), so a job
+        cannot make the trainer read any file it can. The answer is the
+        same whether a refused path exists or not."""
+        real = Path(os.path.realpath(path))
+        models = [*self.models.paths.values(), self.models.default]
+        roots = [self.adapters_dir, *(m for m in models if m is not None)]
+        if any(real.is_relative_to(os.path.realpath(r)) for r in roots):
+            return ""
+        return (
+            f"parent_adapter.path {path!r} is refused: a parent adapter is read only from "
+            f"this trainer's adapters directory ({self.adapters_dir}/<name>) or a served "
+            "model's directory"
+        )
 
 
 def field_errors(err: ValidationError | RequestValidationError) -> str:
@@ -66,6 +97,12 @@ def create_app(cfg: Config) -> FastAPI:
     metrics = TrainerMetrics(registry)
 
     def runner(req: JobRequest, ctl: Control) -> tuple[Metrics, Path]:
+        # Checked again here: a request recorded before a restart, or a
+        # symlink changed since the create.
+        if req.parent_adapter is not None and (
+            refused := cfg.parent_refusal(req.parent_adapter.path)
+        ):
+            raise JobError(refused)
         path = cfg.models.resolve(req.base_model)
         base, tokenizer = cfg.models.get(path)
         try:
@@ -82,6 +119,7 @@ def create_app(cfg: Config) -> FastAPI:
         runner,
         JobEvents(finished=metrics.finished, queue_length=metrics.queue_length),
         cfg.adapters_dir,
+        cfg.max_queued,
     )
 
     @asynccontextmanager
@@ -98,6 +136,8 @@ def create_app(cfg: Config) -> FastAPI:
 
     app = FastAPI(title="grpo reference trainer", version=__version__, lifespan=lifespan)
     app.add_middleware(JobSizeLimit, limit=lambda: cfg.max_job_bytes)
+    # Added last, so it runs first: nothing is answered before the key.
+    app.add_middleware(BearerAuth, key=lambda: cfg.api_key)
     app.state.config = cfg
     app.state.jobs = manager
     app.state.metrics = metrics
@@ -117,11 +157,22 @@ def create_app(cfg: Config) -> FastAPI:
             cfg.models.resolve(req.base_model)
         except ModelNotFound as e:
             return _error(400, str(e))
+        if req.parent_adapter is not None and (
+            refused := cfg.parent_refusal(req.parent_adapter.path)
+        ):
+            log.warning("trainer job %s refused: %s", req.id, refused)
+            return _error(400, refused)
         try:
             job, created = manager.create(req, req.model_dump_json().encode())
         except AdapterTaken as e:
             log.warning("trainer job %s refused: %s", req.id, e)
             return _error(409, str(e))
+        except QueueFull as e:
+            return JSONResponse(
+                status_code=429,
+                content=ErrorBody(error=str(e)).model_dump(),
+                headers={"Retry-After": str(QUEUE_FULL_RETRY_AFTER)},
+            )
         except OSError as e:
             log.error("create trainer job %s: %s", req.id, e)
             return _error(500, f"record job {req.id}: {e}")
@@ -182,19 +233,45 @@ class JobSizeLimit:
             length = dict(scope["headers"]).get(b"content-length")
             if length is None or not length.isdigit():
                 msg = "a job request must declare its Content-Length"
-                return await self.refuse(send, 411, msg)
+                return await refuse(send, 411, msg)
             if int(length) > (limit := self.limit()):
                 msg = (
                     f"a job request of {int(length)} bytes; this trainer accepts at most "
                     f"{limit} (--max-job-bytes); trajectories grow with n, "
                     "rounds squared and episodes"
                 )
-                return await self.refuse(send, 413, msg)
+                return await refuse(send, 413, msg)
         await self.app(scope, receive, send)
 
-    @staticmethod
-    async def refuse(send: Callable, status: int, msg: str) -> None:
-        body = ErrorBody(error=msg).model_dump_json().encode()
-        headers = [(b"content-type", b"application/json"), (b"content-length", b"%d" % len(body))]
-        await send({"type": "http.response.start", "status": status, "headers": headers})
-        await send({"type": "http.response.body", "body": body})
+
+# Paths served without the key: probes and Prometheus read no job.
+OPEN_PATHS = frozenset({"/healthz", "/metrics"})
+
+
+class BearerAuth:
+    """Refuses (401) a request that does not carry "Authorization: Bearer
+    <key>" (what grpo's trainer.api_key_env sends), when key() is not "",
+    but to OPEN_PATHS."""
+
+    def __init__(self, app: Callable, key: Callable[[], str]) -> None:
+        self.app = app
+        self.key = key  # read at each request: the app's config may change it
+
+    async def __call__(self, scope: dict, receive: Callable, send: Callable) -> None:
+        key = self.key()
+        if key and scope["type"] == "http" and scope["path"] not in OPEN_PATHS:
+            got = dict(scope["headers"]).get(b"authorization", b"")
+            if not hmac.compare_digest(got, b"Bearer " + key.encode()):
+                msg = "this trainer needs an Authorization: Bearer <key> header with its key"
+                return await refuse(send, 401, msg, [(b"www-authenticate", b"Bearer")])
+        await self.app(scope, receive, send)
+
+
+async def refuse(
+    send: Callable, status: int, msg: str, headers: list[tuple[bytes, bytes]] | None = None
+) -> None:
+    """Answers status with {"error": msg}, from an ASGI middleware."""
+    body = ErrorBody(error=msg).model_dump_json().encode()
+    head = [(b"content-type", b"application/json"), (b"content-length", b"%d" % len(body))]
+    await send({"type": "http.response.start", "status": status, "headers": head + (headers or [])})
+    await send({"type": "http.response.body", "body": body})

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import argparse
+import ipaddress
 import logging
 import os
 import signal
@@ -54,9 +55,6 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument(
         "--micro-batch-size", type=positive_int, default=4, help="sequences per forward pass"
     )
-    s.add_argument(
-        "--steps-per-epoch", type=positive_int, default=1, help="optimizer steps per epoch"
-    )
     s.add_argument("--gradient-checkpointing", action="store_true", help="trade compute for memory")
     s.add_argument(
         "--logprobs-mode",
@@ -69,6 +67,19 @@ def build_parser() -> argparse.ArgumentParser:
         type=positive_int,
         default=256 << 20,
         help="largest job request accepted, in bytes (larger: 413)",
+    )
+    s.add_argument(
+        "--max-queued",
+        type=positive_int,
+        default=64,
+        help="jobs that may wait to run (more: 429 with Retry-After)",
+    )
+    s.add_argument(
+        "--api-key-env",
+        default="",
+        metavar="NAME",
+        help="environment variable holding the bearer token every request but /healthz and "
+        "/metrics must carry (required when --host is not a loopback address)",
     )
     s.add_argument("--threads", type=int, default=0, help="CPU threads for torch (0: its default)")
     s.add_argument("--log-level", default="info")
@@ -89,7 +100,47 @@ def main(argv: list[str]) -> int:
     return 2
 
 
+def is_loopback(host: str) -> bool:
+    """Whether host is a loopback name or address (reachable from this
+    machine only)."""
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def api_key(args: argparse.Namespace) -> str | None:
+    """The bearer token clients must send ("" for none), or None after
+    logging why the server must not start: beyond loopback a key is
+    required."""
+    if args.api_key_env:
+        key = os.environ.get(args.api_key_env, "")
+        if not key:
+            logging.error(
+                "--api-key-env %s: the environment variable %s is unset or empty; "
+                "set it to the bearer token clients send",
+                args.api_key_env,
+                args.api_key_env,
+            )
+            return None
+        return key
+    if not is_loopback(args.host):
+        logging.error(
+            "--host %s listens beyond loopback and needs a key: give --api-key-env NAME, "
+            "the environment variable holding the bearer token clients send "
+            "(grpo's trainer.api_key_env), or listen on 127.0.0.1",
+            args.host,
+        )
+        return None
+    return ""
+
+
 def serve(args: argparse.Namespace) -> int:
+    key = api_key(args)
+    if key is None:
+        return 2
     try:
         paths, default = parse_model_args(args.model)
     except ValueError as e:
@@ -118,11 +169,12 @@ def serve(args: argparse.Namespace) -> int:
         train=TrainOptions(
             seed=args.seed,
             micro_batch_size=args.micro_batch_size,
-            steps_per_epoch=args.steps_per_epoch,
             gradient_checkpointing=args.gradient_checkpointing,
             logprobs_mode=args.logprobs_mode,
         ),
         max_job_bytes=args.max_job_bytes,
+        max_queued=args.max_queued,
+        api_key=key,
     )
     app = create_app(cfg)
     # uvicorn shuts down gracefully on SIGINT/SIGTERM (the lifespan stops

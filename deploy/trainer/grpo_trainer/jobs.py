@@ -1,7 +1,12 @@
 """The job manager: jobs run one at a time in the order they arrived, on a
 worker thread, and each has its own directory under the jobs directory so a
 restarted trainer answers for finished jobs and re-runs unfinished ones
-(training is deterministic for a seed, so the result is the same)."""
+(training is deterministic for a seed, so the result is the same).
+
+A job's request (trajectories: up to hundreds of megabytes) lives only in its
+directory; memory holds small records, and the worker reads a request when
+it starts the job. The queue is bounded, and a job that was running when the
+trainer died is run again at most MAX_RESTARTS times."""
 
 from __future__ import annotations
 
@@ -33,6 +38,14 @@ from grpo_trainer.train import (
 JOB_FILE = "job.json"  # the job's state, rewritten on each transition
 REQUEST_FILE = "request.json"  # the create body, written once
 
+# Runs of a job that a dying trainer cut short, after which it is failed
+# rather than run again: a job that kills the trainer (out of memory) would
+# otherwise kill every restart.
+MAX_RESTARTS = 3
+DEFAULT_MAX_QUEUED = 64
+# Seconds a client refused for a full queue is asked to wait: about a job.
+QUEUE_FULL_RETRY_AFTER = 60
+
 log = logging.getLogger("grpo_trainer.jobs")
 
 
@@ -42,6 +55,10 @@ class JobNotFound(LookupError):
 
 class AdapterTaken(Exception):
     """A job's output_adapter is an adapter another job made or is to make."""
+
+
+class QueueFull(Exception):
+    """The queue holds max_queued jobs already."""
 
 
 class Cancelled(Exception):
@@ -60,7 +77,8 @@ Runner = Callable[[JobRequest, Control], tuple[Metrics, Path]]
 class _Entry:
     job: Job
     created: float
-    req: JobRequest | None = None  # dropped once the job is terminal
+    output_adapter: str = ""  # the request's, to refuse taken names
+    restarts: int = 0  # runs cut short by the trainer's death
     cancelled: bool = False
     started: float = 0.0
 
@@ -148,6 +166,8 @@ def job_dir_name(job_id: str) -> str:
     if name.startswith("."):
         name = "%2E" + name[1:]
     if len(name) > 200:
+        # No id can name this directory: the API refuses ids of this shape
+        # (api.HASHED_ID_RE).
         name = "sha256-" + sha256(job_id.encode()).hexdigest()
     return name
 
@@ -164,8 +184,10 @@ class JobManager:
         runner: Runner,
         events: JobEvents | None = None,
         adapters_dir: Path | None = None,
+        max_queued: int = DEFAULT_MAX_QUEUED,
     ):
         self.dir = jobs_dir
+        self.max_queued = max_queued
         self.adapters_dir = adapters_dir  # where output adapters go, to refuse taken names
         self.runner = runner
         self.events = events or JobEvents()
@@ -216,17 +238,37 @@ class JobManager:
                     created = float(rec["created"])
                 except (OSError, ValueError, KeyError, TypeError, ValidationError) as e:
                     raise RuntimeError(f"read job record {rec_file}: {e}") from e
-                e = _Entry(job=job, created=created)
+                e = _Entry(
+                    job=job,
+                    created=created,
+                    output_adapter=str(rec.get("output_adapter", "")),
+                    restarts=int(rec.get("restarts", 0)),
+                )
                 self._jobs[job.id] = e
                 if job.state in TERMINAL_STATES:
                     continue
-                try:
-                    e.req = JobRequest.model_validate_json((d / REQUEST_FILE).read_bytes())
-                except (OSError, ValueError) as err:
-                    e.job.state = "failed"
-                    e.job.error = f"job request record unreadable after restart: {err}"
-                    self._persist(e)
-                    continue
+                if not e.output_adapter:  # a record written before it kept the name
+                    try:
+                        req = JobRequest.model_validate_json((d / REQUEST_FILE).read_bytes())
+                    except (OSError, ValueError) as err:
+                        e.job.state = "failed"
+                        e.job.error = f"job request record unreadable after restart: {err}"
+                        self._persist(e)
+                        continue
+                    e.output_adapter = req.output_adapter
+                    del req
+                if job.state == "running":  # the trainer died while it ran
+                    e.restarts += 1
+                    if e.restarts > MAX_RESTARTS:
+                        e.job.state = "failed"
+                        e.job.error = (
+                            f"the trainer stopped {e.restarts} times while this job ran "
+                            f"(killed: out of memory?); not run again after {MAX_RESTARTS} "
+                            "restarts"
+                        )
+                        self._persist(e)
+                        log.warning("trainer job %s failed: %s", job.id, e.job.error)
+                        continue
                 e.job.state, e.job.progress = "queued", 0.0
                 self._persist(e)
                 requeued.append(e)
@@ -237,7 +279,13 @@ class JobManager:
             log.info("re-running %d unfinished trainer jobs", len(requeued))
 
     def _persist(self, e: _Entry) -> None:
-        rec = {"job": e.job.model_dump(mode="json"), "created": e.created, "updated": time.time()}
+        rec = {
+            "job": e.job.model_dump(mode="json"),
+            "created": e.created,
+            "updated": time.time(),
+            "output_adapter": e.output_adapter,
+            "restarts": e.restarts,
+        }
         d = self.dir / job_dir_name(e.job.id)
         write_atomic(d / JOB_FILE, json.dumps(rec).encode())
 
@@ -246,14 +294,25 @@ class JobManager:
     def create(self, req: JobRequest, body: bytes) -> tuple[Job, bool]:
         """Records and queues a job. A known id returns the existing job and
         False: the same id never trains twice. A job whose output_adapter
-        another job made or is to make raises AdapterTaken."""
+        another job made or is to make raises AdapterTaken; a new job when
+        max_queued wait already, QueueFull. body is written to the job's
+        directory and not kept."""
         with self._cv:
             if req.id in self._jobs:
                 return self._jobs[req.id].job.model_copy(deep=True), False
+            if len(self._queue) >= self.max_queued:
+                raise QueueFull(
+                    f"the trainer's queue is full: {len(self._queue)} jobs wait "
+                    f"(--max-queued {self.max_queued}); post again later"
+                )
             taken = self._adapter_taken(req)
             if taken:
                 raise AdapterTaken(taken)
-            e = _Entry(job=Job(id=req.id, state="queued"), created=time.time(), req=req)
+            e = _Entry(
+                job=Job(id=req.id, state="queued"),
+                created=time.time(),
+                output_adapter=req.output_adapter,
+            )
             d = self.dir / job_dir_name(req.id)
             try:
                 d.mkdir(parents=True, exist_ok=True)
@@ -290,11 +349,7 @@ class JobManager:
         name = req.output_adapter
         jobs = self._jobs.values()
         to_make = max(
-            (
-                e
-                for e in jobs
-                if e.job.state in ("queued", "running") and e.req and e.req.output_adapter == name
-            ),
+            (e for e in jobs if e.job.state in ("queued", "running") and e.output_adapter == name),
             key=lambda e: e.created,
             default=None,
         )
@@ -345,7 +400,6 @@ class JobManager:
                 self._persist(e)
                 if e in self._queue:
                     self._queue.remove(e)
-                    e.req = None
                     self.events.queue_length(len(self._queue))
                     self.events.finished(e.job, 0.0)
                 log.info("trainer job cancelled id=%s", job_id)
@@ -389,12 +443,12 @@ class JobManager:
             self._execute(e)
 
     def _execute(self, e: _Entry) -> None:
-        assert e.req is not None
         ctl = _EntryControl(self, e)
         result: tuple[Metrics, Path] | None = None
         error: str | None = None
         try:
-            result = self.runner(e.req, ctl)
+            req = self._request(e)
+            result = self.runner(req, ctl)
         except (Cancelled, Interrupted):
             pass
         except Exception as err:  # any failure of one job fails that job, not the server
@@ -404,11 +458,14 @@ class JobManager:
         with self._cv:
             seconds = time.monotonic() - e.started
             if e.cancelled:
-                e.req = None
                 self.events.finished(e.job, seconds)
                 return
             if self._stopping and result is None and error is None:
+                # Stopped on purpose, not by a death: queued again, not a
+                # restart.
                 log.info("trainer job interrupted by shutdown id=%s", e.job.id)
+                e.job.state, e.job.progress = "queued", 0.0
+                self._persist(e)
                 return
             if error is not None:
                 e.job.state, e.job.error = "failed", error
@@ -416,8 +473,7 @@ class JobManager:
                 metrics, path = result
                 e.job.state, e.job.progress = "succeeded", 1.0
                 e.job.metrics = metrics
-                e.job.adapter = Adapter(name=e.req.output_adapter, path=str(path))
-            e.req = None
+                e.job.adapter = Adapter(name=e.output_adapter, path=str(path))
             self._persist(e)
             self.events.finished(e.job, seconds)
         log.info(
@@ -427,6 +483,14 @@ class JobManager:
             seconds,
             e.job.error,
         )
+
+    def _request(self, e: _Entry) -> JobRequest:
+        """The job's request, read from its directory."""
+        file = self.dir / job_dir_name(e.job.id) / REQUEST_FILE
+        try:
+            return JobRequest.model_validate_json(file.read_bytes())
+        except (OSError, ValueError) as err:
+            raise JobError(f"job request record unreadable: {err}") from err
 
 
 @dataclass

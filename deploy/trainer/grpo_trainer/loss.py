@@ -32,13 +32,33 @@ def token_logprobs(
     sampled logprobs that were reported after temperature scaling (vLLM's
     --logprobs-mode processed_logprobs); vLLM's default raw logprobs are at
     temperature 1."""
+    return token_logprobs_and_entropy(logits, input_ids, temperature, entropy=False)[0]
+
+
+def token_logprobs_and_entropy(
+    logits: torch.Tensor,
+    input_ids: torch.Tensor,
+    temperature: torch.Tensor | None = None,
+    entropy: bool = True,
+) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """token_logprobs, and (when entropy) the entropy -sum p log p of the
+    same distributions, [B, T-1], without gradient: one log-softmax for
+    both."""
     logits = logits[:, :-1, :]
     if logits.dtype in (torch.float16, torch.bfloat16):
         logits = logits.float()
     if temperature is not None:
         logits = logits / temperature.to(logits.dtype)[:, None, None]
     logp = torch.log_softmax(logits, dim=-1)
-    return torch.gather(logp, -1, input_ids[:, 1:].unsqueeze(-1)).squeeze(-1)
+    picked = torch.gather(logp, -1, input_ids[:, 1:].unsqueeze(-1)).squeeze(-1)
+    ent = None
+    if entropy:
+        # By slices of positions: p log p over the whole [B, T, vocab] at
+        # once would double the logits' memory (2.5 GB at 4096 positions of
+        # Qwen3's 151,936 in float32).
+        with torch.no_grad():
+            ent = torch.cat([-(c.exp() * c).sum(-1) for c in logp.split(256, dim=1)], dim=1)
+    return picked, ent
 
 
 def grpo_loss(

@@ -1,13 +1,15 @@
 """One GRPO update of a LoRA adapter: load or create the adapter on the base
 model, run ``epochs`` passes of token-level PPO-clip over the job's sampled
-turns, write the adapter atomically as a PEFT directory.
+turns, write the adapter atomically as a PEFT directory, with the AdamW state
+beside it so the next job of the lineage continues the same optimizer.
 
 The loop, in the order a reader meets it: build_sequences (data.py) turns
 trajectories into (prompt, completion, old logprobs, advantage); each epoch is
-``steps_per_epoch`` AdamW steps over consecutive slices of those sequences in
+``mini_batches`` AdamW steps over consecutive slices of those sequences in
 their fixed order; each step accumulates the gradient of
 sum(loss over completion tokens) / (completion tokens in the step) over
-micro-batches, clips it to max_grad_norm, and steps."""
+micro-batches, clips it to max_grad_norm, and steps at the lineage's
+warmed-up learning rate."""
 
 from __future__ import annotations
 
@@ -19,18 +21,19 @@ import shutil
 import time
 import uuid
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import torch
 from peft import LoraConfig, PeftModel, get_peft_model
 from peft.utils import get_peft_model_state_dict, set_peft_model_state_dict
-from safetensors.torch import load_file
+from safetensors import safe_open
+from safetensors.torch import load_file, save_file
 
 from grpo_trainer.api import JobRequest, Metrics
 from grpo_trainer.data import Sequence, build_sequences
-from grpo_trainer.loss import grpo_loss, token_logprobs
+from grpo_trainer.loss import grpo_loss, token_logprobs_and_entropy
 
 log = logging.getLogger("grpo_trainer.train")
 
@@ -38,6 +41,13 @@ log = logging.getLogger("grpo_trainer.train")
 # replaces no adapter but its own (an earlier run of it, cut short by a
 # restart, or trained again after its records were lost).
 ADAPTER_JOB_FILE = "grpo_job.json"
+
+# The file in an adapter directory that holds the AdamW state of the
+# adapter's lineage (vLLM and PEFT read adapter_config.json and
+# adapter_model.safetensors only): per trainable weight its moments and
+# step count, and in the metadata the lineage's optimizer step count.
+OPTIMIZER_FILE = "optimizer.safetensors"
+OPTIMIZER_FORMAT = "grpo-adamw-1"
 
 
 class JobError(Exception):
@@ -50,7 +60,6 @@ class TrainOptions:
 
     seed: int = 0
     micro_batch_size: int = 4  # sequences per forward pass
-    steps_per_epoch: int = 1  # optimizer steps per pass over the job's sequences
     max_grad_norm: float = 1.0
     weight_decay: float = 0.0
     gradient_checkpointing: bool = False
@@ -114,6 +123,14 @@ def make_batch(
 
 def completion_logprobs(model: Any, batch: Batch) -> torch.Tensor:
     """Log-probabilities of the batch's tokens on its loss positions."""
+    return completion_logprobs_and_entropy(model, batch, entropy=False)[0]
+
+
+def completion_logprobs_and_entropy(
+    model: Any, batch: Batch, entropy: bool = True
+) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """completion_logprobs, and (when entropy) the policy's entropy at each
+    loss position (no gradient)."""
     kw = {"input_ids": batch.input_ids, "attention_mask": batch.attention_mask, "use_cache": False}
     try:
         logits = model(**kw, logits_to_keep=batch.keep).logits
@@ -123,7 +140,9 @@ def completion_logprobs(model: Any, batch: Batch) -> torch.Tensor:
     T = batch.input_ids.shape[1]
     # Kept logits are positions T-keep..T-1; prepend their own input ids so
     # token_logprobs' shift pairs position t's logits with token t+1.
-    return token_logprobs(logits, batch.input_ids[:, T - batch.keep :], batch.temperature)
+    return token_logprobs_and_entropy(
+        logits, batch.input_ids[:, T - batch.keep :], batch.temperature, entropy
+    )
 
 
 def attach_lora(base: Any, req: JobRequest, server_seed: int) -> PeftModel:
@@ -215,6 +234,69 @@ class Control:
         return ""
 
 
+@dataclass
+class OptimizerState:
+    """The AdamW state of an adapter's lineage: step, the optimizer steps
+    taken since the lineage started from the base (or was reset), and per
+    trainable weight (by parameter name) its "step", "exp_avg" and
+    "exp_avg_sq" tensors, as torch's AdamW keeps them."""
+
+    step: int = 0
+    weights: dict[str, dict[str, torch.Tensor]] = field(default_factory=dict)
+
+
+ADAM_KEYS = ("step", "exp_avg", "exp_avg_sq")
+
+
+def warmup_lr(lr: float, step: int, warmup_steps: int) -> float:
+    """The learning rate of the lineage's optimizer step `step` (1 for its
+    first): lr * step / warmup_steps over the first warmup_steps steps,
+    then lr. The first step moves the adapter (a warm-up from 0 would waste
+    it)."""
+    if warmup_steps <= 0 or step >= warmup_steps:
+        return lr
+    return lr * step / warmup_steps
+
+
+def _trainable(model: Any) -> list[tuple[str, torch.nn.Parameter]]:
+    return [(n, p) for n, p in model.named_parameters() if p.requires_grad]
+
+
+def _restore(opt: torch.optim.Optimizer, named: list[tuple[str, Any]], st: OptimizerState) -> None:
+    """Loads st into opt, whose parameters are named (in opt's order).
+    A state that does not fit the adapter is an error, not a fresh start:
+    its weights fit (attach_lora checked them), so the file is damaged."""
+    if set(st.weights) != {n for n, _ in named}:
+        extra = sorted(set(st.weights) - {n for n, _ in named})
+        missing = sorted({n for n, _ in named} - set(st.weights))
+        raise JobError(
+            f"optimizer state does not fit the adapter: {len(extra)} unexpected weights "
+            f"{extra[:2]}, {len(missing)} missing {missing[:2]}"
+        )
+    state = {}
+    for i, (n, p) in enumerate(named):
+        w = st.weights[n]
+        for k in ("exp_avg", "exp_avg_sq"):
+            if w[k].shape != p.shape:
+                raise JobError(
+                    f"optimizer state of {n}: {k} has shape {tuple(w[k].shape)}, "
+                    f"the weight has {tuple(p.shape)}"
+                )
+        state[i] = {k: w[k].clone() for k in ADAM_KEYS}
+    sd = opt.state_dict()
+    sd["state"] = state
+    opt.load_state_dict(sd)
+
+
+def _capture(opt: torch.optim.Optimizer, named: list[tuple[str, Any]], step: int) -> OptimizerState:
+    weights = {}
+    for n, p in named:
+        st = opt.state.get(p)
+        if st:  # every trainable weight steps, so only a job of no step lacks it
+            weights[n] = {k: st[k].detach().to("cpu", copy=True) for k in ADAM_KEYS}
+    return OptimizerState(step=step, weights=weights)
+
+
 def train(
     model: PeftModel,
     seqs: list[Sequence],
@@ -222,15 +304,25 @@ def train(
     opts: TrainOptions,
     ctl: Control,
     pad_id: int,
-) -> Metrics:
-    """Runs the job's epochs on model in place and returns the statistics."""
+    resume: OptimizerState | None = None,
+) -> tuple[Metrics, OptimizerState]:
+    """Runs the job's epochs on model in place, continuing the optimizer
+    state resume (None: a fresh AdamW), and returns the statistics and the
+    optimizer state after the job."""
     hp = req.hyperparameters.resolved()
     device = next(p for p in model.parameters()).device
-    params = [p for p in model.parameters() if p.requires_grad]
+    named = _trainable(model)
+    params = [p for _, p in named]
     opt = torch.optim.AdamW(params, lr=hp.learning_rate, weight_decay=opts.weight_decay)
+    step = 0
+    if resume is not None and resume.weights:
+        _restore(opt, named, resume)
+        step = resume.step
+    first_step = step + 1
+    before = [p.detach().clone() for p in params]
     model.train()  # no dropout (lora_dropout 0, the base's off: models.disable_dropout)
 
-    n_steps = max(1, min(opts.steps_per_epoch, len(seqs)))
+    n_steps = max(1, min(hp.mini_batches, len(seqs)))
     slices = [
         seqs[k * len(seqs) // n_steps : (k + 1) * len(seqs) // n_steps] for k in range(n_steps)
     ]
@@ -240,8 +332,10 @@ def train(
 
     loss_steps, kl_steps, norms = [], [], []
     clipped = ratio_sum = tokens_all = 0.0
+    gap_sum = entropy_sum = first_tokens = 0.0
     for _epoch in range(hp.epochs):
         for part in slices:
+            first = step + 1 == first_step  # the parent's policy: nothing updated yet
             step_tokens = float(sum(len(s.completion_ids) for s in part))
             step_loss = step_kl = 0.0
             opt.zero_grad(set_to_none=True)
@@ -255,7 +349,12 @@ def train(
                 # case: one extra forward pass.
                 with torch.no_grad(), model.disable_adapter():
                     logp_ref = completion_logprobs(model, batch)
-                logp = completion_logprobs(model, batch)
+                logp, entropy = completion_logprobs_and_entropy(model, batch, entropy=first)
+                if entropy is not None:
+                    gap = (logp.detach() - batch.old.to(logp.dtype)).abs()
+                    gap_sum += float((gap * batch.mask).sum())
+                    entropy_sum += float((entropy * batch.mask).sum())
+                    first_tokens += float(batch.mask.sum())
                 parts = grpo_loss(
                     logp,
                     batch.old,
@@ -279,12 +378,20 @@ def train(
                 raise JobError(
                     f"gradient norm is {float(norm)}: the update would corrupt the adapter"
                 )
+            step += 1
+            for group in opt.param_groups:
+                group["lr"] = warmup_lr(hp.learning_rate, step, hp.warmup_steps)
             opt.step()
             loss_steps.append(step_loss)
             kl_steps.append(step_kl)
             norms.append(float(norm))
     opt.zero_grad(set_to_none=True)
-    return Metrics(
+    with torch.no_grad():
+        moved = sum(
+            float((p.detach() - b).double().pow(2).sum())
+            for p, b in zip(params, before, strict=True)
+        )
+    metrics = Metrics(
         loss=sum(loss_steps) / len(loss_steps),
         kl=sum(kl_steps) / len(kl_steps),
         grad_norm=sum(norms) / len(norms),
@@ -294,7 +401,45 @@ def train(
         steps=len(norms),
         epochs=hp.epochs,
         ratio_mean=ratio_sum / tokens_all,
+        optimizer_step=step,
+        sampler_logprob_gap=gap_sum / first_tokens,
+        entropy=entropy_sum / first_tokens,
+        update_norm=moved**0.5,
     )
+    return metrics, _capture(opt, named, step)
+
+
+def write_optimizer_state(d: Path, st: OptimizerState) -> None:
+    """Writes st as d/OPTIMIZER_FILE."""
+    tensors = {f"{k}/{n}": w[k].contiguous() for n, w in st.weights.items() for k in ADAM_KEYS}
+    meta = {"format": OPTIMIZER_FORMAT, "optimizer_step": str(st.step)}
+    save_file(tensors, str(d / OPTIMIZER_FILE), metadata=meta)
+
+
+def read_optimizer_state(d: Path) -> OptimizerState | None:
+    """The optimizer state saved beside the adapter in d, None when there
+    is none (an adapter written before the trainer saved it). It is only
+    read: a job re-run after a kill starts from the same state."""
+    file = d / OPTIMIZER_FILE
+    if not file.exists():
+        return None
+    try:
+        with safe_open(str(file), framework="pt") as f:
+            meta = f.metadata() or {}
+            if meta.get("format") != OPTIMIZER_FORMAT:
+                raise ValueError(f"format {meta.get('format')!r}, want {OPTIMIZER_FORMAT!r}")
+            st = OptimizerState(step=int(meta["optimizer_step"]))
+            for key in f.keys():  # noqa: SIM118 (safe_open is not a mapping)
+                kind, _, name = key.partition("/")
+                if kind not in ADAM_KEYS or not name:
+                    raise ValueError(f"unexpected tensor {key!r}")
+                st.weights.setdefault(name, {})[kind] = f.get_tensor(key)
+    except Exception as e:  # missing keys, a corrupt file: the lineage cannot continue
+        raise JobError(f"read optimizer state {file}: {e}") from e
+    for name, w in st.weights.items():
+        if set(w) != set(ADAM_KEYS):
+            raise JobError(f"read optimizer state {file}: {name} lacks {set(ADAM_KEYS) - set(w)}")
+    return st
 
 
 def adapter_job(dest: Path) -> str | None:
@@ -322,13 +467,15 @@ def save_adapter(
     dest: Path,
     job_id: str,
     job_state: Callable[[str], str] = lambda job_id: "",
+    optimizer: OptimizerState | None = None,
 ) -> None:
     """Writes model's adapter as a PEFT directory (adapter_config.json,
-    adapter_model.safetensors, and ADAPTER_JOB_FILE naming job_id) at dest,
-    atomically: into a temporary directory beside it, fsynced, then renamed
-    into place. An adapter already at dest is replaced only when job_id
-    made it, or the job that made it ended cancelled or failed (job_state
-    gives a job's state)."""
+    adapter_model.safetensors, ADAPTER_JOB_FILE naming job_id, and
+    OPTIMIZER_FILE when optimizer is given) at dest, atomically: into a
+    temporary directory beside it, fsynced, then renamed into place. An
+    adapter already at dest is replaced only when job_id made it, or the
+    job that made it ended cancelled or failed (job_state gives a job's
+    state)."""
     dest.parent.mkdir(parents=True, exist_ok=True)
     tmp = dest.parent / f".tmp-{dest.name}-{uuid.uuid4().hex[:8]}"
     try:
@@ -338,6 +485,8 @@ def save_adapter(
         cfg["base_model_name_or_path"] = base_model
         cfg_file.write_text(json.dumps(cfg, indent=2, sort_keys=True) + "\n")
         (tmp / ADAPTER_JOB_FILE).write_text(json.dumps({"job_id": job_id}) + "\n")
+        if optimizer is not None:
+            write_optimizer_state(tmp, optimizer)
         for f in tmp.iterdir():
             _fsync_path(f)
         _fsync_path(tmp)
@@ -392,7 +541,12 @@ ABANDONED_AFTER = 600.0
 
 def remove_abandoned_saves(adapters_dir: Path) -> None:
     """Removes the temporary directories (.tmp-*) of adapter saves that a
-    killed trainer left half-written, once untouched for ABANDONED_AFTER."""
+    killed trainer left half-written, once untouched for ABANDONED_AFTER,
+    and settles the replaced adapters (.old-<name>-<hex>) of saves killed
+    between their two renames (called at start, before any job runs): one
+    whose name holds an adapter again is removed; one whose name is empty
+    (killed right between the renames) is put back, so the adapter is as
+    before the save, which its job, run again, repeats."""
     now = time.time()
     for d in adapters_dir.glob(".tmp-*"):
         try:
@@ -400,6 +554,15 @@ def remove_abandoned_saves(adapters_dir: Path) -> None:
         except OSError:
             continue
         if abandoned:
+            shutil.rmtree(d, ignore_errors=True)
+    for d in adapters_dir.glob(".old-*"):
+        name = d.name[len(".old-") :].rpartition("-")[0]
+        dest = adapters_dir / name
+        if name and not dest.exists():
+            log.info("restoring adapter %s from %s, left by a save cut short", dest, d)
+            os.rename(d, dest)
+        else:
+            log.info("removing %s, the adapter a save cut short had replaced", d)
             shutil.rmtree(d, ignore_errors=True)
 
 
@@ -409,6 +572,27 @@ def _fsync_path(p: Path) -> None:
         os.fsync(fd)
     finally:
         os.close(fd)
+
+
+def parent_optimizer_state(req: JobRequest) -> OptimizerState | None:
+    """The optimizer state a job continues: its parent adapter's, None
+    (fresh) from the base, with reset_optimizer, or from a parent saved
+    without one."""
+    parent = req.parent_adapter
+    if parent is None:
+        return None
+    if req.hyperparameters.reset_optimizer:
+        log.info("job %s: reset_optimizer: the optimizer starts fresh on %s", req.id, parent.name)
+        return None
+    st = read_optimizer_state(Path(parent.path))
+    if st is None:
+        log.info(
+            "job %s: parent adapter %s has no %s: the optimizer starts fresh",
+            req.id,
+            parent.name,
+            OPTIMIZER_FILE,
+        )
+    return st
 
 
 def run_job(
@@ -429,14 +613,16 @@ def run_job(
     )
     model = attach_lora(base, req, opts.seed)
     try:
+        resume = parent_optimizer_state(req)
         if opts.gradient_checkpointing:
             model.gradient_checkpointing_enable(
                 gradient_checkpointing_kwargs={"use_reentrant": False}
             )
-        metrics = train(model, seqs, req, opts, ctl, pad_id)
+        metrics, optimizer = train(model, seqs, req, opts, ctl, pad_id, resume)
         ctl.check()
         dest = adapters_dir / req.output_adapter
-        save_adapter(model, req.base_model or str(base.name_or_path), dest, req.id, ctl.job_state)
+        base_name = req.base_model or str(base.name_or_path)
+        save_adapter(model, base_name, dest, req.id, ctl.job_state, optimizer)
         return metrics, dest.resolve()
     finally:
         model.unload()

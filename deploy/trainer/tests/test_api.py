@@ -150,6 +150,22 @@ def test_unknown_job_is_404(tmp_path, model_dir):
             "hyperparameters.epochs: 1001 is out of range; accepted: 0 to 1000 (0 takes 1)",
         ),
         (
+            lambda b: b["hyperparameters"].update(mini_batches=4097),
+            "hyperparameters.mini_batches: 4097 is out of range; accepted: 0 to 4096 (0 takes 1)",
+        ),
+        (
+            lambda b: b["hyperparameters"].update(mini_batches=-1),
+            "hyperparameters.mini_batches: -1 is out of range",
+        ),
+        (
+            lambda b: b["hyperparameters"].update(warmup_steps=-1),
+            "hyperparameters.warmup_steps: -1 is out of range; accepted: 0 to 1000000",
+        ),
+        (
+            lambda b: b["hyperparameters"].update(reset_optimizer="maybe"),
+            "hyperparameters.reset_optimizer: Input should be a valid boolean",
+        ),
+        (
             lambda b: b["trajectories"][1].update(advantage=1e300),
             "trajectories.1.advantage: 1e+300 is out of range; accepted: -1e+06 to 1e+06",
         ),
@@ -235,12 +251,16 @@ def test_jobs_the_orchestrator_sends_are_accepted():
             "epsilon_high": 100,
             "kl_beta": 1000,
             "epochs": 1000,
+            "mini_batches": 4096,
+            "warmup_steps": 1_000_000,
+            "reset_optimizer": True,
         },
         [1e6, -1e6],
     )
     for body in (go_defaults, largest):
         req = JobRequest.model_validate_json(json.dumps(body))
-        assert req.hyperparameters.model_dump() == body["hyperparameters"]
+        got = req.hyperparameters.model_dump()
+        assert {k: got[k] for k in body["hyperparameters"]} == body["hyperparameters"]
         assert [t.advantage for t in req.trajectories] == [
             t["advantage"] for t in body["trajectories"]
         ]
@@ -338,8 +358,9 @@ def test_restart_answers_old_jobs_and_reruns_unfinished(tmp_path, model_dir, tra
         )
         assert client.post("/v1/jobs", json=long).status_code == 202
         wait(client, "run/step-0002", states=("running",))
+    # Stopped by the shutdown, not a death: queued again (no restart counted).
     rec = json.loads((tmp_path / "jobs" / job_dir_name("run/step-0002") / JOB_FILE).read_text())
-    assert rec["job"]["state"] == "running"
+    assert rec["job"]["state"] == "queued" and rec["restarts"] == 0
 
     # What a trainer killed mid-job leaves behind, and a record whose
     # request did not survive.

@@ -5,7 +5,7 @@ import math
 import pytest
 import torch
 
-from grpo_trainer.loss import grpo_loss, token_logprobs
+from grpo_trainer.loss import grpo_loss, token_logprobs, token_logprobs_and_entropy
 
 
 def _ratios(rows: list[list[float]]) -> tuple[torch.Tensor, torch.Tensor]:
@@ -128,3 +128,21 @@ def test_token_logprobs_at_a_temperature():
     logits = torch.tensor([[[0.0, math.log(3)], [0.0, 0.0]]], dtype=torch.float64)
     got = token_logprobs(logits, torch.tensor([[0, 1]]), torch.tensor([0.5], dtype=torch.float64))
     assert got[0, 0].item() == pytest.approx(math.log(0.9), abs=1e-12)
+
+
+def test_entropy_hand_computed_and_across_slices():
+    # Uniform over 4 tokens: ln 4; one token certain: 0.
+    logits = torch.tensor(
+        [[[0.0, 0.0, 0.0, 0.0], [1e4, 0.0, 0.0, 0.0], [0.0] * 4]], dtype=torch.float64
+    )
+    _, ent = token_logprobs_and_entropy(logits, torch.tensor([[0, 1, 2]]))
+    assert ent[0].tolist() == pytest.approx([math.log(4), 0.0], abs=1e-12)
+    # Positions beyond one slice of 256 give what the formula gives at once.
+    g = torch.Generator().manual_seed(5)
+    logits = torch.randn(2, 600, 7, generator=g, dtype=torch.float64)
+    ids = torch.randint(0, 7, (2, 600), generator=g)
+    logp, ent = token_logprobs_and_entropy(logits, ids)
+    p = torch.log_softmax(logits[:, :-1], -1)
+    assert ent.shape == (2, 599)
+    assert torch.allclose(ent, -(p.exp() * p).sum(-1), rtol=1e-12, atol=0)
+    assert torch.equal(logp, token_logprobs(logits, ids))

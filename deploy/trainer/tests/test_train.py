@@ -58,7 +58,7 @@ def test_ratio_is_one_when_policy_is_sampler(base64):
             logp = completion_logprobs(peft_model, batch)
         diff = ((logp - batch.old) * batch.mask).abs().max().item()
         assert diff < 1e-12
-        m = train(peft_model, seqs, req, TrainOptions(micro_batch_size=2), Control(), 0)
+        m, _ = train(peft_model, seqs, req, TrainOptions(micro_batch_size=2), Control(), 0)
         assert m.ratio_mean == pytest.approx(1.0, abs=1e-12)
         assert m.clip_fraction == 0.0
         assert m.tokens == sum(len(s.completion_ids) for s in seqs) == 36
@@ -181,7 +181,7 @@ def test_micro_batches_accumulate_to_the_full_batch_gradient(model_dir):
         trajs = [make_trajectory(model, tok, a, seed=s) for s, a in [(41, 1.0), (42, -0.3)]]
         req = _req(trajs)
         peft_model = attach_lora(model, req, server_seed=0)
-        m = train(
+        m, _ = train(
             peft_model, _seqs(req, tok), req, TrainOptions(micro_batch_size=mbs), Control(), 0
         )
         adapters.append(
@@ -337,7 +337,7 @@ def test_kl_is_reported_when_kl_beta_is_0(model_dir, tmp_path):
                     d = completion_logprobs(peft_model, batch) - d
             k3 = (torch.exp(d) - d - 1) * batch.mask
             want = float(k3.sum() / batch.mask.sum())
-            m = train(peft_model, seqs, req, opts, Control(), tok.pad_token_id)
+            m, _ = train(peft_model, seqs, req, opts, Control(), tok.pad_token_id)
             assert m.steps == 1
             return m.kl, want
         finally:
@@ -425,7 +425,7 @@ def test_processed_logprobs_are_at_the_sampling_temperature(base64):
     peft_model = attach_lora(model, req, server_seed=0)
     try:
         opts = TrainOptions(logprobs_mode="processed")
-        m = train(peft_model, seqs, req, opts, Control(), 0)
+        m, _ = train(peft_model, seqs, req, opts, Control(), 0)
     finally:
         peft_model.unload()
     assert m.ratio_mean == pytest.approx(1.0, abs=1e-12)
