@@ -38,7 +38,7 @@ func TestReadmeDefaultRun(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	const open = "```\n$ go run ./cmd/grpo run\n"
+	const open = "```\n$ grpo run\n"
 	_, block, ok := strings.Cut(string(readme), open)
 	if !ok {
 		t.Fatalf("README.md has no block starting %q", open)
