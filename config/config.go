@@ -126,6 +126,15 @@ type Hyperparameters struct {
 	EpsilonHigh  float64 `yaml:"epsilon_high" json:"epsilon_high"`
 	KLBeta       float64 `yaml:"kl_beta" json:"kl_beta"`
 	Epochs       int     `yaml:"epochs" json:"epochs"`
+	// MiniBatches is how many optimizer steps a trainer takes per epoch
+	// over a job's sequences (DESIGN §5).
+	MiniBatches int `yaml:"mini_batches" json:"mini_batches"`
+	// WarmupSteps is the linear warm-up, in optimizer steps counted along
+	// the adapter's lineage.
+	WarmupSteps int `yaml:"warmup_steps" json:"warmup_steps"`
+	// ResetOptimizer has the trainer start each job's optimizer state
+	// fresh instead of restoring the parent adapter's.
+	ResetOptimizer bool `yaml:"reset_optimizer" json:"reset_optimizer"`
 }
 
 // Trainer is where updates are computed.

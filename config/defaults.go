@@ -73,7 +73,7 @@ func Default() Config {
 				Alpha:         16,
 				TargetModules: append([]string(nil), DefaultTargetModules...),
 			},
-			Hyperparameters: Hyperparameters{LearningRate: 5.0e-6, Epsilon: 0.2, EpsilonHigh: 0.2, KLBeta: 0.0, Epochs: 1},
+			Hyperparameters: Hyperparameters{LearningRate: 5.0e-6, Epsilon: 0.2, EpsilonHigh: 0.2, KLBeta: 0.0, Epochs: 1, MiniBatches: 1},
 			JobTimeout:      Duration(30 * time.Minute),
 		},
 		Validation: Validation{

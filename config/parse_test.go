@@ -57,6 +57,9 @@ func TestDefault(t *testing.T) {
 	if got, want := time.Duration(c.Trainer.JobTimeout), 30*time.Minute; got != want {
 		t.Fatalf("job_timeout=%v, want %v", got, want)
 	}
+	if got, want := c.Trainer.Hyperparameters, (config.Hyperparameters{LearningRate: 5e-6, Epsilon: 0.2, EpsilonHigh: 0.2, Epochs: 1, MiniBatches: 1}); got != want {
+		t.Fatalf("hyperparameters=%+v, want %+v", got, want)
+	}
 	// Each call is a fresh value: callers may mutate it.
 	c.Inference.ChatTemplateKwargs["enable_thinking"] = true
 	c.Trainer.LoRA.TargetModules[0] = "x"
@@ -173,6 +176,12 @@ func TestParse_Errors(t *testing.T) {
 			`line 1, column 47: grpo.advantage.baseline: expected a string, got a list`},
 		{"duplicate key", "run:\n  steps: 3\n  steps: 4\n",
 			`line 3, column 3: run.steps: set twice (first at line 2)`},
+		{"bool hyperparameter", "trainer:\n  hyperparameters: {reset_optimizer: maybe}\n",
+			`line 2, column 38: trainer.hyperparameters.reset_optimizer: expected true or false, got "maybe"`},
+		{"fractional mini-batches", "trainer:\n  hyperparameters: {mini_batches: 1.5}\n",
+			`line 2, column 35: trainer.hyperparameters.mini_batches: expected an integer, got "1.5"`},
+		{"misspelt hyperparameter", "trainer:\n  hyperparameters: {minibatches: 2}\n",
+			`line 2, column 21: trainer.hyperparameters.minibatches: unknown key (did you mean mini_batches?); accepted: learning_rate, epsilon, epsilon_high, kl_beta, epochs, mini_batches, warmup_steps, reset_optimizer`},
 		{"kwargs not a mapping", "inference:\n  chat_template_kwargs: [1]\n",
 			`line 2, column 25: inference.chat_template_kwargs: expected a mapping, got a list`},
 		{"root not a mapping", "- run\n",
@@ -434,5 +443,30 @@ func TestValidationNDefault(t *testing.T) {
 	}
 	if got, want := back.Validation.N, []int{5}; !reflect.DeepEqual(got, want) {
 		t.Fatalf("FromJSON: validation.n=%v, want %v", got, want)
+	}
+}
+
+// TestParse_OptimizerHyperparameters: the optimizer's keys parse, survive
+// the stored JSON, and a config stored before they existed reads back with
+// their defaults (1, 0, false).
+func TestParse_OptimizerHyperparameters(t *testing.T) {
+	c := mustParse(t, "trainer:\n  hyperparameters: {mini_batches: 4, warmup_steps: 12, reset_optimizer: true}\n")
+	h := c.Trainer.Hyperparameters
+	if got, want := [3]any{h.MiniBatches, h.WarmupSteps, h.ResetOptimizer}, [3]any{4, 12, true}; got != want {
+		t.Fatalf("mini_batches, warmup_steps, reset_optimizer = %v, want %v", got, want)
+	}
+	back, err := config.FromJSON(c.JSON())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := back.Trainer.Hyperparameters, h; got != want {
+		t.Fatalf("FromJSON(JSON()) hyperparameters=%+v, want %+v", got, want)
+	}
+	old, err := config.FromJSON([]byte(`{"trainer": {"hyperparameters": {"learning_rate": 0.5, "epsilon": 0.2, "epsilon_high": 0.2, "kl_beta": 0, "epochs": 2}}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := old.Trainer.Hyperparameters, (config.Hyperparameters{LearningRate: 0.5, Epsilon: 0.2, EpsilonHigh: 0.2, Epochs: 2, MiniBatches: 1}); got != want {
+		t.Fatalf("stored before the keys: hyperparameters=%+v, want %+v", got, want)
 	}
 }

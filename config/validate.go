@@ -252,15 +252,56 @@ func (c Config) validateTrainer() error {
 		return invalid("trainer.hyperparameters.kl_beta", "is %v; need a number >= 0", h.KLBeta)
 	case h.Epochs < 1 || h.Epochs > 1000:
 		return invalid("trainer.hyperparameters.epochs", "is %d; accepted: 1 to 1000 (the reference trainers refuse more)", h.Epochs)
+	case h.MiniBatches < 1 || h.MiniBatches > MaxMiniBatches:
+		return invalid("trainer.hyperparameters.mini_batches", "is %d; accepted: 1 to %d (optimizer steps per epoch over a step's trajectories; 1: one step on them all)", h.MiniBatches, MaxMiniBatches)
+	case h.WarmupSteps < 0 || h.WarmupSteps > MaxWarmupSteps:
+		return invalid("trainer.hyperparameters.warmup_steps", "is %d; accepted: 0 (no warm-up) to %d optimizer steps", h.WarmupSteps, MaxWarmupSteps)
 	case !(t.BaseCoordination >= MinBaseCoordination && t.BaseCoordination <= MaxBaseCoordination):
 		return invalid("trainer.base_coordination", "is %v; accepted: %v to %v (0: the default base; below 0 coordinates worse, above 0 better)", t.BaseCoordination, MinBaseCoordination, MaxBaseCoordination)
 	case t.BaseCoordination != 0 && !c.Embedded():
 		return invalid("trainer.base_coordination", "is %v, but the run does not use the embedded backend (trainer.kind %s): only the embedded reference policy has this knob; remove it", t.BaseCoordination, t.Kind)
 	}
+	if err := optimizerKeys(t); err != nil {
+		return err
+	}
 	for i, m := range t.LoRA.TargetModules {
 		if m == "" {
 			return invalid(fmt.Sprintf("trainer.lora.target_modules[%d]", i), "is empty; give a module name such as q_proj")
 		}
+	}
+	return nil
+}
+
+// Bounds of the optimizer's hyperparameters. MaxMiniBatches is epochs'
+// bound: each mini-batch is an optimizer step over a share of one step's
+// trajectories, and a thousand of them is already more steps than a GRPO
+// batch has trajectories at the default sizes (30: 2 groups × 3 episodes
+// × 5 philosophers). A warm-up of a million optimizer steps does not end
+// within any run one would train.
+const (
+	MaxMiniBatches = 1000
+	MaxWarmupSteps = 1_000_000
+)
+
+// optimizerKeys refuses the optimizer's hyperparameters (DESIGN §5,
+// "Optimizer state and diagnostics") away from their defaults for the
+// trainers that would ignore them: only the job API carries them.
+func optimizerKeys(t Trainer) error {
+	if t.Kind == TrainerJobs {
+		return nil
+	}
+	why := "the embedded trainer takes full-batch gradient steps and keeps no optimizer state"
+	if t.Kind == TrainerART {
+		why = "grpo does not send it to ART, which keeps its own optimizer"
+	}
+	h := t.Hyperparameters
+	switch {
+	case h.MiniBatches != 1:
+		return invalid("trainer.hyperparameters.mini_batches", "is %d; trainer.kind %s accepts only 1 (%s); the job API's trainers (trainer.kind jobs) take more", h.MiniBatches, t.Kind, why)
+	case h.WarmupSteps != 0:
+		return invalid("trainer.hyperparameters.warmup_steps", "is %d; trainer.kind %s accepts only 0 (%s); the job API's trainers (trainer.kind jobs) take a warm-up", h.WarmupSteps, t.Kind, why)
+	case h.ResetOptimizer:
+		return invalid("trainer.hyperparameters.reset_optimizer", "is true; trainer.kind %s accepts only false (%s); the job API's trainers (trainer.kind jobs) take it", t.Kind, why)
 	}
 	return nil
 }

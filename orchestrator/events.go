@@ -97,12 +97,17 @@ type JobState struct {
 // Terminal reports whether the job has ended.
 func (j JobState) Terminal() bool { return trainer.Terminal(j.State) }
 
-// JobMetrics are a trainer job's training metrics.
+// JobMetrics are a trainer job's training metrics. The diagnostics are
+// nil when the trainer did not report them (trainer.Metrics).
 type JobMetrics struct {
-	Loss         float64 `json:"loss"`
-	KL           float64 `json:"kl"`
-	GradNorm     float64 `json:"grad_norm"`
-	ClipFraction float64 `json:"clip_fraction"`
+	Loss              float64  `json:"loss"`
+	KL                float64  `json:"kl"`
+	GradNorm          float64  `json:"grad_norm"`
+	ClipFraction      float64  `json:"clip_fraction"`
+	OptimizerStep     *float64 `json:"optimizer_step,omitempty"`
+	SamplerLogprobGap *float64 `json:"sampler_logprob_gap,omitempty"`
+	Entropy           *float64 `json:"entropy,omitempty"`
+	UpdateNorm        *float64 `json:"update_norm,omitempty"`
 }
 
 // AdapterLoaded reports an adapter hot-loaded into every inference
@@ -307,7 +312,8 @@ func adapterOf(a *checkpoint.Adapter) *Adapter {
 func jobState(j trainer.Job) *JobState {
 	out := &JobState{ID: j.ID, State: j.State, Progress: j.Progress, Error: j.Error}
 	if m := j.Metrics; m != nil {
-		out.Metrics = &JobMetrics{Loss: m.Loss, KL: m.KL, GradNorm: m.GradNorm, ClipFraction: m.ClipFraction}
+		out.Metrics = &JobMetrics{Loss: m.Loss, KL: m.KL, GradNorm: m.GradNorm, ClipFraction: m.ClipFraction,
+			OptimizerStep: m.OptimizerStep, SamplerLogprobGap: m.SamplerLogprobGap, Entropy: m.Entropy, UpdateNorm: m.UpdateNorm}
 	}
 	if a := j.Adapter; a != nil {
 		out.Adapter = &Adapter{Name: a.Name, Path: a.Path}

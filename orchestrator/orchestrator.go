@@ -73,6 +73,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/grpo-dev/grpo/checkpoint"
@@ -364,6 +365,9 @@ type run struct {
 	// pending is the trained step validating while the next one trains
 	// (overlapValidation); it commits before anything else does.
 	pending *pendingStep
+	// gapWarned is set once the run has warned of a sampler logprob gap
+	// (checkLogprobGap): every later job would repeat it.
+	gapWarned atomic.Bool
 }
 
 // emit sends e, stamped with the run's name and the time, to the observer.

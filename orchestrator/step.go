@@ -204,13 +204,14 @@ func (r *run) jobRequest(s int, trajs []trainer.Trajectory) *trainer.JobRequest 
 	}
 	h := t.Hyperparameters
 	return &trainer.JobRequest{
-		ID:              trainer.JobID(r.jobKey, s),
-		BaseModel:       t.BaseModel,
-		ParentAdapter:   parent,
-		OutputAdapter:   trainer.AdapterName(r.jobKey, s),
-		LoRA:            trainer.LoRA{Rank: t.LoRA.Rank, Alpha: t.LoRA.Alpha, TargetModules: t.LoRA.TargetModules},
-		Hyperparameters: trainer.Hyperparameters{LearningRate: h.LearningRate, Epsilon: h.Epsilon, EpsilonHigh: h.EpsilonHigh, KLBeta: h.KLBeta, Epochs: h.Epochs},
-		Trajectories:    trajs,
+		ID:            trainer.JobID(r.jobKey, s),
+		BaseModel:     t.BaseModel,
+		ParentAdapter: parent,
+		OutputAdapter: trainer.AdapterName(r.jobKey, s),
+		LoRA:          trainer.LoRA{Rank: t.LoRA.Rank, Alpha: t.LoRA.Alpha, TargetModules: t.LoRA.TargetModules},
+		Hyperparameters: trainer.Hyperparameters{LearningRate: h.LearningRate, Epsilon: h.Epsilon, EpsilonHigh: h.EpsilonHigh, KLBeta: h.KLBeta, Epochs: h.Epochs,
+			MiniBatches: h.MiniBatches, WarmupSteps: h.WarmupSteps, ResetOptimizer: h.ResetOptimizer},
+		Trajectories: trajs,
 	}
 }
 
@@ -299,9 +300,47 @@ func (r *run) train(ctx context.Context, s int, req trainer.JobRequest) (*checkp
 	}
 	rec := &checkpoint.Job{ID: job.ID, State: job.State, Submitted: submitted, Finished: r.o.now(), Metrics: map[string]float64{}}
 	if m := job.Metrics; m != nil {
-		rec.Metrics = map[string]float64{"loss": m.Loss, "kl": m.KL, "grad_norm": m.GradNorm, "clip_fraction": m.ClipFraction}
+		rec.Metrics = m.Map()
+		r.checkLogprobGap(s, req, m.SamplerLogprobGap)
 	}
 	return rec, *job.Adapter, nil
+}
+
+// LogprobGapWarning is the trainer's sampler_logprob_gap (nats) above
+// which a run warns. The gap is the mean |trainer logprob - sampler
+// logprob| over the sampled tokens before the first update, so it says
+// how far the importance ratios start from 1: at 0.05 they are about 5%
+// off before any learning, a quarter of the default clip range (epsilon
+// 0.2), and the clip starts acting on noise rather than on updates.
+// Rounding differences between the server's and the trainer's kernels
+// should stay below it; a trainer not scoring what the server sampled
+// (another chat template or tokenizer, vLLM's raw logprobs instead of
+// --logprobs-mode processed_logprobs, a temperature the trainer does not
+// apply) moves every token's logprob and exceeds it.
+const LogprobGapWarning = 0.05
+
+// checkLogprobGap warns, once per run, when the sampler logprob gap of
+// step s's job exceeds LogprobGapWarning; gap is nil when the trainer did
+// not report it. A job whose rollouts an older policy sampled than the
+// parent adapter it trains (an asynchronous pipeline) is not checked:
+// its gap also measures that lag (0.04 to 0.08 nats at a lag of one step
+// on the reference backend). A mismatch shows on the on-policy jobs too,
+// and step 1's job always is one: the base samples its rollouts and it
+// trains from the base.
+func (r *run) checkLogprobGap(s int, req trainer.JobRequest, gap *float64) {
+	if gap == nil || !(*gap > LogprobGapWarning) {
+		return
+	}
+	for _, t := range req.Trajectories {
+		if t.PolicyStep != nil && *t.PolicyStep != s-1 {
+			return
+		}
+	}
+	if !r.gapWarned.CompareAndSwap(false, true) {
+		return
+	}
+	r.o.opts.Logger.Warn("the trainer does not score the sampled tokens as the inference server did: check that both use the same chat template and tokenizer, that vLLM runs with --logprobs-mode processed_logprobs, and that the trainer applies the sampling temperature; the importance ratios are off before any update (warned once per run)",
+		"run", r.name, "step", s, "job", req.ID, "sampler_logprob_gap", *gap, "threshold", LogprobGapWarning)
 }
 
 // load hot-loads the job's adapter into every endpoint and switches

@@ -464,6 +464,11 @@ func (m *jobManager) execute(ctx, jctx context.Context, e *jobEntry, req *traine
 		e.job.Metrics = &trainer.Metrics{
 			Loss: stats.Loss, KL: stats.KL, GradNorm: stats.GradNorm, ClipFraction: stats.ClipFraction,
 		}
+		// The diagnostics of a job that trained on something; no
+		// optimizer_step: plain gradient descent keeps no optimizer state.
+		if stats.Samples > 0 {
+			e.job.Metrics.SamplerLogprobGap, e.job.Metrics.Entropy, e.job.Metrics.UpdateNorm = &stats.SamplerLogprobGap, &stats.Entropy, &stats.UpdateNorm
+		}
 	}
 	e.req = nil
 	if err := m.persist(e); err != nil {

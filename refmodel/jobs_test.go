@@ -10,6 +10,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"reflect"
 	"slices"
 	"strings"
 	"sync"
@@ -266,7 +267,7 @@ func TestJobRestart(t *testing.T) {
 	srvA2 := httptest.NewServer(a2.Handler())
 	defer srvA2.Close()
 	code, j := createJob(t, srvA2.URL, req)
-	if code != http.StatusOK || j.State != trainer.StateSucceeded || *j.Metrics != *done.Metrics || *j.Adapter != *done.Adapter {
+	if code != http.StatusOK || j.State != trainer.StateSucceeded || !reflect.DeepEqual(j.Metrics, done.Metrics) || *j.Adapter != *done.Adapter {
 		t.Fatalf("after restart: %d %+v, want %+v", code, j, done)
 	}
 
@@ -291,7 +292,7 @@ func TestJobRestart(t *testing.T) {
 	srvB2 := httptest.NewServer(b2.Handler())
 	defer srvB2.Close()
 	rerun := waitJob(t, srvB2.URL, req.ID)
-	if rerun.State != trainer.StateSucceeded || *rerun.Metrics != *done.Metrics {
+	if rerun.State != trainer.StateSucceeded || !reflect.DeepEqual(rerun.Metrics, done.Metrics) {
 		t.Fatalf("re-run job %+v, want metrics %+v", rerun, *done.Metrics)
 	}
 	wA, _ := os.ReadFile(filepath.Join(done.Adapter.Path, WeightsFile))

@@ -94,13 +94,24 @@ func (c TrainConfig) validate() error {
 	return nil
 }
 
-// TrainStats are the statistics of an update, averaged over its gradient
-// steps.
+// TrainStats are the statistics of an update: loss, KL, gradient norm and
+// clip fraction averaged over its gradient steps, and the diagnostics of
+// DESIGN §5 (all 0 when Samples is 0).
 type TrainStats struct {
 	Loss         float64
 	KL           float64
 	GradNorm     float64 // before clipping
 	ClipFraction float64
+	Samples      int // decisions trained on
+	// SamplerLogprobGap is the mean |logp - OldLogProb| of the sampled
+	// outputs before the first step, at temperature 1: 0 when the samples
+	// came from the adapter the job starts from at temperature 1.
+	SamplerLogprobGap float64
+	// Entropy is the mean entropy of the policy over each sample's allowed
+	// outputs, before the first step.
+	Entropy float64
+	// UpdateNorm is the L2 norm of the change of A and B.
+	UpdateNorm float64
 }
 
 // Train updates a copy of init with PPO-clip on samples and returns it.
@@ -135,6 +146,9 @@ func Train(ctx context.Context, init *Adapter, samples []Sample, cfg TrainConfig
 			return nil, TrainStats{}, err
 		}
 		st := o.lossGrad(ad, gA, gB)
+		if e == 0 {
+			sum.SamplerLogprobGap, sum.Entropy = st.SamplerLogprobGap, st.Entropy
+		}
 		norm := math.Sqrt(dot(gA, gA) + dot(gB, gB))
 		st.GradNorm = norm
 		step := cfg.LearningRate
@@ -163,6 +177,8 @@ func Train(ctx context.Context, init *Adapter, samples []Sample, cfg TrainConfig
 	if err := ad.validate(); err != nil {
 		return nil, TrainStats{}, fmt.Errorf("update diverged: %w", err)
 	}
+	sum.Samples = len(samples)
+	sum.UpdateNorm = math.Sqrt(squaredDistance(ad.A, init.A) + squaredDistance(ad.B, init.B))
 	return ad, sum, nil
 }
 
@@ -218,6 +234,12 @@ func (o *objective) lossGrad(ad *Adapter, gA, gB []float64) TrainStats {
 			z[k] += s * dot(ad.B[k*rank:(k+1)*rank], h)
 		}
 		logp := logSoftmax(&z, 1, sm.Mask)
+		st.SamplerLogprobGap += math.Abs(logp[sm.Action] - sm.OldLogProb)
+		for k := range NumOutputs {
+			if sm.Mask.Has(k) {
+				st.Entropy -= math.Exp(logp[k]) * logp[k]
+			}
+		}
 
 		// dL/dz for this sample, before the 1/n of the mean.
 		var gz [NumOutputs]float64
@@ -284,7 +306,18 @@ func (o *objective) lossGrad(ad *Adapter, gA, gB []float64) TrainStats {
 	st.Loss /= n
 	st.KL /= n
 	st.ClipFraction /= n
+	st.SamplerLogprobGap /= n
+	st.Entropy /= n
 	return st
+}
+
+func squaredDistance(a, b []float64) float64 {
+	var s float64
+	for i := range a {
+		d := a[i] - b[i]
+		s += d * d
+	}
+	return s
 }
 
 func dot(a, b []float64) float64 {

@@ -197,3 +197,44 @@ func TestTrainCancelled(t *testing.T) {
 		t.Fatalf("Train on a cancelled context: %v, want context.Canceled", err)
 	}
 }
+
+// TestTrainDiagnostics checks the sampler logprob gap, entropy and update
+// norm on cases worked by hand.
+func TestTrainDiagnostics(t *testing.T) {
+	ad, err := NewAdapter(4, 8, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Zero features: every logit is 0, so over four allowed outputs the
+	// policy is uniform (logp -ln 4, entropy ln 4), and no gradient
+	// reaches A or B (h = A x = 0, and dL/dA carries x).
+	four := Mask(0b1111)
+	var x Features
+	samples := []Sample{
+		{X: x, Mask: four, Action: 0, OldLogProb: -math.Log(4) + 0.1, Advantage: 1},
+		{X: x, Mask: four, Action: 2, OldLogProb: -math.Log(4) - 0.3, Advantage: -1},
+	}
+	_, st, err := Train(context.Background(), ad, samples, TrainConfig{}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if math.Abs(st.SamplerLogprobGap-0.2) > 1e-12 || math.Abs(st.Entropy-math.Log(4)) > 1e-12 || st.UpdateNorm != 0 || st.Samples != 2 {
+		t.Fatalf("stats %+v, want gap (0.1+0.3)/2 = 0.2, entropy ln 4 = %.6f, update norm 0, 2 samples", st, math.Log(4))
+	}
+
+	// One unclipped gradient step moves the weights by learning rate ×
+	// gradient, so the update's norm is learning rate × gradient norm.
+	xs := FeaturesOf(&stateWaitingRight)
+	before := BasePolicy().LogProbs(&xs, 1, AllOutputs)[outPutDownLeft]
+	one := []Sample{{X: xs, Mask: AllOutputs, Action: outPutDownLeft, OldLogProb: before, Advantage: 1}}
+	_, st, err = Train(context.Background(), ad, one, TrainConfig{LearningRate: 0.5, Steps: 1, MaxGradNorm: -1}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.GradNorm == 0 || math.Abs(st.UpdateNorm-0.5*st.GradNorm) > 1e-12 {
+		t.Fatalf("stats %+v: update norm %v, want 0.5 × grad norm %v", st, st.UpdateNorm, st.GradNorm)
+	}
+	if st.SamplerLogprobGap != 0 {
+		t.Fatalf("on-policy sample: gap %v, want 0", st.SamplerLogprobGap)
+	}
+}

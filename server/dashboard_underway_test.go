@@ -66,7 +66,7 @@ func TestDashboardUnderway(t *testing.T) {
 	}
 	// The trainer jobs table lists the job in flight before any job_state
 	// event (it listed committed steps' jobs only): no progress known yet.
-	if got, want := jobRows(t, page), "2 "+job+" in flight - - -"; got != want {
+	if got, want := jobRows(t, page), "2 "+job+" in flight - - - - - - -"; got != want {
 		t.Errorf("trainer jobs before a job_state event:\n%q\nwant\n%q", got, want)
 	}
 	// A job_state event of the job in flight says its state and progress.
@@ -76,7 +76,7 @@ func TestDashboardUnderway(t *testing.T) {
 	if got, want := underway(t, page), "step 2: trainer job "+job+" in flight (running, 40%), submitted "+localTime(at2); !slices.Contains(strings.Split(got, "\n"), want) {
 		t.Errorf("after a job_state event the underway line is\n%q\nwant a line %q", got, want)
 	}
-	if got, want := jobRows(t, page), "2 "+job+" running 40% - -"; got != want {
+	if got, want := jobRows(t, page), "2 "+job+" running 40% - - - - - -"; got != want {
 		t.Errorf("trainer jobs after a job_state event:\n%q\nwant\n%q", got, want)
 	}
 	// A holder gone (its lease stale): what the run left, as grpo runs show says.

@@ -38,7 +38,8 @@ var MetricNames = []string{
 	"grpo_llm_requests_total", "grpo_llm_request_duration_seconds", "grpo_inflight_requests",
 	"grpo_trainer_job_duration_seconds", "grpo_trainer_jobs_total", "grpo_adapter_loads_total",
 	"grpo_deadlock_rate", "grpo_meals_mean", "grpo_invalid_rate",
-	"grpo_trainer_loss", "grpo_trainer_kl", "grpo_trainer_grad_norm",
+	"grpo_trainer_loss", "grpo_trainer_kl", "grpo_trainer_grad_norm", "grpo_trainer_clip_fraction",
+	"grpo_trainer_optimizer_step", "grpo_trainer_sampler_logprob_gap", "grpo_trainer_entropy", "grpo_trainer_update_norm",
 	// The inference fleet's (inference.FleetMetricNames).
 	"grpo_inference_endpoint_up", "grpo_inference_endpoint_concurrency_limit",
 	"grpo_inference_endpoint_drains_total", "grpo_inference_endpoint_readmissions_total",
@@ -71,6 +72,9 @@ type metrics struct {
 	trainerLoss     *prometheus.GaugeVec
 	trainerKL       *prometheus.GaugeVec
 	trainerGradNorm *prometheus.GaugeVec
+	// trainerGauges are every trainer gauge by its key in a job's
+	// metrics (trainer.Metrics.Map).
+	trainerGauges map[string]*prometheus.GaugeVec
 	// fleet is every run's inference fleet: endpoint health, concurrency
 	// limits, drains, readmissions, adapter load attempts.
 	fleet *inference.FleetMetrics
@@ -78,7 +82,7 @@ type metrics struct {
 
 func newMetrics(reg prometheus.Registerer) *metrics {
 	f := promauto.With(reg)
-	return &metrics{
+	m := &metrics{
 		step: f.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "grpo_step", Help: "Last committed training step of the run (0 = base model).",
 		}, []string{"run"}),
@@ -153,6 +157,19 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		}, []string{"run"}),
 		fleet: inference.NewFleetMetrics(reg),
 	}
+	trainerGauge := func(name, help string) *prometheus.GaugeVec {
+		return f.NewGaugeVec(prometheus.GaugeOpts{Name: name, Help: help}, []string{"run"})
+	}
+	m.trainerGauges = map[string]*prometheus.GaugeVec{
+		"loss": m.trainerLoss, "kl": m.trainerKL, "grad_norm": m.trainerGradNorm,
+		"clip_fraction":  trainerGauge("grpo_trainer_clip_fraction", "Fraction of the sampled tokens whose ratio the trainer clipped, for the last committed step's job."),
+		"optimizer_step": trainerGauge("grpo_trainer_optimizer_step", "Optimizer steps along the adapter's lineage after the last committed step's job, as the trainer reported them."),
+		"sampler_logprob_gap": trainerGauge("grpo_trainer_sampler_logprob_gap",
+			"Mean |trainer logprob - sampler logprob| (nats) over the sampled tokens of the last committed step's job, before its first update: near 0 when the trainer scores what the inference server sampled."),
+		"entropy":     trainerGauge("grpo_trainer_entropy", "Mean entropy of the policy over the sampled tokens of the last committed step's job, as the trainer reported it."),
+		"update_norm": trainerGauge("grpo_trainer_update_norm", "L2 norm of the adapter weights' change in the last committed step's job, as the trainer reported it."),
+	}
+	return m
 }
 
 // splitFigures are one split.s figures of a step at one table size (n="all":
@@ -195,9 +212,10 @@ func (m *metrics) validation(run string, all checkpoint.Evaluation) {
 	}
 }
 
-// job sets the trainer gauges from a finished job's metrics.
+// job sets the trainer gauges from a finished job's metrics; a metric the
+// trainer did not report leaves its gauge alone.
 func (m *metrics) job(run string, metrics map[string]float64) {
-	for key, vec := range map[string]*prometheus.GaugeVec{"loss": m.trainerLoss, "kl": m.trainerKL, "grad_norm": m.trainerGradNorm} {
+	for key, vec := range m.trainerGauges {
 		if v, ok := metrics[key]; ok {
 			vec.WithLabelValues(run).Set(v)
 		}

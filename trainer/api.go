@@ -39,6 +39,16 @@ type Hyperparameters struct {
 	EpsilonHigh  float64 `json:"epsilon_high"`
 	KLBeta       float64 `json:"kl_beta"`
 	Epochs       int     `json:"epochs"`
+	// MiniBatches is the optimizer steps per epoch over the job's
+	// trajectories; 0 (a request stored before the key existed) is left
+	// out, and the trainer takes its default, 1.
+	MiniBatches int `json:"mini_batches,omitempty"`
+	// WarmupSteps is the linear warm-up over the first optimizer steps of
+	// the adapter's lineage.
+	WarmupSteps int `json:"warmup_steps"`
+	// ResetOptimizer starts the optimizer state fresh instead of restoring
+	// the parent adapter's.
+	ResetOptimizer bool `json:"reset_optimizer"`
 }
 
 // Trajectory is one philosopher's conversation. MessagesAndChoices holds
@@ -85,12 +95,42 @@ type JobRequest struct {
 	Trajectories    []Trajectory    `json:"trajectories"`
 }
 
-// Metrics are the training statistics a job reports.
+// Metrics are the training statistics a job reports. The diagnostics of
+// DESIGN §5's "Optimizer state and diagnostics" are pointers: nil is a
+// trainer that does not report them, told apart from a reported 0 (a
+// sampler logprob gap of 0 is the good news).
 type Metrics struct {
 	Loss         float64 `json:"loss"`
 	KL           float64 `json:"kl"`
 	GradNorm     float64 `json:"grad_norm"`
 	ClipFraction float64 `json:"clip_fraction"`
+	// OptimizerStep is the optimizer steps taken along the adapter's
+	// lineage, this job's included. A number, not an int, so that a
+	// trainer writing it as 3.0 is still read.
+	OptimizerStep *float64 `json:"optimizer_step,omitempty"`
+	// SamplerLogprobGap is the mean |trainer logprob - sampler logprob|
+	// over the sampled tokens, before the first update: near 0 when the
+	// trainer scores what the inference server sampled.
+	SamplerLogprobGap *float64 `json:"sampler_logprob_gap,omitempty"`
+	// Entropy is the policy's mean entropy over the sampled tokens.
+	Entropy *float64 `json:"entropy,omitempty"`
+	// UpdateNorm is the L2 norm of the adapter weights' change in the job.
+	UpdateNorm *float64 `json:"update_norm,omitempty"`
+}
+
+// Map is m as the store and the events keep it: a key per metric
+// reported, so a diagnostic the trainer did not send has no key.
+func (m Metrics) Map() map[string]float64 {
+	out := map[string]float64{"loss": m.Loss, "kl": m.KL, "grad_norm": m.GradNorm, "clip_fraction": m.ClipFraction}
+	for key, v := range map[string]*float64{
+		"optimizer_step": m.OptimizerStep, "sampler_logprob_gap": m.SamplerLogprobGap,
+		"entropy": m.Entropy, "update_norm": m.UpdateNorm,
+	} {
+		if v != nil {
+			out[key] = *v
+		}
+	}
+	return out
 }
 
 // Job is the body of GET /v1/jobs/{id}.

@@ -1,7 +1,12 @@
 package trainer
 
 import (
+	"context"
 	"encoding/json"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"reflect"
 	"strings"
 	"testing"
 )
@@ -23,5 +28,63 @@ func TestTrajectorySamplingJSON(t *testing.T) {
 	b, _ = json.Marshal(Trajectory{Group: "g"})
 	if strings.Contains(string(b), "sampling") || strings.Contains(string(b), "policy_step") {
 		t.Fatalf("JSON %s carries unset sampling fields", b)
+	}
+}
+
+// TestJobClient_SendsOptimizerHyperparameters decodes the create body a
+// trainer received: mini_batches, warmup_steps and reset_optimizer are on
+// the wire under their DESIGN §5 names, beside the older keys.
+func TestJobClient_SendsOptimizerHyperparameters(t *testing.T) {
+	bodies := make(chan []byte, 1)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		bodies <- b
+		writeJSON(w, http.StatusAccepted, Job{ID: "dp5/step-0003", State: StateQueued})
+	}))
+	defer srv.Close()
+	req := testRequest("dp5/step-0003")
+	req.Hyperparameters.MiniBatches, req.Hyperparameters.WarmupSteps, req.Hyperparameters.ResetOptimizer = 4, 10, true
+	if _, err := NewJobClient(srv.URL, fastOptions()).Submit(context.Background(), req); err != nil {
+		t.Fatal(err)
+	}
+	var got struct {
+		Hyperparameters map[string]any `json:"hyperparameters"`
+	}
+	if err := json.Unmarshal(<-bodies, &got); err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]any{"learning_rate": 5e-6, "epsilon": 0.2, "epsilon_high": 0.2, "kl_beta": 0.0, "epochs": 1.0,
+		"mini_batches": 4.0, "warmup_steps": 10.0, "reset_optimizer": true}
+	if !reflect.DeepEqual(got.Hyperparameters, want) {
+		t.Fatalf("sent hyperparameters %v, want %v", got.Hyperparameters, want)
+	}
+
+	// The defaults are sent too; only an unset mini_batches (a request
+	// stored before the key existed) is left out, for the trainer's 1.
+	b, _ := json.Marshal(Hyperparameters{LearningRate: 1, Epochs: 1})
+	if got, want := string(b), `{"learning_rate":1,"epsilon":0,"epsilon_high":0,"kl_beta":0,"epochs":1,"warmup_steps":0,"reset_optimizer":false}`; got != want {
+		t.Fatalf("JSON %s, want %s", got, want)
+	}
+}
+
+// TestJobMetrics_Diagnostics reads a job's metrics as a trainer sends
+// them: a reported 0 is kept (a gap of 0 is the good case), a diagnostic
+// not sent has no key in Map.
+func TestJobMetrics_Diagnostics(t *testing.T) {
+	var j Job
+	body := `{"id":"j","state":"succeeded","metrics":{"loss":0.5,"kl":0.01,"grad_norm":2,"clip_fraction":0.125,
+		"optimizer_step":3.0,"sampler_logprob_gap":0,"update_norm":0.0625}}`
+	if err := json.Unmarshal([]byte(body), &j); err != nil {
+		t.Fatal(err)
+	}
+	got := j.Metrics.Map()
+	want := map[string]float64{"loss": 0.5, "kl": 0.01, "grad_norm": 2, "clip_fraction": 0.125,
+		"optimizer_step": 3, "sampler_logprob_gap": 0, "update_norm": 0.0625}
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("Map()=%v, want %v (no entropy: not sent)", got, want)
+	}
+	// An old trainer's metrics: the four of before, no diagnostics.
+	if got := (Metrics{Loss: 1}).Map(); len(got) != 4 {
+		t.Fatalf("Map() of an old trainer's metrics=%v, want loss, kl, grad_norm, clip_fraction only", got)
 	}
 }

@@ -607,6 +607,11 @@ func stepSummary(e orchestrator.Event, val *orchestrator.ValidationDone) string 
 	switch j := s.Job; {
 	case j != nil && len(j.Metrics) > 0:
 		line += fmt.Sprintf("  loss %.4g kl %.3g", j.Metrics["loss"], j.Metrics["kl"])
+		// Only a trainer that reports it: a gap well above 0 says it
+		// is not scoring what the inference server sampled.
+		if g, ok := j.Metrics["sampler_logprob_gap"]; ok {
+			line += fmt.Sprintf(" logprob gap %.3g", g)
+		}
 	case j == nil && e.Step > 0:
 		line += "  (no signal: no job)"
 	}

@@ -193,6 +193,7 @@ function render(r) {
   promotable(r);
 
   const train = [], val = [], band = [], dl = [], meals = [], perN = {}, loss = [], kl = [], gn = [];
+  const gap = [], clip = [], ent = [];
   const terms = { rnd: [], rthru: [], rfair: [], ridle: [] };
   for (const s of r.steps) {
     if (s.train) train.push([s.step, s.train.reward_mean]);
@@ -216,6 +217,10 @@ function render(r) {
       if (m.loss !== undefined) loss.push([s.step, m.loss]);
       if (m.kl !== undefined) kl.push([s.step, m.kl]);
       if (m.grad_norm !== undefined) gn.push([s.step, m.grad_norm]);
+      // Diagnostics only a trainer that reports them has (docs/EVENTS.md).
+      if (m.sampler_logprob_gap !== undefined) gap.push([s.step, m.sampler_logprob_gap]);
+      if (m.clip_fraction !== undefined) clip.push([s.step, m.clip_fraction]);
+      if (m.entropy !== undefined) ent.push([s.step, m.entropy]);
     }
   }
   let steps = r.config && r.config.run ? r.config.run.steps : 1;
@@ -239,6 +244,8 @@ function render(r) {
   chart($("#curve"), [{ cls: "train", pts: ema(train, v.smooth) }, { cls: "val", pts: ema(val, v.smooth) }, ...nSeries, ...others],
     { ...x, best, bestSeries: 1, band });
   chart($("#trainer"), [{ cls: "loss", pts: ema(loss, v.smooth) }, { cls: "kl", pts: ema(kl, v.smooth) }], { ...x, right: { cls: "gradnorm", pts: ema(gn, v.smooth) } });
+  chart($("#diagnostics"), [{ cls: "gap", name: "logprob gap", pts: ema(gap, v.smooth) }, { cls: "clip", name: "clip fraction", pts: ema(clip, v.smooth) }],
+    { ...x, right: { cls: "entropy", name: "entropy", pts: ema(ent, v.smooth) } });
   const termNames = { rnd: "r_nd", rthru: "r_thru", rfair: "r_fair", ridle: "r_idle" };
   chart($("#terms"), Object.entries(terms).map(([cls, pts]) => ({ cls, name: termNames[cls], pts: ema(pts, v.smooth) })), x);
   chart($("#deadlock"), [{ cls: "dl", pts: dl }, ...otherDl], { ...x, ymin: 0, ymax: 1, right: [{ cls: "meals", pts: meals }, ...otherMeals] });
@@ -266,14 +273,14 @@ function render(r) {
   // progress figure of it.
   for (const s of r.steps) {
     if (s.job) state.jobs[s.job.id] = { step: s.step, id: s.job.id, state: s.job.state, progress: null,
-      loss: s.job.metrics ? s.job.metrics.loss : null,
-      seconds: (new Date(s.job.finished) - new Date(s.job.submitted)) / 1000 };
+      ...jobFigures(s.job.metrics), seconds: (new Date(s.job.finished) - new Date(s.job.submitted)) / 1000,
+      lagged: !!(s.train && s.train.off_policy_lag > 0) };
   }
   // The job in flight of a run played now is listed before its first
   // job_state event, which a trainer may send only when the job ends.
   const f = r.in_flight;
   if (f && r.lease && r.lease.live && !state.jobs[f.job_id]) {
-    state.jobs[f.job_id] = { step: f.step, id: f.job_id, state: "in flight", loss: null, seconds: null };
+    state.jobs[f.job_id] = { step: f.step, id: f.job_id, state: "in flight", ...jobFigures(null), seconds: null };
   }
   renderJobs();
 }
@@ -335,6 +342,19 @@ function renderReplay() {
 $("#tx-prev").addEventListener("click", () => { if (state.tx) { state.tx.round--; renderReplay(); } });
 $("#tx-next").addEventListener("click", () => { if (state.tx) { state.tx.round++; renderReplay(); } });
 
+// GAP_WARNING is orchestrator.LogprobGapWarning: a job's sampler logprob
+// gap above it is shown as a warning, as grpo logs one, unless an older
+// policy sampled the job's rollouts (the lag is part of the gap).
+const GAP_WARNING = 0.05;
+
+// jobFigures are the trainer jobs table's figures of a job's metrics:
+// null for a metric not reported (no metrics yet, or a trainer without
+// that diagnostic), shown as "-", never as 0.
+function jobFigures(m) {
+  const get = (k) => m && m[k] !== undefined ? m[k] : null;
+  return { loss: get("loss"), optStep: get("optimizer_step"), gap: get("sampler_logprob_gap"), entropy: get("entropy"), updateNorm: get("update_norm") };
+}
+
 function renderJobs() {
   const tbody = $("#jobs tbody");
   tbody.replaceChildren();
@@ -343,7 +363,13 @@ function renderJobs() {
     const tr = el("tr", { "data-job": j.id });
     tr.append(el("td", {}, j.step), el("td", {}, j.id), el("td", {}, j.state),
       el("td", {}, j.progress === null ? "done" : j.progress === undefined ? "-" : Math.round(100 * j.progress) + "%"), el("td", {}, fmt(j.loss, 4)),
-      el("td", {}, j.seconds ? fmt(j.seconds, 2) : "-"));
+      el("td", {}, j.optStep === null ? "-" : String(j.optStep)), el("td", {}, fmt(j.gap, 4)), el("td", {}, fmt(j.entropy, 3)),
+      el("td", {}, fmt(j.updateNorm, 4)), el("td", {}, j.seconds ? fmt(j.seconds, 2) : "-"));
+    if (j.gap !== null && j.gap > GAP_WARNING && !j.lagged) {
+      const td = tr.children[6];
+      td.className = "warn";
+      td.title = "above " + GAP_WARNING + " nats: the trainer does not score the sampled tokens as the inference server did (chat template, tokenizer, vLLM's --logprobs-mode, temperature)";
+    }
     tbody.append(tr);
   }
 }
@@ -468,8 +494,8 @@ function onEvent(ev) {
     case "job_state": {
       const j = ev.data;
       const prev = state.jobs[j.id] || {};
-      state.jobs[j.id] = { ...prev, step: ev.step, id: j.id, state: j.state, progress: j.progress,
-        loss: j.metrics ? j.metrics.loss : prev.loss };
+      state.jobs[j.id] = { ...jobFigures(null), ...prev, step: ev.step, id: j.id, state: j.state, progress: j.progress,
+        ...(j.metrics ? jobFigures(j.metrics) : {}) };
       renderJobs();
       if (state.run) showUnderway(state.run);
       break;
