@@ -58,6 +58,13 @@ func startART(ctx context.Context, cfg *config.Config, opts Options, resume bool
 		return nil, nil, err
 	}
 	m := artModel(*cfg)
+	// One `art run` per grpo run: ART kills its training and inference
+	// processes when a second model name first trains or prepares.
+	if other, err := client.Occupant(ctx, m); err != nil {
+		return nil, nil, err
+	} else if other != "" {
+		return nil, nil, fmt.Errorf("ART trainer %s already serves model %q (another grpo run?): ART %s trains one model per `art run` and kills the running one's processes when another name starts, so run one `art run` per grpo run (on its own port and vLLM port), or resume that run", cfg.Trainer.URL, other, proto.Releases)
+	}
 	if err := client.Register(ctx, m); err != nil {
 		return nil, nil, err
 	}
@@ -105,6 +112,8 @@ type artTrainer struct {
 	model  art.Model
 	proto  art.Protocol
 	logger *slog.Logger
+
+	multiTurnWarned sync.Once
 
 	mu      sync.Mutex
 	before  map[string]int                // job id -> ART's step before training it
@@ -278,9 +287,17 @@ func (t *artTrainer) Wait(ctx context.Context, id string, timeout time.Duration,
 		delete(t.running, id)
 		t.mu.Unlock()
 	}()
+	if n := art.MultiTurn(req.Trajectories); n > 0 && t.proto.TrainsMessages {
+		t.multiTurnWarned.Do(func() {
+			t.logger.Warn("ART "+t.proto.Releases+" trains each trajectory as one conversation: its earlier sampled turns are trained in the context the chat template renders for past turns, which differs from the one they were sampled in when the template treats past turns differently (Qwen3 drops their <think> block); ART 0.4.0 to 0.4.7 get each turn as its own history", "job", id, "multi_turn_trajectories", n)
+		})
+	}
 	job, res, err := t.client.RunJob(ctx, t.model, req, onUpdate)
 	if err != nil {
 		return job, err
+	}
+	if len(res.NonFinite) > 0 {
+		t.logger.Warn("ART streamed NaN or infinite metrics in this step (a diverged loss or gradient norm); they are left out of the step's metrics", "job", id, "lines_per_key", res.NonFinite)
 	}
 	if res.StepBefore != b {
 		t.logger.Warn("ART's step changed between recording the job and training it: another step was trained meanwhile", "job", id, "recorded", b, "before_training", res.StepBefore)
@@ -311,9 +328,8 @@ func (t *artTrainer) Cancel(_ context.Context, id string) error {
 }
 
 // KeepCheckpoints deletes ART's checkpoints but the best step's and the
-// recent steps' (ART also keeps its latest). Servers before 0.5.9 cannot
-// be told which to keep; nothing is deleted there unless all are ART's
-// latest.
+// recent steps' (ART also keeps its latest). ART cannot be told which to
+// keep; nothing is deleted unless all are ART's latest.
 func (t *artTrainer) KeepCheckpoints(ctx context.Context, best *trainer.Adapter, recent []trainer.Adapter) error {
 	b, err := artStep(best)
 	if err != nil {
@@ -340,7 +356,7 @@ func (t *artTrainer) KeepCheckpoints(ctx context.Context, best *trainer.Adapter,
 }
 
 // LogValidation records a validation with ART (POST /_log, split "val").
-// ART 0.5.9 and later have no /_log: nothing is sent there.
+// A server without /_log gets nothing.
 func (t *artTrainer) LogValidation(ctx context.Context, _ int, trajs []trainer.Trajectory) error {
 	if !t.proto.Log {
 		return nil

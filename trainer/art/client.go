@@ -2,13 +2,14 @@ package art
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"net/url"
 	"slices"
-	"strconv"
 	"sync"
 	"time"
 
@@ -92,6 +93,11 @@ func (c *Client) Check(ctx context.Context) (Protocol, error) {
 	var se *StatusError
 	if errors.As(err, &se) && se.StatusCode == http.StatusNotFound {
 		return Protocol{}, &VersionError{URL: c.base.String(), Found: "no /openapi.json (404), so not a FastAPI server"}
+	}
+	if errors.As(err, &se) && se.StatusCode == http.StatusInternalServerError {
+		// Retried like any read first: a 500 that stays is the schema
+		// FastAPI cannot build for ART 0.5.9 and later.
+		return Protocol{}, &VersionError{URL: c.base.String(), Found: "it looks like openpipe-art 0.5.9 or later: " + whyNoSchema}
 	}
 	if err != nil {
 		return Protocol{}, fmt.Errorf("ART version check: %w", err)
@@ -202,17 +208,14 @@ func (c *Client) rewriteHost(raw string) (string, error) {
 	return u.String(), nil
 }
 
-// InferenceModel is the model name to sample m's checkpoint at step from
-// ART's vLLM. From 0.5.9 ART serves each checkpoint as "<name>@<step>";
-// before, one adapter "<name>" is replaced in place after each step, so
-// step is ignored there.
+// InferenceModel is the model name to sample m from ART's vLLM: every
+// supported release serves one adapter named after the model, replaced in
+// place after each step, so only the latest checkpoint can be sampled
+// there. The context and step are kept for callers written against
+// releases that named each step.
 func (c *Client) InferenceModel(ctx context.Context, m Model, step int) (string, error) {
-	p, err := c.protocol(ctx)
-	if err != nil {
+	if _, err := c.protocol(ctx); err != nil {
 		return "", err
-	}
-	if p.StepNames {
-		return m.Name + "@" + strconv.Itoa(step), nil
 	}
 	return m.Name, nil
 }
@@ -234,8 +237,8 @@ func (c *Client) Step(ctx context.Context, m Model) (int, error) {
 
 // Log records trajectory groups with ART under split (for example "val")
 // at ART's current step (POST /_log); ART logs their mean reward and
-// metrics. Servers from 0.5.9 have no /_log: Log returns an error matching
-// ErrUnsupported and sends nothing.
+// metrics. A server without /_log gets nothing: Log returns an error
+// matching ErrUnsupported.
 func (c *Client) Log(ctx context.Context, m Model, groups []TrajectoryGroup, split string) error {
 	p, err := c.protocol(ctx)
 	if err != nil {
@@ -259,12 +262,11 @@ func (c *Client) Log(ctx context.Context, m Model, groups []TrajectoryGroup, spl
 // ART's latest step, which ART needs to go on training. It returns the
 // steps kept.
 //
-// From 0.5.9 (/_delete_checkpoint_files) the list is sent as is. Before,
-// /_delete_checkpoints keeps only the latest step and the best by a logged
-// metric (Options.DeleteBenchmark), which grpo cannot name: the request is
-// sent only when every step in keep is the latest one; otherwise nothing is
-// deleted and a *KeepError (errors.Is ErrCannotKeep) says why, so grpo's
-// best checkpoint is never lost to ART's choice.
+// ART's /_delete_checkpoints keeps only the latest step and the best by a
+// logged metric (Options.DeleteBenchmark), which grpo cannot name: the
+// request is sent only when every step in keep is the latest one;
+// otherwise nothing is deleted and a *KeepError (errors.Is ErrCannotKeep)
+// says why, so grpo's best checkpoint is never lost to ART's choice.
 func (c *Client) DeleteCheckpoints(ctx context.Context, m Model, keep []int) ([]int, error) {
 	p, err := c.protocol(ctx)
 	if err != nil {
@@ -277,16 +279,6 @@ func (c *Client) DeleteCheckpoints(ctx context.Context, m Model, keep []int) ([]
 	steps := append([]int{latest}, keep...)
 	slices.Sort(steps)
 	steps = slices.Compact(steps)
-	if p.KeepSteps {
-		body := struct {
-			Model       Model `json:"model"`
-			StepsToKeep []int `json:"steps_to_keep"`
-		}{m, steps}
-		if err := c.call(ctx, request{method: http.MethodPost, path: "/_delete_checkpoint_files", body: body, timeout: c.opts.RequestTimeout}, nil); err != nil {
-			return nil, fmt.Errorf("ART delete checkpoints of %s: %w", m.Name, err)
-		}
-		return steps, nil
-	}
 	var lost []int
 	for _, s := range steps {
 		if s != latest {
@@ -294,7 +286,7 @@ func (c *Client) DeleteCheckpoints(ctx context.Context, m Model, keep []int) ([]
 		}
 	}
 	if len(lost) > 0 {
-		return nil, &KeepError{Keep: lost, Latest: latest, Reason: "this server (" + p.Releases + ") has no /_delete_checkpoint_files; checkpoints are left in place"}
+		return nil, &KeepError{Keep: lost, Latest: latest, Reason: "ART " + p.Releases + " cannot be told which steps to keep; checkpoints are left in place"}
 	}
 	q := url.Values{"benchmark": {c.opts.DeleteBenchmark}, "benchmark_smoothing": {"1"}}
 	if err := c.call(ctx, request{method: http.MethodPost, path: "/_delete_checkpoints", query: q, body: m, timeout: c.opts.RequestTimeout}, nil); err != nil {
@@ -308,4 +300,53 @@ func nonNil(g []TrajectoryGroup) []TrajectoryGroup {
 		return []TrajectoryGroup{}
 	}
 	return g
+}
+
+// Occupant returns a model other than m that ART's vLLM already serves,
+// or "" when there is none or nothing answers there. ART (0.4.0 to 0.5.0)
+// trains one model per `art run`: the first call that needs a training
+// service for a new model name kills every "model-service" process
+// (pkill -9), so a second grpo run with another name would kill the first
+// one's vLLM and trainer. ART has no endpoint that lists its models, so
+// Occupant asks the vLLM address ART will use (Options.ServerArgs' port,
+// ART's default 8000, on the ART server's host) for its /v1/models.
+func (c *Client) Occupant(ctx context.Context, m Model) (string, error) {
+	port, key := "8000", "default"
+	if p, ok := c.opts.ServerArgs["port"]; ok {
+		port = fmt.Sprint(p)
+	}
+	if k, ok := c.opts.ServerArgs["api_key"].(string); ok {
+		key = k
+	}
+	u := url.URL{Scheme: c.base.Scheme, Host: net.JoinHostPort(c.base.Hostname(), port), Path: "/v1/models"}
+	// A few seconds: a vLLM that is there answers its model list at once.
+	probe, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(probe, http.MethodGet, u.String(), nil)
+	if err != nil {
+		return "", err
+	}
+	req.Header.Set("Authorization", "Bearer "+key)
+	resp, err := c.opts.HTTPClient.Do(req)
+	if err != nil {
+		if ctx.Err() != nil {
+			return "", ctx.Err()
+		}
+		return "", nil // nothing answers there: no other model is served
+	}
+	defer resp.Body.Close()
+	var list struct {
+		Data []struct {
+			ID string `json:"id"`
+		} `json:"data"`
+	}
+	if resp.StatusCode != http.StatusOK || json.NewDecoder(io.LimitReader(resp.Body, maxBody)).Decode(&list) != nil {
+		return "", nil // not a vLLM answering with ART's key: not ART's
+	}
+	for _, d := range list.Data {
+		if d.ID != m.Name && d.ID != m.BaseModel {
+			return d.ID, nil
+		}
+	}
+	return "", nil
 }

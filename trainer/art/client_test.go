@@ -4,7 +4,10 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"io"
+	"net"
 	"net/http"
+	"net/http/httptest"
 	"reflect"
 	"slices"
 	"strings"
@@ -27,10 +30,11 @@ func TestCheckDetectsReleases(t *testing.T) {
 		release string
 		want    Protocol
 	}{
-		{"0.4.0", Protocol{Releases: "0.4.0 to 0.5.7", Log: true}},
-		{"0.4.12", Protocol{Releases: "0.4.0 to 0.5.7", Log: true, ScaleRewards: true}},
-		{"0.5.3", Protocol{Releases: "0.4.0 to 0.5.7", Log: true, ScaleRewards: true}},
-		{"0.5.10", Protocol{Releases: "0.5.9 to 0.5.17", KeepSteps: true, ScaleRewards: true, StepNames: true}},
+		// testdata/openapi-<release>.json: captured from each release's own
+		// app (.ci/art/harness.py --dump-openapi).
+		{"0.4.0", Protocol{Releases: "0.4.0 to 0.4.3", Log: true}},
+		{"0.4.12", Protocol{Releases: "0.4.8 to 0.5.0", Log: true, ScaleRewards: true, TrainsMessages: true}},
+		{"0.5.0", Protocol{Releases: "0.4.8 to 0.5.0", Log: true, ScaleRewards: true, TrainsMessages: true}},
 	} {
 		t.Run(tc.release, func(t *testing.T) {
 			f := newFake(t, tc.release)
@@ -54,7 +58,7 @@ func TestCheckRefusesUnsupported(t *testing.T) {
 		found   string // a part of the message naming what was found
 	}{
 		{"0.3.11", "0.3.x"},
-		{"0.5.18", "no POST /_train_model"},
+		{"0.5.3", "openpipe-art 0.5.1 to 0.5.17 (Trajectory.auto_metrics found)"},
 	} {
 		t.Run(tc.release, func(t *testing.T) {
 			f := newFake(t, tc.release)
@@ -64,7 +68,7 @@ func TestCheckRefusesUnsupported(t *testing.T) {
 				t.Fatalf("Check()=%v, want a *VersionError", err)
 			}
 			msg := err.Error()
-			for _, want := range []string{tc.found, "supported: the `art run` backend server of openpipe-art 0.4.0 to 0.5.17", f.srv.URL} {
+			for _, want := range []string{tc.found, "supported: the `art run` backend server of openpipe-art 0.4.0 to 0.5.0", f.srv.URL} {
 				if !strings.Contains(msg, want) {
 					t.Errorf("error %q does not contain %q", msg, want)
 				}
@@ -85,6 +89,13 @@ func TestCheckRefusesNonART(t *testing.T) {
 		{"no paths", func(w http.ResponseWriter, r *http.Request) { w.Write([]byte(`{"paths": {}}`)) }, "no GET /healthcheck"},
 		{"html", func(w http.ResponseWriter, r *http.Request) { w.Write([]byte(`<html>vLLM</html>`)) }, "/openapi.json is not an OpenAPI document"},
 		{"404", http.NotFound, "no /openapi.json (404)"},
+		// ART 0.5.9 to 0.5.18: FastAPI cannot build the schema.
+		{"500", func(w http.ResponseWriter, r *http.Request) {
+			http.Error(w, "Internal Server Error", http.StatusInternalServerError)
+		}, "it looks like openpipe-art 0.5.9 or later"},
+		{"0.5.18", func(w http.ResponseWriter, r *http.Request) {
+			w.Write([]byte(`{"paths": {"/healthcheck": {"get": {}}, "/register": {"post": {}}}}`))
+		}, "0.5.18 and later no longer train"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			f := newFake(t, "0.4.12")
@@ -152,13 +163,14 @@ func checkModelJSON(t *testing.T, m map[string]any) {
 	if got, want := peft["target_modules"], []any{"q_proj", "k_proj", "v_proj", "o_proj"}; !reflect.DeepEqual(got, want) {
 		t.Errorf("peft_args.target_modules=%v, want %v", got, want)
 	}
-	if _, ok := ic["init_args"]; ok {
-		t.Errorf("init_args sent without MaxSeqLength: %v", ic)
+	// ART's max_lora_rank defaults to 8: it is always sent as the rank.
+	if got, want := ic["init_args"], map[string]any{"max_lora_rank": 8.0}; !reflect.DeepEqual(got, want) {
+		t.Errorf("init_args=%v, want %v", got, want)
 	}
 }
 
 func TestRegisterSendsTheModelItself(t *testing.T) {
-	f := newFake(t, "0.5.3")
+	f := newFake(t, "0.5.0")
 	if err := f.client(t).Register(context.Background(), testModel()); err != nil {
 		t.Fatalf("Register()=%v", err)
 	}
@@ -186,9 +198,10 @@ func TestModelValidate(t *testing.T) {
 	}
 	m = testModel()
 	m.MaxSeqLength = 8192
+	m.LoRA.Rank = 32
 	b, _ := json.Marshal(m)
-	if !strings.Contains(string(b), `"init_args":{"max_seq_length":8192}`) {
-		t.Fatalf("model JSON %s lacks init_args.max_seq_length", b)
+	if !strings.Contains(string(b), `"init_args":{"max_lora_rank":32,"max_seq_length":8192}`) {
+		t.Fatalf("model JSON %s lacks init_args max_lora_rank 32, max_seq_length 8192", b)
 	}
 }
 
@@ -211,8 +224,8 @@ func TestPrepareRewritesUnspecifiedHost(t *testing.T) {
 	}
 	checkModelJSON(t, body["model"].(map[string]any))
 
-	// With server args, ART 0.5.10 binds where asked and answers its host.
-	f = newFake(t, "0.5.10")
+	// With server args, ART binds where asked and answers its host.
+	f = newFake(t, "0.5.0")
 	f.prepare = []string{"http://localhost:41234/v1", "sk-art"}
 	c, _ = New(f.srv.URL, Options{ServerArgs: map[string]any{"port": 41234, "api_key": "sk-art"}})
 	u, key, err = c.Prepare(context.Background(), testModel())
@@ -261,34 +274,11 @@ func TestStepForResume(t *testing.T) {
 }
 
 func TestInferenceModel(t *testing.T) {
-	for release, want := range map[string]string{"0.4.12": "dp5-shaped", "0.5.10": "dp5-shaped@3"} {
+	for release, want := range map[string]string{"0.4.0": "dp5-shaped", "0.5.0": "dp5-shaped"} {
 		f := newFake(t, release)
 		if got, err := f.client(t).InferenceModel(context.Background(), testModel(), 3); err != nil || got != want {
 			t.Errorf("%s: InferenceModel(3)=%q, %v; want %q", release, got, err, want)
 		}
-	}
-}
-
-func TestDeleteKeepsBestAndLast(t *testing.T) {
-	f := newFake(t, "0.5.10")
-	for s := 0; s <= 6; s++ {
-		f.checkpoints[s] = true
-	}
-	f.step = 6
-	kept, err := f.client(t).DeleteCheckpoints(context.Background(), testModel(), []int{3})
-	if err != nil {
-		t.Fatalf("DeleteCheckpoints()=%v", err)
-	}
-	if want := []int{3, 6}; !slices.Equal(kept, want) {
-		t.Fatalf("kept %v, want %v", kept, want)
-	}
-	body := decode(t, f.bodies("/_delete_checkpoint_files")[0].Body)
-	if got, want := body["steps_to_keep"], []any{3.0, 6.0}; !reflect.DeepEqual(got, want) {
-		t.Fatalf("steps_to_keep=%v, want %v", got, want)
-	}
-	checkModelJSON(t, body["model"].(map[string]any))
-	if got := len(f.checkpoints); got != 2 || !f.checkpoints[3] || !f.checkpoints[6] {
-		t.Fatalf("checkpoints left %v, want 3 and 6", f.checkpoints)
 	}
 }
 
@@ -351,14 +341,6 @@ func TestLog(t *testing.T) {
 	if _, err := LogGroups(trajs); err != nil {
 		t.Fatalf("LogGroups() with a choice without logprobs = %v", err)
 	}
-
-	f = newFake(t, "0.5.10")
-	if err := f.client(t).Log(context.Background(), testModel(), groups, "val"); !errors.Is(err, ErrUnsupported) {
-		t.Fatalf("Log() on 0.5.10 = %v, want ErrUnsupported", err)
-	}
-	if n := len(f.bodies("/_log")); n != 0 {
-		t.Fatalf("/_log sent %d times to a server without it", n)
-	}
 }
 
 func TestStatusErrorNamesValidationErrors(t *testing.T) {
@@ -368,5 +350,39 @@ func TestStatusErrorNamesValidationErrors(t *testing.T) {
 	}
 	if got, want := detail([]byte(`{"detail":"Model not registered"}`)), "Model not registered"; got != want {
 		t.Fatalf("detail()=%q, want %q", got, want)
+	}
+}
+
+func TestOccupant(t *testing.T) {
+	var models string
+	vllm := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path != "/v1/models" || r.Header.Get("Authorization") != "Bearer default" {
+			http.Error(w, "unexpected", http.StatusUnauthorized)
+			return
+		}
+		io.WriteString(w, models)
+	}))
+	defer vllm.Close()
+	_, port, _ := net.SplitHostPort(vllm.Listener.Addr().String())
+	f := newFake(t, "0.4.12")
+	c, err := New(f.srv.URL, Options{ServerArgs: map[string]any{"port": port}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct{ models, want string }{
+		// Another run's adapter beside the base model: that run is named.
+		{`{"object":"list","data":[{"id":"Qwen/Qwen3-14B"},{"id":"other-run"}]}`, "other-run"},
+		// This run's own (a resume): nobody else.
+		{`{"object":"list","data":[{"id":"Qwen/Qwen3-14B"},{"id":"dp5-shaped"}]}`, ""},
+		{`not json`, ""},
+	} {
+		models = tc.models
+		if got, err := c.Occupant(context.Background(), testModel()); err != nil || got != tc.want {
+			t.Errorf("Occupant() with %s = %q, %v; want %q", tc.models, got, err, tc.want)
+		}
+	}
+	vllm.Close()
+	if got, err := c.Occupant(context.Background(), testModel()); err != nil || got != "" {
+		t.Errorf("Occupant() with nothing listening = %q, %v; want none", got, err)
 	}
 }

@@ -17,13 +17,15 @@ import (
 	"github.com/grpo-dev/grpo/internal/httpx"
 )
 
-// fakeART behaves like `art run` of one release, as read in that release's
-// art/cli.py and art/local/backend.py: it serves the release's
-// /openapi.json, answers each endpoint with ART's shapes and records every
-// request body.
+// fakeART is a hand-written stand-in for `art run` of one release, for fast
+// unit tests of the client's own logic: it serves the release's captured
+// /openapi.json, answers each endpoint with the shapes read in that
+// release's art/cli.py and art/local/backend.py and records every request
+// body. It validates nothing the way ART's pydantic models do, so passing
+// here says nothing about compatibility: .ci/art.sh runs the real app.
 type fakeART struct {
 	t       testing.TB
-	release string // "0.4.0", "0.4.12", "0.5.10", ...
+	release string // "0.4.0", "0.4.12", "0.5.0"
 	srv     *httptest.Server
 
 	mu          sync.Mutex
@@ -241,22 +243,18 @@ func (f *fakeART) streamLines(w http.ResponseWriter, lines []string) {
 }
 
 // nothingTrainable answers like each release when no group has a reward
-// spread: 0.4.0 streams nothing and keeps its step; 0.4.12 to 0.5.7 stream
-// nothing and move the checkpoint to the next step; 0.5.9 on copy it and
-// stream one line with num_gradient_steps 0.
+// spread: 0.4.0 streams nothing and keeps its step; 0.4.12 and 0.5.0
+// stream nothing and move the checkpoint to the next step.
 func (f *fakeART) nothingTrainable(w http.ResponseWriter) {
 	switch f.release {
 	case "0.4.0":
 		w.(http.Flusher).Flush()
-	case "0.4.12", "0.5.3":
+	default:
 		f.mu.Lock()
 		delete(f.checkpoints, f.step)
 		f.mu.Unlock()
 		f.advance()
 		w.(http.Flusher).Flush()
-	default:
-		f.advance()
-		f.streamLines(w, []string{`{"num_groups_submitted": 1, "num_groups_trainable": 0, "num_gradient_steps": 0}`})
 	}
 }
 

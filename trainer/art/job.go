@@ -35,7 +35,11 @@ func (c *Client) RunJob(ctx context.Context, m Model, req trainer.JobRequest, on
 	if err != nil {
 		return fail(fmt.Errorf("ART job %s: %w", req.ID, err))
 	}
-	groups, err := TrainGroups(req.Trajectories)
+	p, err := c.protocol(ctx)
+	if err != nil {
+		return fail(fmt.Errorf("ART job %s: %w", req.ID, err))
+	}
+	groups, err := TrainGroups(req.Trajectories, p)
 	if err != nil {
 		return fail(fmt.Errorf("ART job %s: %w", req.ID, err))
 	}

@@ -57,12 +57,17 @@ type wireModel struct {
 }
 
 type internalConfig struct {
-	InitArgs *initArgs `json:"init_args,omitempty"`
-	PeftArgs peftArgs  `json:"peft_args"`
+	InitArgs initArgs `json:"init_args"`
+	PeftArgs peftArgs `json:"peft_args"`
 }
 
+// initArgs are Unsloth's from_pretrained arguments, merged by ART over its
+// defaults (art/dev/get_model_config.py). max_lora_rank sizes vLLM's LoRA
+// slots; ART's default of 8 fails every rank above it, so it is always sent
+// as the rank.
 type initArgs struct {
-	MaxSeqLength int `json:"max_seq_length"`
+	MaxLoRARank  int `json:"max_lora_rank"`
+	MaxSeqLength int `json:"max_seq_length,omitempty"`
 }
 
 type peftArgs struct {
@@ -78,14 +83,14 @@ func (m Model) MarshalJSON() ([]byte, error) {
 		Project:   m.Project,
 		BaseModel: m.BaseModel,
 		Trainable: true,
-		InternalConfig: internalConfig{PeftArgs: peftArgs{
-			R:             m.LoRA.Rank,
-			LoraAlpha:     int(m.LoRA.Alpha),
-			TargetModules: m.LoRA.TargetModules,
-		}},
-	}
-	if m.MaxSeqLength > 0 {
-		w.InternalConfig.InitArgs = &initArgs{MaxSeqLength: m.MaxSeqLength}
+		InternalConfig: internalConfig{
+			InitArgs: initArgs{MaxLoRARank: m.LoRA.Rank, MaxSeqLength: m.MaxSeqLength},
+			PeftArgs: peftArgs{
+				R:             m.LoRA.Rank,
+				LoraAlpha:     int(m.LoRA.Alpha),
+				TargetModules: m.LoRA.TargetModules,
+			},
+		},
 	}
 	return json.Marshal(w)
 }

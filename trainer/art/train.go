@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 
 	"github.com/grpo-dev/grpo/internal/quote"
 	"github.com/grpo-dev/grpo/trainer"
@@ -43,8 +44,13 @@ type Metrics struct {
 	PolicyLoss    float64
 	Entropy       float64
 	KL            float64 // ART's kl_div, reported only when beta > 0
-	// Values holds every numeric key of the line as ART sent it.
+	// Values holds every finite numeric key of the line as ART sent it.
 	Values map[string]float64
+	// NonFinite holds the keys ART sent as NaN, Infinity or -Infinity
+	// (Python's json.dumps writes them for a diverged loss or gradient
+	// norm); they are kept out of Values and of the means, which grpo
+	// stores as JSON.
+	NonFinite map[string]float64
 }
 
 // TrainResult is a finished training call.
@@ -54,10 +60,13 @@ type TrainResult struct {
 	Mean map[string]float64
 	// Metrics summarises Mean in the job API's terms.
 	Metrics trainer.Metrics
+	// NonFinite counts, per key, the lines that carried it as NaN or
+	// ±Infinity; those lines still count as gradient steps.
+	NonFinite map[string]int
 	// NothingTrainable: no group had a reward spread (or no choice had
-	// logprobs), so ART trained nothing. Up to 0.5.7 the stream is empty;
-	// from 0.5.9 it is one line with num_gradient_steps 0. From 0.4.12 ART
-	// still advances its step (copying the last checkpoint); 0.4.0 does not.
+	// logprobs), so ART trained nothing: the stream is empty. 0.4.12
+	// still advances its step (renaming the last checkpoint); 0.4.0 does
+	// not.
 	NothingTrainable bool
 	// StepBefore and StepAfter are ART's step around the call.
 	StepBefore, StepAfter int
@@ -143,6 +152,57 @@ type trainConfigWire struct {
 	Beta         float64 `json:"beta"`
 }
 
+// Python's json.dumps writes NaN, Infinity and -Infinity as bare words,
+// which are not JSON. pythonJSON turns each one found outside a string into
+// a string of its own, marked by an escaped NUL that ART's metrics never
+// hold, and nonFinite maps those strings back.
+var nonFinite = map[string]float64{
+	`"\u0000NaN"`:       math.NaN(),
+	`"\u0000Infinity"`:  math.Inf(1),
+	`"\u0000-Infinity"`: math.Inf(-1),
+}
+
+func pythonJSON(line []byte) []byte {
+	if !bytes.Contains(line, []byte("NaN")) && !bytes.Contains(line, []byte("Infinity")) {
+		return line
+	}
+	out := make([]byte, 0, len(line)+16)
+	inString, escaped := false, false
+	for i := 0; i < len(line); i++ {
+		c := line[i]
+		if inString {
+			switch {
+			case escaped:
+				escaped = false
+			case c == '\\':
+				escaped = true
+			case c == '"':
+				inString = false
+			}
+			out = append(out, c)
+			continue
+		}
+		if c == '"' {
+			inString = true
+			out = append(out, c)
+			continue
+		}
+		word := ""
+		for _, w := range []string{"NaN", "Infinity", "-Infinity"} {
+			if bytes.HasPrefix(line[i:], []byte(w)) {
+				word = w
+			}
+		}
+		if word == "" {
+			out = append(out, c)
+			continue
+		}
+		out = append(out, `"\u0000`+word+`"`...)
+		i += len(word) - 1
+	}
+	return out
+}
+
 var errPartialLine = errors.New("stream ended inside a line")
 
 // scanLines is bufio.ScanLines, except that data left without a final
@@ -171,7 +231,7 @@ func readStream(body io.Reader, onProgress func(Metrics)) ([]Metrics, error) {
 			continue
 		}
 		var raw map[string]json.RawMessage
-		if err := json.Unmarshal(line, &raw); err != nil || raw == nil {
+		if err := json.Unmarshal(pythonJSON(line), &raw); err != nil || raw == nil {
 			if err == nil {
 				err = errors.New("null")
 			}
@@ -182,6 +242,11 @@ func readStream(body io.Reader, onProgress func(Metrics)) ([]Metrics, error) {
 			var f float64
 			if json.Unmarshal(v, &f) == nil {
 				m.Values[k] = f
+			} else if f, ok := nonFinite[string(v)]; ok {
+				if m.NonFinite == nil {
+					m.NonFinite = map[string]float64{}
+				}
+				m.NonFinite[k] = f
 			}
 		}
 		m.GradientSteps = int(m.Values["num_gradient_steps"])
@@ -214,6 +279,12 @@ func summarise(res *TrainResult, lines []Metrics) {
 	}
 	count := map[string]int{}
 	for _, l := range lines {
+		for k := range l.NonFinite {
+			if res.NonFinite == nil {
+				res.NonFinite = map[string]int{}
+			}
+			res.NonFinite[k]++
+		}
 		for k, v := range l.Values {
 			res.Mean[k] += v
 			count[k]++

@@ -60,9 +60,10 @@ func stepTrajectories(t testing.TB) []trainer.Trajectory {
 	return out
 }
 
-func mustGroups(t testing.TB, trajs []trainer.Trajectory) []TrajectoryGroup {
+// mustGroups is TrainGroups for f's release: 0.4.0 has no scale_rewards.
+func mustGroups(t testing.TB, f *fakeART, trajs []trainer.Trajectory) []TrajectoryGroup {
 	t.Helper()
-	g, err := TrainGroups(trajs)
+	g, err := TrainGroups(trajs, Protocol{Log: true, ScaleRewards: f.release != "0.4.0"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -81,13 +82,14 @@ func TestTrainSendsAdvantagesAsRewards(t *testing.T) {
 		// No scale_rewards: ART divides by the std of the advantages,
 		// 0.24494897427831783/0.24494997427831783 = 0.9999959175337619.
 		{"0.4.0", false, [3]float64{-1.2247436466429422, 0, 1.2247436466429424}},
-		// scale_rewards false: ART subtracts their mean (0) only.
+		// scale_rewards false: ART subtracts their mean (0) only; e2's
+		// zero-advantage trajectories are not sent.
 		{"0.4.12", true, [3]float64{advLow, 0, advHigh}},
-		{"0.5.10", true, [3]float64{advLow, 0, advHigh}},
+		{"0.5.0", true, [3]float64{advLow, 0, advHigh}},
 	} {
 		t.Run(tc.release, func(t *testing.T) {
 			f := newFake(t, tc.release)
-			res, err := f.client(t).Train(context.Background(), testModel(), mustGroups(t, stepTrajectories(t)), testConfig, nil)
+			res, err := f.client(t).Train(context.Background(), testModel(), mustGroups(t, f, stepTrajectories(t)), testConfig, nil)
 			if err != nil {
 				t.Fatalf("Train()=%v", err)
 			}
@@ -118,14 +120,25 @@ func TestTrainSendsAdvantagesAsRewards(t *testing.T) {
 				t.Errorf("exceptions=%v, want []", g["exceptions"])
 			}
 			trs := g["trajectories"].([]any)
-			if len(trs) != 6 {
-				t.Fatalf("%d trajectories sent, want 6 (the zero-advantage episode included)", len(trs))
-			}
+			// Sent: the advantages made to sum to exactly 0 (centre moves
+			// them by at most a quantum of 2^-49 here).
 			wantRewards := []float64{advLow, advLow, 0, 0, advHigh, advHigh}
 			wantEpisodeRewards := []float64{0.2, 0.2, 0.5, 0.5, 0.8, 0.8}
+			episodes := []int{0, 0, 1, 1, 2, 2}
+			if tc.scaleRewards {
+				wantRewards = []float64{advLow, advLow, advHigh, advHigh}
+				wantEpisodeRewards = []float64{0.2, 0.2, 0.8, 0.8}
+				episodes = []int{0, 0, 2, 2}
+			}
+			if len(trs) != len(wantRewards) {
+				t.Fatalf("%d trajectories sent, want %d", len(trs), len(wantRewards))
+			}
+			var sum float64
 			for i, tr := range trs {
 				tr := tr.(map[string]any)
-				if got := tr["reward"].(float64); got != wantRewards[i] {
+				got := tr["reward"].(float64)
+				sum += got
+				if math.Abs(got-wantRewards[i]) > 0x1p-49 || (wantRewards[i] == 0) != (got == 0) {
 					t.Errorf("trajectory %d reward=%v, want the advantage %v", i, got, wantRewards[i])
 				}
 				m := tr["metrics"].(map[string]any)
@@ -137,8 +150,11 @@ func TestTrainSendsAdvantagesAsRewards(t *testing.T) {
 					t.Errorf("trajectory %d metadata=%v", i, md)
 				}
 			}
+			if sum != 0 {
+				t.Errorf("rewards sent sum to %v, want exactly 0", sum)
+			}
 			for i, a := range f.advantages[0] {
-				if want := tc.wantART[i/2]; math.Abs(a-want) > 1e-12 {
+				if want := tc.wantART[episodes[i]]; math.Abs(a-want) > 1e-12 || (want == 0) != (a == 0) {
 					t.Errorf("ART advantage of trajectory %d = %v, want %v", i, a, want)
 				}
 			}
@@ -161,13 +177,13 @@ func mapsEqual(got any, want map[string]any) bool {
 
 func TestTrainKeepsChoicesByteForByte(t *testing.T) {
 	f := newFake(t, "0.4.12")
-	if _, err := f.client(t).Train(context.Background(), testModel(), mustGroups(t, stepTrajectories(t)), testConfig, nil); err != nil {
+	if _, err := f.client(t).Train(context.Background(), testModel(), mustGroups(t, f, stepTrajectories(t)), testConfig, nil); err != nil {
 		t.Fatalf("Train()=%v", err)
 	}
 	body := f.bodies("/_train_model")[0].Body
 	choice := readChoice(t)
-	if got := bytes.Count(body, choice); got != 6 {
-		t.Fatalf("the choice appears %d times byte for byte in the body, want 6", got)
+	if got := bytes.Count(body, choice); got != 4 {
+		t.Fatalf("the choice appears %d times byte for byte in the body, want 4 (the zero-advantage trajectories are not sent to 0.4.12)", got)
 	}
 	for _, s := range [][]byte{[]byte(`philosopher 0 & you`), tools} {
 		if !bytes.Contains(body, s) {
@@ -180,7 +196,7 @@ func TestTrainGroupsRefusesChoiceWithoutLogprobs(t *testing.T) {
 	trajs := stepTrajectories(t)
 	trajs[3].MessagesAndChoices = append(trajs[3].MessagesAndChoices,
 		json.RawMessage(`{"index":0,"message":{"role":"assistant","content":"hi"},"finish_reason":"stop","logprobs":null}`))
-	_, err := TrainGroups(trajs)
+	_, err := TrainGroups(trajs, Protocol{})
 	if err == nil || !strings.Contains(err.Error(), "group g1 episode e2 agent 1 item 3") {
 		t.Fatalf("TrainGroups()=%v, want an error naming group g1 episode e2 agent 1 item 3", err)
 	}
@@ -189,7 +205,7 @@ func TestTrainGroupsRefusesChoiceWithoutLogprobs(t *testing.T) {
 func TestTrainGroupsRefusesTextTokens(t *testing.T) {
 	trajs := stepTrajectories(t)
 	trajs[5].MessagesAndChoices[2] = json.RawMessage(`{"index":0,"message":{"role":"assistant","content":"hi"},"finish_reason":"stop","logprobs":{"content":[{"token":"token_id:1","logprob":-0.5,"top_logprobs":[]},{"token":"hi","logprob":-0.1,"top_logprobs":[]}]}}`)
-	_, err := TrainGroups(trajs)
+	_, err := TrainGroups(trajs, Protocol{})
 	if err == nil || !strings.Contains(err.Error(), `agent 1 item 2 token 1: "hi" is not in vLLM's token_id:<n> form`) {
 		t.Fatalf("TrainGroups()=%v, want a refusal naming token 1", err)
 	}
@@ -204,7 +220,7 @@ func TestTrainRefusesDroppedZeroAdvantages(t *testing.T) {
 	}
 	// Without scale_rewards ART would divide by their std, 1.2247398714120012.
 	f := newFake(t, "0.4.0")
-	_, err := f.client(t).Train(context.Background(), testModel(), mustGroups(t, kept), testConfig, nil)
+	_, err := f.client(t).Train(context.Background(), testModel(), mustGroups(t, f, kept), testConfig, nil)
 	if err == nil || !strings.Contains(err.Error(), "standard deviation 1.22473987") {
 		t.Fatalf("Train()=%v, want a refusal naming the std 1.2247...", err)
 	}
@@ -213,7 +229,7 @@ func TestTrainRefusesDroppedZeroAdvantages(t *testing.T) {
 	}
 	// With scale_rewards=false nothing is rescaled: accepted.
 	f = newFake(t, "0.4.12")
-	if _, err := f.client(t).Train(context.Background(), testModel(), mustGroups(t, kept), testConfig, nil); err != nil {
+	if _, err := f.client(t).Train(context.Background(), testModel(), mustGroups(t, f, kept), testConfig, nil); err != nil {
 		t.Fatalf("Train() on 0.4.12 = %v", err)
 	}
 	// Advantages that do not average 0 are refused everywhere.
@@ -221,13 +237,13 @@ func TestTrainRefusesDroppedZeroAdvantages(t *testing.T) {
 	for i := range off {
 		off[i].Advantage += 0.5
 	}
-	if _, err := f.client(t).Train(context.Background(), testModel(), mustGroups(t, off), testConfig, nil); err == nil || !strings.Contains(err.Error(), "average 0.5") {
+	if _, err := f.client(t).Train(context.Background(), testModel(), mustGroups(t, f, off), testConfig, nil); err == nil || !strings.Contains(err.Error(), "average 0.5") {
 		t.Fatalf("Train()=%v, want a refusal naming the average 0.5", err)
 	}
 }
 
 func TestTrainStreamParsing(t *testing.T) {
-	f := newFake(t, "0.5.3")
+	f := newFake(t, "0.5.0")
 	f.train = func(w http.ResponseWriter, r *http.Request, f *fakeART) {
 		f.streamLines(w, []string{
 			`{"loss": 0.5, "grad_norm": 2.0, "policy_loss": 0.5, "entropy": 1.0, "kl_div": 0.125, "num_gradient_steps": 3}`,
@@ -238,7 +254,7 @@ func TestTrainStreamParsing(t *testing.T) {
 		f.advance()
 	}
 	var seen []Metrics
-	res, err := f.client(t).Train(context.Background(), testModel(), mustGroups(t, stepTrajectories(t)), testConfig, func(m Metrics) { seen = append(seen, m) })
+	res, err := f.client(t).Train(context.Background(), testModel(), mustGroups(t, f, stepTrajectories(t)), testConfig, func(m Metrics) { seen = append(seen, m) })
 	if err != nil {
 		t.Fatalf("Train()=%v", err)
 	}
@@ -270,10 +286,9 @@ func TestTrainNothingTrainable(t *testing.T) {
 	}{
 		{"0.4.0", false}, // empty stream, step kept
 		{"0.4.12", true}, // empty stream, checkpoint moved to the next step
-		{"0.5.10", true}, // one line with num_gradient_steps 0
 	} {
 		f := newFake(t, tc.release)
-		res, err := f.client(t).Train(context.Background(), testModel(), mustGroups(t, flat), testConfig, nil)
+		res, err := f.client(t).Train(context.Background(), testModel(), mustGroups(t, f, flat), testConfig, nil)
 		if err != nil {
 			t.Fatalf("%s: Train()=%v", tc.release, err)
 		}
@@ -310,7 +325,7 @@ func TestTrainBrokenStreams(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			f := newFake(t, "0.4.12")
 			f.train = func(w http.ResponseWriter, r *http.Request, f *fakeART) { tc.serve(w, f) }
-			_, err := f.client(t).Train(context.Background(), testModel(), mustGroups(t, stepTrajectories(t)), testConfig, nil)
+			_, err := f.client(t).Train(context.Background(), testModel(), mustGroups(t, f, stepTrajectories(t)), testConfig, nil)
 			if err == nil || !strings.Contains(err.Error(), tc.want) {
 				t.Fatalf("Train()=%v, want an error containing %q", err, tc.want)
 			}
@@ -337,7 +352,7 @@ func TestTrainContextCancel(t *testing.T) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	_, err := f.client(t).Train(ctx, testModel(), mustGroups(t, stepTrajectories(t)), testConfig, func(Metrics) { cancel() })
+	_, err := f.client(t).Train(ctx, testModel(), mustGroups(t, f, stepTrajectories(t)), testConfig, func(Metrics) { cancel() })
 	if !errors.Is(err, context.Canceled) {
 		t.Fatalf("Train()=%v, want context.Canceled", err)
 	}
@@ -375,7 +390,7 @@ func TestTrainConfigFrom(t *testing.T) {
 }
 
 func TestRunJob(t *testing.T) {
-	f := newFake(t, "0.5.10")
+	f := newFake(t, "0.5.0")
 	f.step = 2
 	req := trainer.JobRequest{
 		ID: "dp5-shaped/step-0003", BaseModel: "Qwen/Qwen3-14B", LoRA: testModel().LoRA,
@@ -391,9 +406,9 @@ func TestRunJob(t *testing.T) {
 	if len(updates) != 2 || updates[0].Progress != 0.5 || updates[1].Progress != 1 || updates[0].State != trainer.StateRunning || updates[0].Metrics.Loss != 0.5 {
 		t.Fatalf("updates %+v, want progress 0.5 then 1 while running", updates)
 	}
-	if job.ID != req.ID || job.State != trainer.StateSucceeded || job.Adapter == nil || job.Adapter.Name != "dp5-shaped@3" ||
+	if job.ID != req.ID || job.State != trainer.StateSucceeded || job.Adapter == nil || job.Adapter.Name != "dp5-shaped" ||
 		job.Metrics.Loss != 0.375 || job.Metrics.GradNorm != 1 || res.StepBefore != 2 || res.StepAfter != 3 {
-		t.Fatalf("RunJob()=%+v, %+v; want succeeded, adapter dp5-shaped@3, loss 0.375, grad_norm 1", job, res)
+		t.Fatalf("RunJob()=%+v, %+v; want succeeded, adapter dp5-shaped, loss 0.375, grad_norm 1", job, res)
 	}
 
 	req.LoRA.Rank = 16
@@ -404,4 +419,124 @@ func TestRunJob(t *testing.T) {
 	if n := len(f.bodies("/_train_model")); n != 1 {
 		t.Fatalf("/_train_model sent %d times, want 1", n)
 	}
+}
+
+func TestCentre(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		in, out []float64
+	}{
+		// Already exact: total 2, quantum 2^-50, nothing moves.
+		{"exact", []float64{1, -0.5, -0.5, 0}, []float64{1, -0.5, -0.5, 0}},
+		// Total 1.5, quantum 2^-51; the sum is 2 quanta over, taken off the
+		// largest value.
+		{"residual", []float64{0.75, -0.25, -0.5 + 0x1p-50}, []float64{0.75 - 0x1p-50, -0.25, -0.5 + 0x1p-50}},
+		// grpo's rounding of r - mean (1e-17, under half a quantum of
+		// 2^-52) becomes the exact 0 ART skips.
+		{"rounding to zero", []float64{1, 1e-17, -1}, []float64{1, 0, -1}},
+		// Off by far more than rounding: left alone for Train to refuse.
+		{"not rounding", []float64{1.5, 0.5}, []float64{1.5, 0.5}},
+		{"all zero", []float64{0, 0}, []float64{0, 0}},
+	} {
+		got := append([]float64(nil), tc.in...)
+		centre(got)
+		for i := range got {
+			if got[i] != tc.out[i] {
+				t.Errorf("%s: centre(%v)=%v, want %v", tc.name, tc.in, got, tc.out)
+				break
+			}
+		}
+	}
+	// Python sums 0.1 + 0.2 - 0.3 to 5.551115123125783e-17, so ART's mean
+	// was not 0. Centred, every order sums to exactly 0.
+	a := []float64{0.1, 0.2, -0.3}
+	if s := a[0] + a[1] + a[2]; s == 0 {
+		t.Fatalf("0.1+0.2-0.3 = 0 in float64; the test needs a residual")
+	}
+	centre(a)
+	for _, o := range [][3]int{{0, 1, 2}, {2, 1, 0}, {1, 2, 0}} {
+		if s := a[o[0]] + a[o[1]] + a[o[2]]; s != 0 {
+			t.Errorf("centred %v summed in order %v = %v, want 0", a, o, s)
+		}
+	}
+	for i, want := range []float64{0.1, 0.2, -0.3} {
+		if math.Abs(a[i]-want) > 0x1p-52 {
+			t.Errorf("centred value %d = %v, moved more than 2^-52 from %v", i, a[i], want)
+		}
+	}
+}
+
+func TestReadStreamNonFinite(t *testing.T) {
+	// Python's json.dumps of a diverged step, then a normal one; a string
+	// holding the words stays a string.
+	stream := `{"loss": NaN, "grad_norm": Infinity, "entropy": -Infinity, "policy_loss": 0.5, "note": "NaN Infinity \"x\"", "num_gradient_steps": 2}` + "\n" +
+		`{"loss": 0.25, "grad_norm": 1.0, "policy_loss": 0.25, "num_gradient_steps": 2}` + "\n"
+	lines, err := readStream(strings.NewReader(stream), nil)
+	if err != nil {
+		t.Fatalf("readStream()=%v", err)
+	}
+	if len(lines) != 2 {
+		t.Fatalf("%d lines, want 2", len(lines))
+	}
+	nf := lines[0].NonFinite
+	if !math.IsNaN(nf["loss"]) || !math.IsInf(nf["grad_norm"], 1) || !math.IsInf(nf["entropy"], -1) || len(nf) != 3 {
+		t.Fatalf("line 1 NonFinite=%v, want loss NaN, grad_norm +Inf, entropy -Inf", nf)
+	}
+	if v := lines[0].Values; v["policy_loss"] != 0.5 || v["num_gradient_steps"] != 2 || len(v) != 2 {
+		t.Fatalf("line 1 Values=%v, want policy_loss 0.5 and num_gradient_steps 2", v)
+	}
+	var res TrainResult
+	summarise(&res, lines)
+	// Means over the finite values only: loss 0.25 (line 2), policy_loss
+	// (0.5+0.25)/2, grad_norm 1.
+	if res.GradientSteps != 2 || res.Mean["loss"] != 0.25 || res.Mean["policy_loss"] != 0.375 || res.Metrics.GradNorm != 1 {
+		t.Fatalf("summarise()=%+v, want 2 steps, loss 0.25, policy_loss 0.375, grad_norm 1", res)
+	}
+	if want := map[string]int{"loss": 1, "grad_norm": 1, "entropy": 1}; len(res.NonFinite) != 3 || res.NonFinite["loss"] != 1 || res.NonFinite["entropy"] != 1 {
+		t.Fatalf("NonFinite=%v, want %v", res.NonFinite, want)
+	}
+	if got := string(pythonJSON([]byte(`{"a": "Infinity", "b": -Infinity}`))); got != `{"a": "Infinity", "b": "\u0000-Infinity"}` {
+		t.Fatalf("pythonJSON()=%s", got)
+	}
+}
+
+func TestSplitTurns(t *testing.T) {
+	sys := json.RawMessage(`{"role":"system","content":"s"}`)
+	user := json.RawMessage(`{"role":"user","content":"u"}`)
+	tool := json.RawMessage(`{"role":"tool","tool_call_id":"c1","content":"ok"}`)
+	c1 := json.RawMessage(`{"index":0,"message":{"role":"assistant","content":null,"tool_calls":[{"id":"c1","type":"function","function":{"name":"take_fork","arguments":"{}"}}],"reasoning_content":null},"finish_reason":"tool_calls","logprobs":{"content":[{"token":"token_id:1","logprob":-0.5}]}}`)
+	c2 := json.RawMessage(`{"index":0,"message":{"role":"assistant","content":"done","tool_calls":[]},"finish_reason":"stop","logprobs":{"content":[{"token":"token_id:2","logprob":-0.1}]}}`)
+	m1 := `{"role":"assistant","content":null,"tool_calls":[{"id":"c1","type":"function","function":{"name":"take_fork","arguments":"{}"}}]}`
+	tools := json.RawMessage(`[{"type":"function"}]`)
+
+	main, hs, err := splitTurns([]json.RawMessage{sys, user, c1, tool, c2}, tools)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{string(sys), string(user), m1, string(tool), string(c2)}
+	if len(main) != len(want) {
+		t.Fatalf("main history has %d items, want %d", len(main), len(want))
+	}
+	for i := range want {
+		if string(main[i]) != want[i] {
+			t.Errorf("main item %d = %s, want %s", i, main[i], want[i])
+		}
+	}
+	if len(hs) != 1 || len(hs[0].MessagesAndChoices) != 3 || string(hs[0].MessagesAndChoices[2]) != string(c1) || string(hs[0].Tools) != string(tools) {
+		t.Fatalf("histories %s, want one: system, user, the first choice, with the tools", mustJSON(t, hs))
+	}
+	// One sampled turn: nothing to split.
+	one := []json.RawMessage{sys, user, c1}
+	if main, hs, err := splitTurns(one, nil); err != nil || hs != nil || len(main) != 3 || string(main[2]) != string(c1) {
+		t.Fatalf("splitTurns(one turn)=%s, %v, %v; want it unchanged", mustJSON(t, main), hs, err)
+	}
+}
+
+func mustJSON(t *testing.T, v any) string {
+	t.Helper()
+	b, err := json.Marshal(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
 }

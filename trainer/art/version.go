@@ -9,29 +9,40 @@ import (
 )
 
 // SupportedRange is the range of openpipe-art releases whose `art run`
-// server this package speaks.
-const SupportedRange = "0.4.0 to 0.5.17"
+// server trains what grpo sends: the releases checked against the real app
+// by .ci/art.sh. Later releases are refused at start (see detect).
+const SupportedRange = "0.4.0 to 0.5.0"
 
 // Protocol is what Check learned from the server's /openapi.json. FastAPI
 // reports its own default version ("0.1.0") in info.version, not ART's, so
 // the release is told from the paths and schemas the server exposes.
 type Protocol struct {
-	// Releases names the range of releases with this shape.
+	// Releases names the band of releases with this shape.
 	Releases string
-	// Log: /_log exists (0.4.0 to 0.5.7; removed in 0.5.9).
+	// Log: /_log exists (every supported release has it).
 	Log bool
-	// KeepSteps: checkpoints are deleted by /_delete_checkpoint_files with
-	// an explicit steps_to_keep list (0.5.9 on). Before, /_delete_checkpoints
-	// keeps only the latest step and the best one by a logged metric.
-	KeepSteps bool
-	// ScaleRewards: the training dev config accepts scale_rewards, so ART
-	// can be told not to divide by the group's reward standard deviation
-	// (present in 0.4.12, absent in 0.4.0).
+	// ScaleRewards: the training dev config accepts scale_rewards (0.4.4
+	// on), so ART can be told not to divide by the group's reward standard
+	// deviation. Those releases also divide every advantage by the batch's
+	// mean |advantage| (art/local/pack.py, then art/preprocessing/pack.py).
 	ScaleRewards bool
-	// StepNames: ART's vLLM serves each checkpoint as "<name>@<step>"
-	// (0.5.9 on); before, one adapter named "<name>" is replaced in place.
-	StepNames bool
+	// TrainsMessages: the tokenizer also trains the plain assistant
+	// messages of a history, re-encoding their content alone (0.4.8 on,
+	// told by dev_config.scale_learning_rate_by_reward_std_dev, added with
+	// it). Earlier sampled turns then cannot be sent as context only, so
+	// TrainGroups sends each trajectory as one history there.
+	TrainsMessages bool
 }
+
+// The bands of releases detect tells apart, and why those outside
+// SupportedRange are refused (what the real app does with grpo's requests).
+const (
+	bandOld      = "0.4.0 to 0.4.3"
+	bandScale    = "0.4.4 to 0.4.7"
+	bandMessages = "0.4.8 to 0.5.0"
+	whyChoices   = "openpipe-art 0.5.1 to 0.5.17 (Trajectory.auto_metrics found): the app keeps each sampled choice as a chat message (SkipValidation on messages_and_choices), and its tokenizer then fails with KeyError: 'role' on every step"
+	whyNoSchema  = "/openapi.json answers 500, as openpipe-art 0.5.9 and later do: those releases cannot train what grpo sends (sampled choices are taken for chat messages) and 0.5.18 no longer trains through `art run`"
+)
 
 // openAPI is the part of an OpenAPI document that detection reads.
 type openAPI struct {
@@ -44,9 +55,11 @@ type openAPI struct {
 }
 
 // detect reads an /openapi.json document; its error describes what the
-// server exposes instead, and Check turns it into a *VersionError. A supported server has every
-// endpoint the client uses, the 0.4 trajectory schema (additional_histories,
-// absent in 0.3.11) and one of the two checkpoint deletion endpoints.
+// server exposes instead, and Check turns it into a *VersionError. A
+// supported server has every endpoint the client uses, the 0.4 trajectory
+// schema (additional_histories, absent in 0.3.11), /_log and
+// /_delete_checkpoints, and no Trajectory.auto_metrics (added in 0.5.1,
+// the first release whose app breaks sampled choices).
 func detect(doc []byte) (Protocol, error) {
 	var d openAPI
 	if err := json.Unmarshal(doc, &d); err != nil {
@@ -71,34 +84,31 @@ func detect(doc []byte) (Protocol, error) {
 		{"post", "/_prepare_backend_for_training"},
 		{"post", "/_get_step"},
 		{"post", "/_train_model"},
+		{"post", "/_log"},
+		{"post", "/_delete_checkpoints"},
 	} {
 		if !has(e.path, e.method) {
 			missing = append(missing, strings.ToUpper(e.method)+" "+e.path)
 		}
 	}
-	if len(missing) > 0 {
+	switch {
+	case len(missing) > 0:
 		found := "no " + strings.Join(missing, ", no ")
 		if has("/register", "post") && !has("/_train_model", "post") {
-			found += " (releases after 0.5.17 no longer train through `art run`)"
+			found += " (openpipe-art 0.5.18 and later no longer train through `art run`)"
 		}
 		return Protocol{}, errors.New(found + "; paths found: " + pathList(d.Paths))
-	}
-	if !prop("additional_histories") {
+	case !prop("additional_histories"):
 		return Protocol{}, errors.New("trajectories without additional_histories, as in openpipe-art 0.3.x")
+	case prop("auto_metrics"):
+		return Protocol{}, errors.New(whyChoices)
 	}
-	p := Protocol{
-		Log:          has("/_log", "post"),
-		KeepSteps:    has("/_delete_checkpoint_files", "post"),
-		ScaleRewards: prop("scale_rewards"),
-	}
-	oldDelete := has("/_delete_checkpoints", "post")
+	p := Protocol{Log: true, ScaleRewards: prop("scale_rewards"), TrainsMessages: prop("scale_learning_rate_by_reward_std_dev"), Releases: bandOld}
 	switch {
-	case p.KeepSteps && !p.Log:
-		p.Releases, p.StepNames = "0.5.9 to 0.5.17", true
-	case oldDelete && p.Log && !p.KeepSteps:
-		p.Releases = "0.4.0 to 0.5.7"
-	default:
-		return Protocol{}, fmt.Errorf("an unknown mix of endpoints (/_log %v, /_delete_checkpoints %v, /_delete_checkpoint_files %v)", p.Log, oldDelete, p.KeepSteps)
+	case p.TrainsMessages:
+		p.Releases = bandMessages
+	case p.ScaleRewards:
+		p.Releases = bandScale
 	}
 	return p, nil
 }
