@@ -11,7 +11,15 @@ exactly what was sampled. Without them the prompt is rendered with the
 tokenizer's chat template and the completion is read from the logprobs'
 ``token_id:<n>`` entries, or tokenised from the assistant's content and
 checked against the logprob tokens. Any disagreement fails the job: training
-on misaligned ratios would be silently wrong."""
+on misaligned ratios would be silently wrong.
+
+Consecutive turns of a trajectory usually share their tokens: turn k+1's
+prompt is turn k's prompt and completion followed by the tool results and
+user messages since. pack_turns trains such turns as one sequence (the last
+turn's prompt and completion, with loss on every turn's completion), so the
+shared prefix is encoded once instead of once per turn. A causal model
+computes each position from the tokens before it only, so the logprobs, and
+with them the loss and its gradient, are those of the turns one by one."""
 
 from __future__ import annotations
 
@@ -53,6 +61,62 @@ class Sequence:
     @property
     def input_ids(self) -> list[int]:
         return self.prompt_ids + self.completion_ids
+
+    @property
+    def spans(self) -> list[tuple[int, int]]:
+        """Where the completion is in input_ids: [(start, end)]."""
+        return [(len(self.prompt_ids), len(self.prompt_ids) + len(self.completion_ids))]
+
+
+@dataclass(frozen=True)
+class Packed:
+    """Consecutive sampled turns of one trajectory, each turn's input_ids a
+    prefix of the next turn's prompt_ids, trained as one sequence: the last
+    turn's input_ids, with loss on each turn's completion tokens."""
+
+    turns: tuple[Sequence, ...]
+
+    @property
+    def input_ids(self) -> list[int]:
+        return self.turns[-1].input_ids
+
+    @property
+    def spans(self) -> list[tuple[int, int]]:
+        """Where each turn's completion is in input_ids, in turn order."""
+        return [s.spans[0] for s in self.turns]
+
+    @property
+    def old_logprobs(self) -> list[float]:
+        return [lp for s in self.turns for lp in s.old_logprobs]
+
+    @property
+    def advantage(self) -> float:
+        return self.turns[0].advantage
+
+    @property
+    def temperature(self) -> float:
+        return self.turns[0].temperature
+
+
+def pack_turns(seqs: list[Sequence]) -> list[Packed]:
+    """Groups seqs (in build_sequences' order) into packed sequences: a turn
+    joins the one before it when both are of the same trajectory and the
+    earlier turn's prompt and completion are, token for token, the start of
+    its prompt. Otherwise (a template that re-renders an earlier turn
+    differently, say) it starts a new packed sequence: a turn is never
+    trained in a context other than the one it was sampled in."""
+    out: list[Packed] = []
+    group: list[Sequence] = []
+    for s in seqs:
+        if group:
+            prev = group[-1].input_ids
+            if s.trajectory != group[-1].trajectory or s.prompt_ids[: len(prev)] != prev:
+                out.append(Packed(tuple(group)))
+                group = []
+        group.append(s)
+    if group:
+        out.append(Packed(tuple(group)))
+    return out
 
 
 def is_choice(item: dict[str, Any]) -> bool:

@@ -4,9 +4,10 @@ turns, write the adapter atomically as a PEFT directory, with the AdamW state
 beside it so the next job of the lineage continues the same optimizer.
 
 The loop, in the order a reader meets it: build_sequences (data.py) turns
-trajectories into (prompt, completion, old logprobs, advantage); each epoch is
-``mini_batches`` AdamW steps over consecutive slices of those sequences in
-their fixed order; each step accumulates the gradient of
+trajectories into (prompt, completion, old logprobs, advantage) per sampled
+turn and pack_turns joins consecutive turns that share their tokens into one
+sequence; each epoch is ``mini_batches`` AdamW steps over consecutive slices
+of those sequences in their fixed order; each step accumulates the gradient of
 sum(loss over completion tokens) / (completion tokens in the step) over
 micro-batches, clips it to max_grad_norm, and steps at the lineage's
 warmed-up learning rate."""
@@ -23,7 +24,7 @@ import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import torch
 from peft import LoraConfig, PeftModel, get_peft_model
@@ -32,7 +33,7 @@ from safetensors import safe_open
 from safetensors.torch import load_file, save_file
 
 from grpo_trainer.api import JobRequest, Metrics
-from grpo_trainer.data import Sequence, build_sequences
+from grpo_trainer.data import build_sequences, pack_turns
 from grpo_trainer.loss import grpo_loss, token_logprobs_and_entropy
 
 log = logging.getLogger("grpo_trainer.train")
@@ -72,8 +73,8 @@ class TrainOptions:
 @dataclass
 class Batch:
     """Right-padded sequences. Loss positions cover tokens start+1..T-1 of
-    input_ids, where start+1 is the first completion token of the shortest
-    prompt, so logits are computed only from position start on."""
+    input_ids, where start+1 is the earliest first completion token of the
+    batch, so logits are computed only from position start on."""
 
     input_ids: torch.Tensor  # [B, T]
     attention_mask: torch.Tensor  # [B, T]
@@ -93,11 +94,28 @@ def adapter_seed(server_seed: int) -> int:
     return int.from_bytes(h[:8], "big") & 0x7FFF_FFFF_FFFF_FFFF
 
 
+class Trainable(Protocol):
+    """A sequence to train on: a sampled turn (data.Sequence) or several
+    turns packed into one (data.Packed). old_logprobs are those of the
+    completion tokens of spans, in order."""
+
+    @property
+    def input_ids(self) -> list[int]: ...
+    @property
+    def spans(self) -> list[tuple[int, int]]: ...
+    @property
+    def old_logprobs(self) -> list[float]: ...
+    @property
+    def advantage(self) -> float: ...
+    @property
+    def temperature(self) -> float: ...
+
+
 def make_batch(
-    seqs: list[Sequence], pad_id: int, device: torch.device, temperature: bool = False
+    seqs: list[Trainable], pad_id: int, device: torch.device, temperature: bool = False
 ) -> Batch:
     T = max(len(s.input_ids) for s in seqs)
-    start = min(len(s.prompt_ids) for s in seqs) - 1
+    start = min(s.spans[0][0] for s in seqs) - 1
     keep = T - start
     B = len(seqs)
     ids = torch.full((B, T), pad_id, dtype=torch.long)
@@ -105,13 +123,17 @@ def make_batch(
     mask = torch.zeros((B, keep - 1), dtype=torch.float64)
     old = torch.zeros((B, keep - 1), dtype=torch.float64)
     for b, s in enumerate(seqs):
-        n, p = len(s.input_ids), len(s.prompt_ids)
+        n = len(s.input_ids)
         ids[b, :n] = torch.tensor(s.input_ids, dtype=torch.long)
         attn[b, :n] = 1
-        # Token t of input_ids sits at column t - (start + 1).
-        lo, hi = p - start - 1, n - start - 1
-        mask[b, lo:hi] = 1.0
-        old[b, lo:hi] = torch.tensor(s.old_logprobs, dtype=torch.float64)
+        olds = s.old_logprobs
+        k = 0
+        for lo, hi in s.spans:
+            # Token t of input_ids sits at column t - (start + 1).
+            c = lo - start - 1
+            mask[b, c : c + hi - lo] = 1.0
+            old[b, c : c + hi - lo] = torch.tensor(olds[k : k + hi - lo], dtype=torch.float64)
+            k += hi - lo
     adv = torch.tensor([s.advantage for s in seqs], dtype=torch.float64)
     temp = None
     if temperature:
@@ -297,17 +319,26 @@ def _capture(opt: torch.optim.Optimizer, named: list[tuple[str, Any]], step: int
     return OptimizerState(step=step, weights=weights)
 
 
+def step_slices(seqs: list[Any], mini_batches: int) -> list[list[Any]]:
+    """The optimizer steps of an epoch: mini_batches consecutive slices of
+    seqs in their order, as even as counts allow (at most one step per
+    sequence, at least one step)."""
+    n = max(1, min(mini_batches, len(seqs)))
+    return [seqs[k * len(seqs) // n : (k + 1) * len(seqs) // n] for k in range(n)]
+
+
 def train(
     model: PeftModel,
-    seqs: list[Sequence],
+    seqs: list[Trainable],
     req: JobRequest,
     opts: TrainOptions,
     ctl: Control,
     pad_id: int,
     resume: OptimizerState | None = None,
 ) -> tuple[Metrics, OptimizerState]:
-    """Runs the job's epochs on model in place, continuing the optimizer
-    state resume (None: a fresh AdamW), and returns the statistics and the
+    """Runs the job's epochs over seqs (sampled turns, or turns packed by
+    data.pack_turns) on model in place, continuing the optimizer state
+    resume (None: a fresh AdamW), and returns the statistics and the
     optimizer state after the job."""
     hp = req.hyperparameters.resolved()
     device = next(p for p in model.parameters()).device
@@ -322,10 +353,7 @@ def train(
     before = [p.detach().clone() for p in params]
     model.train()  # no dropout (lora_dropout 0, the base's off: models.disable_dropout)
 
-    n_steps = max(1, min(hp.mini_batches, len(seqs)))
-    slices = [
-        seqs[k * len(seqs) // n_steps : (k + 1) * len(seqs) // n_steps] for k in range(n_steps)
-    ]
+    slices = step_slices(seqs, hp.mini_batches)
     mbs = max(1, opts.micro_batch_size)
     total = hp.epochs * sum((len(s) + mbs - 1) // mbs for s in slices)
     done = 0
@@ -336,7 +364,7 @@ def train(
     for _epoch in range(hp.epochs):
         for part in slices:
             first = step + 1 == first_step  # the parent's policy: nothing updated yet
-            step_tokens = float(sum(len(s.completion_ids) for s in part))
+            step_tokens = float(sum(len(s.old_logprobs) for s in part))
             step_loss = step_kl = 0.0
             opt.zero_grad(set_to_none=True)
             for k in range(0, len(part), mbs):
@@ -396,7 +424,7 @@ def train(
         kl=sum(kl_steps) / len(kl_steps),
         grad_norm=sum(norms) / len(norms),
         clip_fraction=clipped / tokens_all,
-        tokens=int(sum(len(s.completion_ids) for s in seqs)),
+        tokens=sum(len(s.old_logprobs) for s in seqs),
         sequences=len(seqs),
         steps=len(norms),
         epochs=hp.epochs,
@@ -605,7 +633,7 @@ def run_job(
 ) -> tuple[Metrics, Path]:
     """Trains req on base (left as it was found) and writes its adapter."""
     vocab = base.get_input_embeddings().num_embeddings
-    seqs = build_sequences(req.trajectories, tokenizer, vocab_size=vocab)
+    seqs = pack_turns(build_sequences(req.trajectories, tokenizer, vocab_size=vocab))
     pad_id = (
         tokenizer.pad_token_id
         if tokenizer is not None and tokenizer.pad_token_id is not None
