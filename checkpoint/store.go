@@ -54,7 +54,6 @@ var (
 
 // Defaults for Options.
 const (
-	DefaultPath    = "grpo.db"
 	DefaultTimeout = 10 * time.Second
 	DefaultMode    = fs.FileMode(0o600)
 )

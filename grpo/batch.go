@@ -1,11 +1,10 @@
 package grpo
 
 import (
+	"encoding/json"
 	"math"
-	"strconv"
 
 	"github.com/grpo-dev/grpo/rollout"
-	"github.com/grpo-dev/grpo/trainer"
 )
 
 // Group is the episodes of one group: one table config and seed, episodes
@@ -65,19 +64,46 @@ type TrajectoryOptions struct {
 	KeepZeroAdvantage bool
 }
 
-// Trajectories turns scored groups into trainer trajectories: every
+// Trajectory is one philosopher's conversation of a scored episode, as a
+// trainer learns from it: the conversation as sent and sampled (see
+// rollout.Transcript), the tools it was offered, the episode's reward and
+// advantage, and how its turns were sampled. PolicyStep, when set, is the
+// step of the adapter that sampled them (an asynchronous pipeline samples
+// with an older policy than the one being trained). The trainer client
+// turns it into its wire form.
+type Trajectory struct {
+	MessagesAndChoices []json.RawMessage
+	Tools              json.RawMessage
+	Reward, Advantage  float64
+	Group, Episode     string
+	Agent              int
+	Sampling           Sampling
+	PolicyStep         *int
+}
+
+// Sampling is what a trajectory's turns were sampled with (DESIGN §5): the
+// served model name (the base model or an adapter) and the request
+// parameters as sent.
+type Sampling struct {
+	Model              string
+	Temperature, TopP  float32
+	MaxTokens          int
+	ChatTemplateKwargs map[string]any
+}
+
+// Trajectories turns scored groups into trajectories: every
 // philosopher's conversation of a scored episode carries the episode's
 // reward and advantage, and the sampling settings its requests were sent
 // with; trajectories with advantage 0 are not sent. PolicyStep is left
 // unset: the caller that knows which adapter sampled an episode sets it.
-func Trajectories(groups []Group, outcomes []GroupOutcome) []trainer.Trajectory {
+func Trajectories(groups []Group, outcomes []GroupOutcome) []Trajectory {
 	return TrajectoriesWith(groups, outcomes, TrajectoryOptions{})
 }
 
 // TrajectoriesWith is Trajectories with options: with KeepZeroAdvantage,
 // the zero-advantage trajectories of groups with signal are kept.
-func TrajectoriesWith(groups []Group, outcomes []GroupOutcome, opt TrajectoryOptions) []trainer.Trajectory {
-	var out []trainer.Trajectory
+func TrajectoriesWith(groups []Group, outcomes []GroupOutcome, opt TrajectoryOptions) []Trajectory {
+	var out []Trajectory
 	tools := rollout.ToolsJSON()
 	for gi, g := range groups {
 		k := 0 // index into the outcome's scored episodes
@@ -92,7 +118,7 @@ func TrajectoriesWith(groups []Group, outcomes []GroupOutcome, opt TrajectoryOpt
 			}
 			sampling := SamplingOf(ep.Spec)
 			for _, tr := range ep.Transcripts {
-				out = append(out, trainer.Trajectory{
+				out = append(out, Trajectory{
 					MessagesAndChoices: tr.MessagesAndChoices,
 					Tools:              tools,
 					Reward:             ep.Reward,
@@ -108,23 +134,14 @@ func TrajectoriesWith(groups []Group, outcomes []GroupOutcome, opt TrajectoryOpt
 	return out
 }
 
-// SamplingOf is what an episode's requests were sampled with, as the
-// trainer is told (DESIGN §5): the served model name and the parameters
-// the agent sent. Float32 settings are carried at the precision they were
-// sent with (0.7 stays 0.7, not 0.699999988).
-func SamplingOf(spec rollout.EpisodeSpec) *trainer.Sampling {
-	return &trainer.Sampling{
+// SamplingOf is what an episode's requests were sampled with: the served
+// model name and the parameters the agent sent (top_p unset is 1).
+func SamplingOf(spec rollout.EpisodeSpec) Sampling {
+	return Sampling{
 		Model:              spec.Model,
-		Temperature:        wire32(spec.Sampling.Temperature),
-		TopP:               wire32(spec.Sampling.EffectiveTopP()),
+		Temperature:        spec.Sampling.Temperature,
+		TopP:               spec.Sampling.EffectiveTopP(),
 		MaxTokens:          spec.Sampling.MaxTokens,
 		ChatTemplateKwargs: spec.Sampling.ChatTemplateKwargs,
 	}
-}
-
-// wire32 is the float64 whose shortest decimal form is the float32's, as
-// encoding/json writes a float32 into a request.
-func wire32(f float32) float64 {
-	v, _ := strconv.ParseFloat(strconv.FormatFloat(float64(f), 'g', -1, 32), 64)
-	return v
 }

@@ -15,13 +15,6 @@ const (
 	LoadFailed   = "failed"    // any other failure
 )
 
-// FleetMetricNames are the metrics NewFleetMetrics registers.
-var FleetMetricNames = []string{
-	"grpo_inference_endpoint_up", "grpo_inference_endpoint_concurrency_limit",
-	"grpo_inference_endpoint_drains_total", "grpo_inference_endpoint_readmissions_total",
-	"grpo_inference_adapter_load_attempts_total",
-}
-
 // FleetMetrics are the fleets' Prometheus metrics, labelled by run and
 // endpoint URL. One value serves every fleet of a process; a nil
 // *FleetMetrics records nothing.

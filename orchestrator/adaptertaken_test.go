@@ -19,7 +19,7 @@ type squattingTrainer struct{ *trainer.JobClient }
 
 func (s squattingTrainer) Submit(ctx context.Context, req trainer.JobRequest) (trainer.Job, error) {
 	if strings.HasSuffix(req.ID, "/step-0001") {
-		squat := trainer.JobRequest{ID: "squatter/step-0001", OutputAdapter: req.OutputAdapter}
+		squat := trainer.JobRequest{ID: "squatter/step-0001", OutputAdapter: req.OutputAdapter, Trajectories: req.Trajectories}
 		if _, err := s.JobClient.Submit(ctx, squat); err != nil {
 			return trainer.Job{}, err
 		}

@@ -161,7 +161,7 @@ type StepCommitted struct {
 	N         int                `json:"n"`
 	Train     *TrainSummary      `json:"train"`   // nil for step 0
 	Adapter   *Adapter           `json:"adapter"` // in use after the step; nil while none is trained
-	Job       *JobRecord         `json:"job"`     // nil when no job ran (step 0, or no signal)
+	Job       *checkpoint.Job    `json:"job"`     // nil when no job ran (step 0, or no signal)
 	Seconds   map[string]float64 `json:"seconds,omitempty"`
 	Committed time.Time          `json:"committed"`
 }
@@ -194,16 +194,6 @@ type GroupSummary struct {
 	Std          float64   `json:"std"`
 	ZeroVariance bool      `json:"zero_variance"`
 	Resampled    bool      `json:"resampled,omitempty"`
-}
-
-// JobRecord is a step's trainer job as it finished.
-type JobRecord struct {
-	ID        string             `json:"id"`
-	State     string             `json:"state"`
-	Metrics   map[string]float64 `json:"metrics"`
-	Error     string             `json:"error,omitempty"`
-	Submitted time.Time          `json:"submitted"`
-	Finished  time.Time          `json:"finished"`
 }
 
 // RunFinished closes a run's event stream of this process: State is what
@@ -355,7 +345,8 @@ func stepCommitted(s checkpoint.Step) *StepCommitted {
 		}
 	}
 	if j := s.Job; j != nil {
-		out.Job = &JobRecord{ID: j.ID, State: j.State, Metrics: j.Metrics, Error: j.Error, Submitted: j.Submitted, Finished: j.Finished}
+		job := *j
+		out.Job = &job
 	}
 	return out
 }

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/grpo-dev/grpo/checkpoint"
 	"github.com/grpo-dev/grpo/orchestrator"
 )
 
@@ -50,7 +51,7 @@ func sampleEvents() []orchestrator.Event {
 			MealsMean: 2, InvalidRate: 0.1, ZeroVarianceGroups: 1, FracRewardZeroStd: 0.5, Trajectories: 3,
 			Groups: []orchestrator.GroupSummary{{ID: "s2-g0", Seed: 9, N: 5, Rewards: []float64{0, 1}, Mean: 0.5, Std: 0.5, ZeroVariance: true, Resampled: true}}},
 		Adapter:   a,
-		Job:       &orchestrator.JobRecord{ID: "r/step-0002", State: "succeeded", Metrics: map[string]float64{"loss": 0.5}, Error: "x", Submitted: at, Finished: at.Add(time.Second)},
+		Job:       &checkpoint.Job{ID: "r/step-0002", State: "succeeded", Metrics: map[string]float64{"loss": 0.5}, Error: "x", Submitted: at, Finished: at.Add(time.Second)},
 		Seconds:   map[string]float64{"rollout": 1},
 		Committed: at,
 	}

@@ -154,10 +154,11 @@ func (r *run) sample(ctx context.Context, s, n int, pol policy) (*batch, error) 
 	}}
 	// ART recomputes group statistics from what it receives: it needs the
 	// zero-advantage trajectories of the groups it trains on.
-	b.trajectories = grpo.TrajectoriesWith(groups, outcomes, grpo.TrajectoryOptions{KeepZeroAdvantage: r.cfg.Trainer.Kind == config.TrainerART})
-	for i := range b.trajectories {
-		b.trajectories[i].PolicyStep = &pol.step
+	trajs := grpo.TrajectoriesWith(groups, outcomes, grpo.TrajectoryOptions{KeepZeroAdvantage: r.cfg.Trainer.Kind == config.TrainerART})
+	for i := range trajs {
+		trajs[i].PolicyStep = &pol.step
 	}
+	b.trajectories = trainer.Trajectories(trajs)
 	b.stats.Trajectories = len(b.trajectories)
 	lag := s - 1 - pol.step
 	b.stats.PolicyStep, b.stats.OffPolicyLag = &pol.step, &lag
@@ -460,21 +461,21 @@ func (r *run) logValidation(ctx context.Context, s int, eps []rollout.Episode) {
 // trajectories for a ValidationLogger: one group per table size, each
 // philosopher's conversation with the episode's reward and advantage 0.
 func validationTrajectories(s int, eps []rollout.Episode) []trainer.Trajectory {
-	var out []trainer.Trajectory
+	var out []grpo.Trajectory
 	tools := rollout.ToolsJSON()
 	for _, ep := range eps {
 		if ep.Errored {
 			continue
 		}
 		for _, tr := range ep.Transcripts {
-			out = append(out, trainer.Trajectory{
+			out = append(out, grpo.Trajectory{
 				MessagesAndChoices: tr.MessagesAndChoices, Tools: tools, Reward: ep.Reward,
 				Group: fmt.Sprintf("v%d-n%d", s, ep.Spec.Env.N), Episode: ep.Spec.ID, Agent: tr.Agent,
 				Sampling: grpo.SamplingOf(ep.Spec),
 			})
 		}
 	}
-	return out
+	return trainer.Trajectories(out)
 }
 
 // firstError is the error of the first errored episode of eps.

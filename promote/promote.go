@@ -52,34 +52,10 @@ func CheckName(name string, cfg config.Config) error {
 	return nil
 }
 
-// ErrNoEndpoints is returned by Endpoints for a run on the embedded
-// backend (its inference server stopped with the run) or on ART (whose
-// vLLM the run does not name).
+// ErrNoEndpoints: there is no live inference endpoint to promote into (a
+// run on the embedded backend, whose inference server stopped with the
+// run, or on ART, whose vLLM the run does not name: see run.Admins).
 var ErrNoEndpoints = errors.New("no live inference endpoint")
-
-// Endpoints returns admin clients of the inference endpoints of cfg, with
-// the API keys its endpoints name read through getenv (OPENAI_API_KEY when
-// an endpoint names none). A run on the embedded backend has none: it
-// returns an error matching ErrNoEndpoints.
-func Endpoints(cfg config.Config, getenv func(string) string, opts inference.AdminOptions) ([]*inference.AdminClient, error) {
-	if len(cfg.Inference.Endpoints) == 0 && cfg.Trainer.Kind == config.TrainerART {
-		return nil, fmt.Errorf("run %s trained with OpenPipe ART (trainer.kind art), whose own vLLM serves its checkpoints under their ART names (grpo best shows the selected one's): the run names no inference endpoint to load into: %w; to serve it from an endpoint of yours, promote with --endpoint", cfg.Run.Name, ErrNoEndpoints)
-	}
-	if len(cfg.Inference.Endpoints) == 0 {
-		return nil, fmt.Errorf("run %s uses the embedded reference backend, whose server lives only in the process playing the run: %w; serve the run's adapters with 'grpo refmodel serve --data-dir <db>.data' (a daemon's run: <data-dir>/<run>) and promote with --endpoint", cfg.Run.Name, ErrNoEndpoints)
-	}
-	var out []*inference.AdminClient
-	for _, ep := range cfg.Inference.Endpoints {
-		env := ep.APIKeyEnv
-		if env == "" {
-			env = "OPENAI_API_KEY"
-		}
-		o := opts
-		o.APIKey = getenv(env)
-		out = append(out, inference.NewAdminClient(ep.URL, o))
-	}
-	return out, nil
-}
 
 // What Promote did on one endpoint.
 const (

@@ -434,7 +434,7 @@ func TestPromoteAgainstRefmodel(t *testing.T) {
 	f := newFixture(t, a, b)
 	ctx := context.Background()
 	best := f.resolve(t, promote.Pick{By: "best"})
-	clients, err := promote.Endpoints(best.Config, func(string) string { return "" }, inference.AdminOptions{})
+	clients, err := admins(best.Config, func(string) string { return "" }, inference.AdminOptions{})
 	if err != nil || len(clients) != 2 {
 		t.Fatalf("Endpoints: %d %v", len(clients), err)
 	}
@@ -538,7 +538,7 @@ func TestPromoteRefusesBaseModelName(t *testing.T) {
 	defer srv.Close()
 	f := newFixture(t, srv.URL+"/v1")
 	best := f.resolve(t, promote.Pick{By: "best"})
-	clients, err := promote.Endpoints(best.Config, func(string) string { return "" }, inference.AdminOptions{})
+	clients, err := admins(best.Config, func(string) string { return "" }, inference.AdminOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -562,7 +562,7 @@ func TestPromoteFallsBackWithoutInplace(t *testing.T) {
 	defer srv.Close()
 	f := newFixture(t, srv.URL+"/v1")
 	best := f.resolve(t, promote.Pick{By: "best"})
-	clients, err := promote.Endpoints(best.Config, func(k string) string {
+	clients, err := admins(best.Config, func(k string) string {
 		if k == "TEST_KEY" {
 			return "k3y"
 		}
@@ -595,7 +595,7 @@ func TestPromoteFallsBackWithoutInplace(t *testing.T) {
 func TestPromoteStrictRefmodel(t *testing.T) {
 	url := serveRefmodel(t, &refmodel.Strict{})
 	f := newFixture(t, url)
-	clients, _ := promote.Endpoints(f.resolve(t, promote.Pick{By: "best"}).Config, func(string) string { return "" }, inference.AdminOptions{})
+	clients, _ := admins(f.resolve(t, promote.Pick{By: "best"}).Config, func(string) string { return "" }, inference.AdminOptions{})
 	for i, c := range []struct {
 		pick   promote.Pick
 		action string
@@ -620,7 +620,7 @@ func TestPromoteFallsBackWhenInplaceIgnored(t *testing.T) {
 	defer srv.Close()
 	f := newFixture(t, srv.URL+"/v1")
 	best := f.resolve(t, promote.Pick{By: "best"})
-	clients, _ := promote.Endpoints(best.Config, func(string) string { return "" }, inference.AdminOptions{})
+	clients, _ := admins(best.Config, func(string) string { return "" }, inference.AdminOptions{})
 	res, err := promote.Promote(context.Background(), clients, "r1-best", best)
 	if err != nil {
 		t.Fatal(err)
@@ -644,28 +644,13 @@ func TestPromoteReportsFailedEndpoint(t *testing.T) {
 	best := f.resolve(t, promote.Pick{By: "best"})
 	noRetry := httpx.DefaultPolicy()
 	noRetry.Retries = 0
-	clients, _ := promote.Endpoints(best.Config, func(string) string { return "" }, inference.AdminOptions{Retry: &noRetry})
+	clients, _ := admins(best.Config, func(string) string { return "" }, inference.AdminOptions{Retry: &noRetry})
 	res, err := promote.Promote(context.Background(), clients, "r1-best", best)
 	if err == nil || !strings.Contains(err.Error(), downURL) || !strings.Contains(err.Error(), "1 of 2") {
 		t.Fatalf("err %v, want one naming %s", err, downURL)
 	}
 	if res.Endpoints[0].Action != promote.ActionLoaded || res.Endpoints[1].Action != promote.ActionFailed || res.Endpoints[1].Error == "" {
 		t.Fatalf("endpoints %+v", res.Endpoints)
-	}
-}
-
-func TestEndpointsOfEmbeddedRun(t *testing.T) {
-	f := newFixture(t) // no endpoints: the embedded backend
-	_, err := promote.Endpoints(f.resolve(t, promote.Pick{By: "best"}).Config, func(string) string { return "" }, inference.AdminOptions{})
-	if !errors.Is(err, promote.ErrNoEndpoints) || !strings.Contains(err.Error(), "grpo refmodel serve --data-dir") || !strings.Contains(err.Error(), "--endpoint") {
-		t.Fatalf("embedded run: %v", err)
-	}
-	// An ART run names no endpoint either, and is not called embedded.
-	cfg := f.resolve(t, promote.Pick{By: "best"}).Config
-	cfg.Trainer.Kind = config.TrainerART
-	_, err = promote.Endpoints(cfg, func(string) string { return "" }, inference.AdminOptions{})
-	if !errors.Is(err, promote.ErrNoEndpoints) || !strings.Contains(err.Error(), "trained with OpenPipe ART") || strings.Contains(err.Error(), "embedded") {
-		t.Fatalf("ART run: %v", err)
 	}
 }
 
@@ -687,3 +672,15 @@ func TestMarkOnDisk(t *testing.T) {
 }
 
 func ptr(b bool) *bool { return &b }
+
+// admins are admin clients of cfg's endpoints, each with the key in the
+// variable its api_key_env names.
+func admins(cfg config.Config, getenv func(string) string, opts inference.AdminOptions) ([]*inference.AdminClient, error) {
+	var out []*inference.AdminClient
+	for _, ep := range cfg.Inference.Endpoints {
+		o := opts
+		o.APIKey = getenv(ep.APIKeyEnv)
+		out = append(out, inference.NewAdminClient(ep.URL, o))
+	}
+	return out, nil
+}

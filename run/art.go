@@ -43,64 +43,68 @@ func artModel(cfg config.Config) art.Model {
 // inference endpoint. For a new run it sets inference.model to the name
 // ART serves its step-0 checkpoint under, so the base model is validated
 // there too.
-func startART(ctx context.Context, cfg *config.Config, opts Options, resume bool) (*peers, *artTrainer, error) {
+func startART(ctx context.Context, cfg *config.Config, opts PeersOptions) (*Peers, error) {
 	inf := cfg.Inference
 	// Training answers for as long as it runs: no overall client timeout.
 	client, err := art.New(cfg.Trainer.URL, art.Options{HTTPClient: &http.Client{}})
 	if err != nil {
-		return nil, nil, fmt.Errorf("trainer.url: %w", err)
+		return nil, fmt.Errorf("trainer.url: %w", err)
 	}
 	proto, err := client.Check(ctx)
 	if err != nil {
-		return nil, nil, fmt.Errorf("ART trainer %s: %w", cfg.Trainer.URL, err)
+		return nil, fmt.Errorf("ART trainer %s: %w", cfg.Trainer.URL, err)
 	}
 	if err := art.ValidateAdvantage(cfg.GRPO.Advantage, proto); err != nil {
-		return nil, nil, err
+		return nil, err
 	}
 	m := artModel(*cfg)
 	// One `art run` per grpo run: ART kills its training and inference
 	// processes when a second model name first trains or prepares.
 	if other, err := client.Occupant(ctx, m); err != nil {
-		return nil, nil, err
+		return nil, err
 	} else if other != "" {
-		return nil, nil, fmt.Errorf("ART trainer %s already serves model %q (another grpo run?): ART %s trains one model per `art run` and kills the running one's processes when another name starts, so run one `art run` per grpo run (on its own port and vLLM port), or resume that run", cfg.Trainer.URL, other, proto.Releases)
+		return nil, fmt.Errorf("ART trainer %s already serves model %q (another grpo run?): ART %s trains one model per `art run` and kills the running one's processes when another name starts, so run one `art run` per grpo run (on its own port and vLLM port), or resume that run", cfg.Trainer.URL, other, proto.Releases)
 	}
 	if err := client.Register(ctx, m); err != nil {
-		return nil, nil, err
+		return nil, err
 	}
-	if !resume {
+	if !opts.Resume {
 		step, err := client.Step(ctx, m)
 		if err != nil {
-			return nil, nil, err
+			return nil, err
 		}
 		if step != 0 {
-			return nil, nil, fmt.Errorf("ART already holds model %s/%s at step %d (trained by an earlier run of that name): a new run would train on from it; choose another run.name, or delete %s/models/%s under ART's art path", ARTProject, m.Name, step, ARTProject, m.Name)
+			return nil, fmt.Errorf("ART already holds model %s/%s at step %d (trained by an earlier run of that name): a new run would train on from it; choose another run.name, or delete %s/models/%s under ART's art path", ARTProject, m.Name, step, ARTProject, m.Name)
 		}
 		if cfg.Inference.Model, err = client.InferenceModel(ctx, m, 0); err != nil {
-			return nil, nil, err
+			return nil, err
 		}
 	}
 	base, key, err := client.Prepare(ctx, m)
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
 	opts.Logger.Info("ART trainer ready", "art", cfg.Trainer.URL, "releases", proto.Releases, "inference", base)
-	hc := httpx.NewHTTPClient(inf.Concurrency, opts.Logger)
-	retry := RetryPolicy(inf)
+	hc := opts.HTTPClient
+	if hc == nil {
+		hc = httpx.NewHTTPClient(inf.Concurrency, opts.Logger)
+	}
+	retry := retryPolicy(inf)
 	admin := inference.NewAdminClient(base, inference.AdminOptions{APIKey: key, HTTPClient: hc, Retry: &retry})
 	cctx, cancel := context.WithTimeout(ctx, healthTimeout)
 	err = admin.Probe(cctx)
 	cancel()
 	if err != nil {
-		return nil, nil, fmt.Errorf("ART's inference endpoint %s: %w", base, err)
+		return nil, fmt.Errorf("ART's inference endpoint %s: %w", base, err)
 	}
 	t := &artTrainer{client: client, model: m, proto: proto, logger: opts.Logger,
 		before: map[string]int{}, done: map[string]trainer.Job{}, pending: map[string]trainer.JobRequest{}, running: map[string]context.CancelFunc{}}
 	// ART's vLLM is the fleet's one endpoint: drained and waited for
 	// through an outage like any other; adapters are ART's business.
-	fleet := NewFleet([]Endpoint{{URL: base, APIKey: key}}, inf, hc, fleetOptions(*cfg, opts))
+	eps := []Endpoint{{URL: base, APIKey: key}}
+	fleet := newFleet(eps, inf, hc, fleetOptions(*cfg, opts))
 	fleet.Start(context.WithoutCancel(ctx))
-	return &peers{fleet: fleet}, t, nil
+	return &Peers{fleet: fleet, art: t, eps: eps}, nil
 }
 
 // artTrainer is ART behind the orchestrator's trainer seam. ART trains

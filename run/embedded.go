@@ -23,10 +23,10 @@ func ConfigDefaults() config.EmbeddedDefaults {
 	return config.EmbeddedDefaults{Model: refmodel.BaseModelName, LearningRate: refmodel.DefaultLearningRate}
 }
 
-// Embedded is the reference backend started in-process: its inference
+// embeddedBackend is the reference backend started in-process: its inference
 // server and its trainer each on a loopback port, as a real deployment
 // has them on two services.
-type Embedded struct {
+type embeddedBackend struct {
 	backend      *refmodel.Backend
 	InferenceURL string // with /v1
 	TrainerURL   string
@@ -45,8 +45,8 @@ type Embedded struct {
 	closed   bool
 }
 
-// EmbeddedOptions configure StartEmbeddedWith.
-type EmbeddedOptions struct {
+// embeddedOptions configure startEmbedded.
+type embeddedOptions struct {
 	DataDir string // the trainer's adapters and job records
 	Seed    int64  // the run's run.seed
 	// BaseCoordination is the base policy's strength, the config's
@@ -55,21 +55,15 @@ type EmbeddedOptions struct {
 	Logger           *slog.Logger // nil discards
 }
 
-// EmbeddedOptionsOf are the options of cfg's embedded backend on dataDir:
+// embeddedOptionsOf are the options of cfg's embedded backend on dataDir:
 // its run.seed and trainer.base_coordination.
-func EmbeddedOptionsOf(cfg config.Config, dataDir string, logger *slog.Logger) EmbeddedOptions {
-	return EmbeddedOptions{DataDir: dataDir, Seed: cfg.Run.Seed, BaseCoordination: cfg.Trainer.BaseCoordination, Logger: logger}
+func embeddedOptionsOf(cfg config.Config, dataDir string, logger *slog.Logger) embeddedOptions {
+	return embeddedOptions{DataDir: dataDir, Seed: cfg.Run.Seed, BaseCoordination: cfg.Trainer.BaseCoordination, Logger: logger}
 }
 
-// StartEmbedded opens the reference backend with the default base on
-// dataDir and serves it on two loopback ports until Close.
-func StartEmbedded(ctx context.Context, dataDir string, seed int64, logger *slog.Logger) (*Embedded, error) {
-	return StartEmbeddedWith(ctx, EmbeddedOptions{DataDir: dataDir, Seed: seed, Logger: logger})
-}
-
-// StartEmbeddedWith opens the reference backend as o says and serves it on
+// startEmbedded opens the reference backend as o says and serves it on
 // two loopback ports until Close.
-func StartEmbeddedWith(ctx context.Context, o EmbeddedOptions) (*Embedded, error) {
+func startEmbedded(ctx context.Context, o embeddedOptions) (*embeddedBackend, error) {
 	b, err := refmodel.New(refmodel.Options{DataDir: o.DataDir, Seed: o.Seed, BaseCoordination: o.BaseCoordination, Logger: o.Logger})
 	if err != nil {
 		return nil, fmt.Errorf("embedded reference backend: %w", err)
@@ -77,7 +71,7 @@ func StartEmbeddedWith(ctx context.Context, o EmbeddedOptions) (*Embedded, error
 	if err := b.Open(); err != nil {
 		return nil, fmt.Errorf("embedded reference backend: %w", err)
 	}
-	e := &Embedded{backend: b}
+	e := &embeddedBackend{backend: b}
 	ctx, e.cancel = context.WithCancel(context.WithoutCancel(ctx))
 	inf, err := e.serve(ctx, b.InferenceHandler())
 	if err != nil {
@@ -93,7 +87,7 @@ func StartEmbeddedWith(ctx context.Context, o EmbeddedOptions) (*Embedded, error
 	return e, nil
 }
 
-func (e *Embedded) serve(ctx context.Context, h http.Handler) (string, error) {
+func (e *embeddedBackend) serve(ctx context.Context, h http.Handler) (string, error) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return "", fmt.Errorf("embedded reference backend: listen on loopback: %w", err)
@@ -118,7 +112,7 @@ func (e *Embedded) serve(ctx context.Context, h http.Handler) (string, error) {
 
 // counted serves h while e is open, counting each request in
 // e.handlers; once e closes, it answers 503.
-func (e *Embedded) counted(h http.Handler) http.Handler {
+func (e *embeddedBackend) counted(h http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		e.mu.Lock()
 		if e.closed {
@@ -136,7 +130,7 @@ func (e *Embedded) counted(h http.Handler) http.Handler {
 // Close stops both servers, waits for the requests they were serving
 // (closing their connections cancels them), then stops the backend's
 // workers; safe to call twice.
-func (e *Embedded) Close() error {
+func (e *embeddedBackend) Close() error {
 	e.once.Do(func() {
 		e.cancel()
 		e.wg.Wait()

@@ -13,7 +13,7 @@ import (
 )
 
 // TestBaseCoordinationRange: the config accepts exactly what the backend
-// does, so a valid config never fails at StartEmbedded.
+// does, so a valid config never fails at startEmbedded.
 func TestBaseCoordinationRange(t *testing.T) {
 	if config.MinBaseCoordination != refmodel.MinBaseCoordination || config.MaxBaseCoordination != refmodel.MaxBaseCoordination {
 		t.Fatalf("config accepts %v to %v, refmodel %v to %v", config.MinBaseCoordination, config.MaxBaseCoordination, refmodel.MinBaseCoordination, refmodel.MaxBaseCoordination)
@@ -21,9 +21,9 @@ func TestBaseCoordinationRange(t *testing.T) {
 	cfg := config.Default()
 	cfg.Run.Seed = 9
 	cfg.Trainer.BaseCoordination = -0.7
-	got := EmbeddedOptionsOf(cfg, "/d", nil)
+	got := embeddedOptionsOf(cfg, "/d", nil)
 	if got.DataDir != "/d" || got.Seed != 9 || got.BaseCoordination != -0.7 {
-		t.Fatalf("EmbeddedOptionsOf: %+v", got)
+		t.Fatalf("embeddedOptionsOf: %+v", got)
 	}
 }
 
@@ -41,7 +41,7 @@ func TestEmbeddedCloseWaitsForRequests(t *testing.T) {
 	if err := b.Open(); err != nil {
 		t.Fatal(err)
 	}
-	e := &Embedded{backend: b}
+	e := &embeddedBackend{backend: b}
 	ctx, cancel := context.WithCancel(context.Background())
 	e.cancel = cancel
 	started := make(chan struct{})

@@ -1,4 +1,4 @@
-package run_test
+package run
 
 import (
 	"context"
@@ -12,10 +12,9 @@ import (
 
 	"github.com/grpo-dev/grpo/config"
 	"github.com/grpo-dev/grpo/inference"
-	"github.com/grpo-dev/grpo/run"
 )
 
-// TestNewFleetHoldsEndpointsToTheModel: a fleet built by NewFleet (a
+// TestNewFleetHoldsEndpointsToTheModel: a fleet built by newFleet (a
 // run's, grpo eval --run's) readmits a drained endpoint only while it
 // still lists inference.model as it did: one back with another model
 // stays drained.
@@ -41,7 +40,7 @@ func TestNewFleetHoldsEndpointsToTheModel(t *testing.T) {
 	a, b := endpoint(nil, nil), endpoint(&down, &other)
 	inf := config.Default().Inference
 	inf.Model = "m"
-	f := run.NewFleet([]run.Endpoint{{URL: a.URL + "/v1"}, {URL: b.URL + "/v1"}}, inf, nil, inference.FleetOptions{ProbeInterval: time.Millisecond})
+	f := newFleet([]Endpoint{{URL: a.URL + "/v1"}, {URL: b.URL + "/v1"}}, inf, nil, inference.FleetOptions{ProbeInterval: time.Millisecond})
 	t.Cleanup(f.Close)
 	ctx := context.Background()
 	if err := f.Probe(ctx); err != nil {

@@ -21,16 +21,16 @@ func TestUnsetKeyVars(t *testing.T) {
 	}
 	cfg.Trainer.Kind, cfg.Trainer.URL, cfg.Trainer.APIKeyEnv = "jobs", "http://127.0.0.1:6", "TRAINER"
 	env := map[string]string{"SET": "k", "EMPTY": ""}
-	got := UnsetKeyVars(cfg, func(k string) string { return env[k] })
+	got := unsetKeyVars(cfg, func(k string) string { return env[k] })
 	want := []string{
 		"inference.endpoints[1].api_key_env names $EMPTY, which is not set or empty: no API key is sent",
 		"inference.endpoints[4].api_key_env names $MISSING, which is not set or empty: no API key is sent",
 		"trainer.api_key_env names $TRAINER, which is not set or empty: no API key is sent",
 	}
 	if !slices.Equal(got, want) {
-		t.Fatalf("UnsetKeyVars = %q\nwant %q", got, want)
+		t.Fatalf("unsetKeyVars = %q\nwant %q", got, want)
 	}
-	if got := UnsetKeyVars(config.Default(), func(string) string { return "" }); got != nil {
+	if got := unsetKeyVars(config.Default(), func(string) string { return "" }); got != nil {
 		t.Fatalf("embedded backend: %q, want none", got)
 	}
 }

@@ -1,10 +1,11 @@
 // Package run owns a training run's life, for the CLI (`grpo run`) and the
 // daemon (`grpo serve`) alike: Open a new run (or Reopen a stored one),
-// which names it, starts its peers (the embedded reference backend, or
+// which names it, opens its Peers (the embedded reference backend, or
 // clients of the configured inference endpoints and trainer, or with
 // trainer.kind art OpenPipe ART's backend server and the vLLM it starts:
 // see art.go) and checks that they answer; Play it; Close it. Nothing else
-// builds an orchestrator.
+// builds an orchestrator, and nothing else builds a run's peers: an
+// evaluation of its checkpoints opens them here too (OpenPeers).
 //
 // The run's state in the store is decided by the orchestrator (see its
 // package documentation); the one choice left to the caller is
@@ -33,6 +34,7 @@ import (
 	"github.com/grpo-dev/grpo/inference"
 	"github.com/grpo-dev/grpo/orchestrator"
 	"github.com/grpo-dev/grpo/rollout"
+	"github.com/grpo-dev/grpo/trainer"
 )
 
 // Options configure a Run.
@@ -84,8 +86,7 @@ type Run struct {
 	opts     Options
 	resume   bool
 	finished bool // every step was committed when reopened
-	peers    *peers
-	art      *artTrainer // with trainer.kind art: ART behind the trainer seam
+	peers    *Peers
 	once     sync.Once
 	err      error
 }
@@ -189,25 +190,38 @@ func (o Options) check() (Options, error) {
 }
 
 func (r *Run) start(ctx context.Context) error {
-	var (
-		p   *peers
-		err error
-	)
 	// The peers (the embedded backend, the HTTP client, the fleet, ART)
 	// log with the run's name; the orchestrator names the run on its own
 	// lines, so it keeps r.opts.Logger.
-	opts := r.opts
-	opts.Logger = opts.Logger.With("run", r.cfg.Run.Name)
-	if r.cfg.Trainer.Kind == config.TrainerART {
-		p, r.art, err = startART(ctx, &r.cfg, opts, r.resume)
-	} else {
-		p, err = startPeers(ctx, r.cfg, opts)
-	}
+	p, err := openPeers(ctx, &r.cfg, PeersOptions{
+		DataDir: r.opts.DataDir, Getenv: r.opts.Getenv, Logger: r.opts.Logger.With("run", r.cfg.Run.Name),
+		Resume: r.resume, FleetMetrics: r.opts.FleetMetrics, OnEndpoint: r.endpointEvents(),
+	})
 	if err != nil {
 		return fmt.Errorf("run %s: %w", r.cfg.Run.Name, err)
 	}
 	r.peers = p
 	return nil
+}
+
+// endpointEvents turns the fleet's endpoint changes into endpoint_state
+// events of the run's current step; nil without Options.Events.
+func (r *Run) endpointEvents() func(inference.EndpointChange) {
+	if r.opts.Events == nil {
+		return nil
+	}
+	events, step, name := r.opts.Events, r.opts.step, r.cfg.Run.Name
+	return func(c inference.EndpointChange) {
+		s := &orchestrator.EndpointState{Endpoint: c.URL, Up: c.Up, ProbeIn: c.ProbeIn.Seconds(), ProbeEvery: c.ProbeEvery.Seconds()}
+		if c.Err != nil {
+			s.Error = c.Err.Error()
+		}
+		e := orchestrator.Event{Type: orchestrator.EventEndpointState, Run: name, Time: time.Now(), EndpointState: s}
+		if step != nil {
+			e.Step = int(step.Load())
+		}
+		events(e)
+	}
 }
 
 // dataDir is the embedded backend's directory, absolute, recorded with
@@ -251,8 +265,8 @@ func (r *Run) Play(ctx context.Context) error {
 	switch {
 	case r.peers != nil:
 		opts.Completer, opts.Trainer, opts.Adapters = r.peers.fleet, r.peers.trainer, r.peers.fleet
-		if r.art != nil {
-			opts.Trainer, opts.Adapters = r.art, artAdapters{}
+		if r.peers.art != nil {
+			opts.Trainer, opts.Adapters = r.peers.art, artAdapters{}
 		}
 		if r.opts.WrapCompleter != nil {
 			opts.Completer = r.opts.WrapCompleter(opts.Completer)
@@ -276,7 +290,7 @@ func (r *Run) Play(ctx context.Context) error {
 func (r *Run) Close() error {
 	r.once.Do(func() {
 		if r.peers != nil {
-			r.err = r.peers.close()
+			r.err = r.peers.Close()
 		}
 	})
 	return r.err
@@ -298,4 +312,11 @@ func Name(ctx context.Context, store *checkpoint.Store, cfg config.Config, taken
 		// Free in the store but held: skip it.
 		prefix = name
 	}
+}
+
+// JobEnded reports whether a run failed because its step's trainer job
+// ended failed or cancelled (or was cancelled past trainer.job_timeout):
+// a resume reattaches that job, so it needs Options.RetryEndedJob to go on.
+func JobEnded(err error) bool {
+	return errors.Is(err, trainer.ErrJobFailed) || errors.Is(err, trainer.ErrJobCancelled) || errors.Is(err, trainer.ErrJobTimeout)
 }

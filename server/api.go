@@ -17,7 +17,6 @@ import (
 
 	"github.com/grpo-dev/grpo/checkpoint"
 	"github.com/grpo-dev/grpo/config"
-	"github.com/grpo-dev/grpo/inference"
 	"github.com/grpo-dev/grpo/promote"
 	"github.com/grpo-dev/grpo/run"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
@@ -445,7 +444,7 @@ func (s *Server) handlePromote(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, "as: "+err.Error())
 		return
 	}
-	clients, err := promote.Endpoints(cp.Config, s.opts.Getenv, inference.AdminOptions{})
+	clients, err := run.Admins(cp.Config, s.opts.Getenv, nil, "")
 	if err != nil {
 		writeError(w, http.StatusConflict, err.Error())
 		return

@@ -23,6 +23,11 @@ const DefaultMaxConns = 4096
 // past Options.BodyTimeout, an answer not read by Options.WriteTimeout, a
 // keep-alive connection idle for IdleTimeout)
 // or by the websocket handler that hijacked it.
+//
+// It is not golang.org/x/net/netutil.LimitListener: that one waits at the
+// limit without a sign (warn below is the operator's only clue that
+// clients hang), and its connections hide CloseWrite, which net/http
+// needs to deliver a 413 (limitConn.CloseWrite, TestLimitConnCloseWrite).
 type limitListener struct {
 	net.Listener
 	slots  chan struct{}

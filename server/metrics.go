@@ -40,7 +40,7 @@ var MetricNames = []string{
 	"grpo_deadlock_rate", "grpo_meals_mean", "grpo_invalid_rate",
 	"grpo_trainer_loss", "grpo_trainer_kl", "grpo_trainer_grad_norm", "grpo_trainer_clip_fraction",
 	"grpo_trainer_optimizer_step", "grpo_trainer_sampler_logprob_gap", "grpo_trainer_entropy", "grpo_trainer_update_norm",
-	// The inference fleet's (inference.FleetMetricNames).
+	// The inference fleet's (inference.NewFleetMetrics).
 	"grpo_inference_endpoint_up", "grpo_inference_endpoint_concurrency_limit",
 	"grpo_inference_endpoint_drains_total", "grpo_inference_endpoint_readmissions_total",
 	"grpo_inference_adapter_load_attempts_total",

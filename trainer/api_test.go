@@ -9,6 +9,8 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+
+	"github.com/grpo-dev/grpo/grpo"
 )
 
 func TestTrajectorySamplingJSON(t *testing.T) {
@@ -86,5 +88,29 @@ func TestJobMetrics_Diagnostics(t *testing.T) {
 	// An old trainer's metrics: the four of before, no diagnostics.
 	if got := (Metrics{Loss: 1}).Map(); len(got) != 4 {
 		t.Fatalf("Map() of an old trainer's metrics=%v, want loss, kl, grad_norm, clip_fraction only", got)
+	}
+}
+
+// TestTrajectoriesWire: a domain trajectory's float32 sampling settings
+// are sent at the precision they were sampled with (0.7, not
+// 0.699999988), greedy as temperature 0, and no policy_step when unset.
+func TestTrajectoriesWire(t *testing.T) {
+	trs := Trajectories([]grpo.Trajectory{{Group: "g1", Episode: "a", Agent: 1, Reward: 1, Advantage: 0.5,
+		Sampling: grpo.Sampling{Model: "o3-baseline-step-0001", Temperature: 0.7, TopP: 1, MaxTokens: 512, ChatTemplateKwargs: map[string]any{"enable_thinking": false}}}})
+	got, err := json.Marshal(trs[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := `{"messages_and_choices":null,"reward":1,"advantage":0.5,"group":"g1","episode":"a","agent":1,"sampling":{"model":"o3-baseline-step-0001","temperature":0.7,"top_p":1,"max_tokens":512,"chat_template_kwargs":{"enable_thinking":false}}}`
+	if string(got) != want {
+		t.Fatalf("trajectory JSON %s\nwant %s", got, want)
+	}
+	for _, tt := range []struct {
+		in   float32
+		want float64
+	}{{0, 0}, {0.3, 0.3}, {0.95, 0.95}, {1, 1}} {
+		if got := wire32(tt.in); got != tt.want {
+			t.Errorf("wire32(%v)=%v, want %v", tt.in, got, tt.want)
+		}
 	}
 }

@@ -7,9 +7,11 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
+	"strconv"
 	"strings"
 	"time"
 
+	"github.com/grpo-dev/grpo/grpo"
 	"github.com/grpo-dev/grpo/internal/httpx"
 	"github.com/grpo-dev/grpo/internal/quote"
 )
@@ -228,4 +230,34 @@ func (c *JobClient) Health(ctx context.Context) error {
 		return fmt.Errorf("GET /healthz: %w", err)
 	}
 	return nil
+}
+
+// Trajectories are the domain's trajectories in their wire form (the
+// trajectories of a JobRequest).
+func Trajectories(ts []grpo.Trajectory) []Trajectory {
+	if ts == nil {
+		return nil
+	}
+	out := make([]Trajectory, len(ts))
+	for i, t := range ts {
+		s := t.Sampling
+		out[i] = Trajectory{
+			MessagesAndChoices: t.MessagesAndChoices, Tools: t.Tools,
+			Reward: t.Reward, Advantage: t.Advantage, Group: t.Group, Episode: t.Episode, Agent: t.Agent,
+			Sampling: &Sampling{
+				Model: s.Model, Temperature: wire32(s.Temperature), TopP: wire32(s.TopP),
+				MaxTokens: s.MaxTokens, ChatTemplateKwargs: s.ChatTemplateKwargs,
+			},
+			PolicyStep: t.PolicyStep,
+		}
+	}
+	return out
+}
+
+// wire32 is the float64 whose shortest decimal form is the float32's, as
+// encoding/json writes a float32 into a request: settings are carried at
+// the precision they were sent with (0.7 stays 0.7, not 0.699999988).
+func wire32(f float32) float64 {
+	v, _ := strconv.ParseFloat(strconv.FormatFloat(float64(f), 'g', -1, 32), 64)
+	return v
 }

@@ -627,7 +627,7 @@ func (c *CompareCommand) testRecords(ctx context.Context, store *checkpoint.Stor
 	}
 	inf := side.cfg.Inference
 	o := evalOptions{concurrency: inf.Concurrency, timeout: time.Duration(inf.RequestTimeout), retries: inf.Retries, retryBudget: time.Duration(inf.RetryBudget), outage: time.Duration(inf.OutageWindow)}
-	_, done, err := testCheckpoints(ctx, c.Getenv, c.Stderr, side.cfg, side.name, []pick{side.pick}, ns, episodes, o, keep)
+	_, done, err := testCheckpoints(ctx, c.Getenv, c.Stderr, side.cfg, []pick{side.pick}, ns, episodes, o, keep)
 	if err != nil {
 		return nil, fmt.Errorf("run %s step %d on the test split: %w", side.name, step, err)
 	}

@@ -23,7 +23,6 @@ import (
 	"github.com/grpo-dev/grpo/config"
 	"github.com/grpo-dev/grpo/evaluate"
 	"github.com/grpo-dev/grpo/grpo"
-	"github.com/grpo-dev/grpo/inference"
 	"github.com/grpo-dev/grpo/internal/httpx"
 	"github.com/grpo-dev/grpo/rollout"
 	"github.com/grpo-dev/grpo/run"
@@ -88,6 +87,9 @@ type target struct {
 	// --api-key-env), so an unset variable is worth a warning; the
 	// default OPENAI_API_KEY is unset for most local servers.
 	keyNamed bool
+	// base: the embedded reference backend's base policy, started
+	// in-process (no --base-url nor --models).
+	base bool
 }
 
 // endpoint is the target as a fleet's endpoint, with its request options.
@@ -141,6 +143,8 @@ type evalOptions struct {
 	maxRecord   int64
 	maxOut      int64
 	json        bool
+	// baseCoordination is the embedded base's strength, for a base target.
+	baseCoordination float64
 }
 
 // ParseFlags parses the command line of `grpo eval`.
@@ -189,7 +193,10 @@ func (c *EvalCommand) ParseFlags(args []string) error {
 	set := map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
 	if set["db"] || set["run"] || set["step"] {
-		if err := c.parseCheckpointFlags(set, *db, *runName, *stepList, *nList, *episodes, *concurrency, *timeout, *retries, *retryBudget, *outage, *out, *maxRecord, *maxOut, *asJSON); err != nil {
+		f := checkpointFlags{set: set, db: *db, run: *runName, steps: *stepList, n: *nList, episodes: *episodes,
+			concurrency: *concurrency, timeout: *timeout, retries: *retries, retryBudget: *retryBudget, outage: *outage,
+			out: *out, maxRecord: *maxRecord, maxOut: *maxOut, json: *asJSON}
+		if err := c.parseCheckpointFlags(f); err != nil {
 			return err
 		}
 		for _, u := range runEndpoints {
@@ -310,35 +317,46 @@ func (c *EvalCommand) ParseFlags(args []string) error {
 	return nil
 }
 
+// checkpointFlags are the flags the --run mode reads, as given.
+type checkpointFlags struct {
+	set                          map[string]bool // the flags given
+	db, run, steps, n, out       string
+	episodes                     int
+	concurrency, retries         int
+	timeout, retryBudget, outage time.Duration
+	maxRecord, maxOut            int64
+	json                         bool
+}
+
 // parseCheckpointFlags checks the --run mode's flags: the run's own
 // settings replace every flag that would describe the table or the model.
-func (c *EvalCommand) parseCheckpointFlags(set map[string]bool, db, runName, stepList, nList string, episodes, concurrency int, timeout time.Duration, retries int, retryBudget, outage time.Duration, out string, maxRecord, maxOut int64, asJSON bool) error {
+func (c *EvalCommand) parseCheckpointFlags(f checkpointFlags) error {
 	allowed := []string{"db", "run", "step", "n", "episodes", "json", "out", "max-record-bytes", "max-out-bytes", "concurrency", "request-timeout", "retries", "retry-budget", "outage-window", "endpoint", "api-key-env"}
-	for name := range set {
+	for name := range f.set {
 		if !slices.Contains(allowed, name) {
 			return usagef("--%s cannot be combined with --run: a run's checkpoints are evaluated with the run's own settings (accepted with --run: --%s)", name, strings.Join(allowed, ", --"))
 		}
 	}
-	if runName == "" {
+	if f.run == "" {
 		return usagef("--db and --step need --run RUN")
 	}
-	if db == "" {
+	if f.db == "" {
 		return usagef("--run needs --db DB, the store holding the run")
 	}
-	k := &checkpointEval{db: db, run: runName}
-	for _, f := range strings.Split(stepList, ",") {
-		f = strings.TrimSpace(f)
-		switch f {
+	k := &checkpointEval{db: f.db, run: f.run}
+	for _, s := range strings.Split(f.steps, ",") {
+		s = strings.TrimSpace(s)
+		switch s {
 		case "best", "last", "base":
 		default:
-			if n, err := strconv.Atoi(f); err != nil || n < 0 {
-				return usagef("--step %q: %q is not best, last, base or a step number", stepList, f)
+			if n, err := strconv.Atoi(s); err != nil || n < 0 {
+				return usagef("--step %q: %q is not best, last, base or a step number", f.steps, s)
 			}
 		}
-		k.steps = append(k.steps, f)
+		k.steps = append(k.steps, s)
 	}
-	if set["n"] {
-		ns, err := parseInts("n", nList)
+	if f.set["n"] {
+		ns, err := parseInts("n", f.n)
 		if err != nil {
 			return err
 		}
@@ -349,29 +367,29 @@ func (c *EvalCommand) parseCheckpointFlags(set map[string]bool, db, runName, ste
 		}
 		k.ns = ns
 	}
-	if set["episodes"] {
-		if episodes < 1 {
-			return usagef("--episodes %d: need at least 1", episodes)
+	if f.set["episodes"] {
+		if f.episodes < 1 {
+			return usagef("--episodes %d: need at least 1", f.episodes)
 		}
-		k.episodes = episodes
+		k.episodes = f.episodes
 	}
-	if err := within("concurrency", concurrency, config.ConcurrencyBound); err != nil {
+	if err := within("concurrency", f.concurrency, config.ConcurrencyBound); err != nil {
 		return err
 	}
-	if err := within("retries", retries, config.RetriesBound); err != nil {
+	if err := within("retries", f.retries, config.RetriesBound); err != nil {
 		return err
 	}
-	if err := checkDurations(timeout, retryBudget, outage); err != nil {
+	if err := checkDurations(f.timeout, f.retryBudget, f.outage); err != nil {
 		return err
 	}
-	if maxRecord < 1 {
-		return usagef("--max-record-bytes %d: need at least 1", maxRecord)
+	if f.maxRecord < 1 {
+		return usagef("--max-record-bytes %d: need at least 1", f.maxRecord)
 	}
-	if maxOut < 1 {
-		return usagef("--max-out-bytes %d: need at least 1", maxOut)
+	if f.maxOut < 1 {
+		return usagef("--max-out-bytes %d: need at least 1", f.maxOut)
 	}
 	c.ckpt = k
-	c.opts = evalOptions{concurrency: concurrency, timeout: timeout, retries: retries, retryBudget: retryBudget, outage: outage, out: out, maxRecord: maxRecord, maxOut: maxOut, json: asJSON}
+	c.opts = evalOptions{concurrency: f.concurrency, timeout: f.timeout, retries: f.retries, retryBudget: f.retryBudget, outage: f.outage, out: f.out, maxRecord: f.maxRecord, maxOut: f.maxOut, json: f.json}
 	return nil
 }
 
@@ -395,7 +413,7 @@ func checkDurations(timeout, retryBudget, outage time.Duration) error {
 }
 
 // inference is the evaluation's request settings, as a run's config
-// would give them, for run.NewFleet.
+// would give them.
 func (o evalOptions) inference(base config.Inference) config.Inference {
 	base.Concurrency = o.concurrency
 	base.RequestTimeout = config.Duration(o.timeout)
@@ -427,18 +445,9 @@ func (c *EvalCommand) Run(ctx context.Context) (err error) {
 func (c *EvalCommand) runModels(ctx context.Context) error {
 	o := c.opts
 	if c.embedded {
-		dir, err := os.MkdirTemp("", "grpo-eval-")
-		if err != nil {
-			return err
-		}
-		defer os.RemoveAll(dir)
-		e, err := run.StartEmbeddedWith(ctx, run.EmbeddedOptions{DataDir: dir, Seed: o.seed, BaseCoordination: c.baseCoordination})
-		if err != nil {
-			return err
-		}
-		defer e.Close()
-		o.targets = []target{{Name: run.EmbeddedModel, URL: e.InferenceURL}}
+		o.targets = []target{{Name: run.EmbeddedModel, base: true}}
 	}
+	o.baseCoordination = c.baseCoordination
 	o.targets = slices.Clone(o.targets)
 	for i := range o.targets {
 		if env := o.targets[i].APIKeyEnv; env != "" {
@@ -518,18 +527,24 @@ func (m *Main) runEval(ctx context.Context, o evalOptions) error {
 	// request that keeps failing is sent again within the retry budget,
 	// and an endpoint that went away is waited for within the outage
 	// window.
-	fleets := make([]*inference.Fleet, len(o.targets))
+	inf := o.inference(config.Inference{})
+	peers := make([]*run.Peers, len(o.targets))
 	for i, t := range o.targets {
-		f := run.NewFleet([]run.Endpoint{t.endpoint()}, o.inference(config.Inference{}), hc, inference.FleetOptions{Model: t.Name, Logger: logger.With("model", t.Name)})
-		defer f.Close()
-		pctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-		err := f.Probe(pctx)
-		cancel()
+		po := run.PeersOptions{Logger: logger, HTTPClient: hc}
+		var (
+			p   *run.Peers
+			err error
+		)
+		if t.base {
+			p, err = run.OpenBase(ctx, o.seed, o.baseCoordination, inf, po)
+		} else {
+			p, err = run.OpenEndpoint(ctx, t.endpoint(), t.Name, inf, po)
+		}
 		if err != nil {
 			return fmt.Errorf("model %s: %w", t.Name, err)
 		}
-		f.Start(ctx)
-		fleets[i] = f
+		defer p.Close()
+		peers[i] = p
 	}
 	var sink *jsonlSink
 	if o.out != "" {
@@ -550,7 +565,7 @@ func (m *Main) runEval(ctx context.Context, o evalOptions) error {
 	var results []evalResult
 	for i, t := range o.targets {
 		opts := evaluate.Options{
-			Client:      fleets[i],
+			Client:      peers[i],
 			Limit:       limit,
 			Concurrency: o.concurrency,
 			Replays:     o.replays, MaxErroredFraction: o.maxErrored,
@@ -832,7 +847,7 @@ func (c *EvalCommand) runCheckpoints(ctx context.Context) (err error) {
 		return err
 	}
 	var stored []string
-	results, _, err := testCheckpoints(ctx, c.Getenv, c.Stderr, cfg, k.run, picks, ns, episodes, o, func(s int, res evaluate.Result) error {
+	results, _, err := testCheckpoints(ctx, c.Getenv, c.Stderr, cfg, picks, ns, episodes, o, func(s int, res evaluate.Result) error {
 		if err := keep(s, res); err != nil {
 			return err
 		}
@@ -861,44 +876,23 @@ func (c *EvalCommand) runCheckpoints(ctx context.Context) (err error) {
 }
 
 // testCheckpoints plays the test split of a run's config (ns x episodes
-// tables) with each picked checkpoint of run name, on the run's own peers:
-// a fresh embedded backend loading the adapters from their stored paths
-// (the run's data directory), or the run's endpoints, into which the
-// adapters are loaded (and unloaded after). It returns one result per pick
-// and n, and each step's full result (episodes in TestSet order).
+// tables) with each picked checkpoint, on the run's own peers opened for
+// evaluation (run.OpenPeers): a fresh embedded backend loading the
+// adapters from their stored paths (the run's data directory), or the
+// run's endpoints, into which the adapters are loaded (and unloaded
+// after). It returns one result per pick and n, and each step's full
+// result (episodes in TestSet order).
 //
 // keep, when not nil, is given each step's result as soon as it is
 // measured (storeTest: an interrupted evaluation keeps what it finished).
-func testCheckpoints(ctx context.Context, getenv func(string) string, stderr io.Writer, cfg config.Config, name string, picks []pick, ns []int, episodes int, o evalOptions, keep func(step int, res evaluate.Result) error) ([]evalResult, map[int]evaluate.Result, error) {
-	var err error
-	// The run's own peers: the embedded backend, or its endpoints.
-	var eps []run.Endpoint
-	if cfg.Embedded() {
-		dir, err := os.MkdirTemp("", "grpo-eval-")
-		if err != nil {
-			return nil, nil, err
-		}
-		defer os.RemoveAll(dir)
-		e, err := run.StartEmbeddedWith(ctx, run.EmbeddedOptionsOf(cfg, dir, nil))
-		if err != nil {
-			return nil, nil, err
-		}
-		defer e.Close()
-		eps = []run.Endpoint{{URL: e.InferenceURL}}
-	} else {
-		eps = run.ConfigEndpoints(cfg.Inference, getenv)
+func testCheckpoints(ctx context.Context, getenv func(string) string, stderr io.Writer, cfg config.Config, picks []pick, ns []int, episodes int, o evalOptions, keep func(step int, res evaluate.Result) error) ([]evalResult, map[int]evaluate.Result, error) {
+	name := cfg.Run.Name
+	cfg.Inference = o.inference(cfg.Inference)
+	peers, err := run.OpenPeers(ctx, cfg, run.PeersOptions{Getenv: getenv, Logger: warnLogger(stderr), Evaluate: true})
+	if err != nil {
+		return nil, nil, err
 	}
-	// Per-step adapter names, whatever the run used: each checkpoint is
-	// loaded under its own name next to the others. The fleet rides out
-	// faults and outages as the run's did.
-	logger := warnLogger(stderr)
-	for _, w := range run.UnsetKeyVars(cfg, getenv) {
-		logger.Warn(w)
-	}
-	fleet := run.NewFleet(eps, o.inference(cfg.Inference), httpx.NewHTTPClient(o.concurrency, logger), inference.FleetOptions{Logger: logger})
-	defer fleet.Close()
-	fleet.Start(ctx)
-	var completer rollout.Completer = fleet
+	defer peers.Close()
 
 	var sink *jsonlSink
 	if o.out != "" {
@@ -910,9 +904,15 @@ func testCheckpoints(ctx context.Context, getenv func(string) string, stderr io.
 	// A record --out refuses stops the evaluation: its error is the cause.
 	ctx, stop := context.WithCancelCause(ctx)
 	defer stop(nil)
-	bar := newProgress(stderr, len(picks)*len(ns)*episodes, "test episodes")
+	var cps []evaluate.Checkpoint
+	for _, p := range picks {
+		if !slices.ContainsFunc(cps, func(c evaluate.Checkpoint) bool { return c.Step == p.step }) {
+			cps = append(cps, evaluate.Checkpoint{Step: p.step, Adapter: p.adapter})
+		}
+	}
+	bar := newProgress(stderr, len(cps)*len(ns)*episodes, "test episodes")
 	opts := evaluate.Options{
-		Client: completer, Limit: rollout.NewLimiter(o.concurrency), Concurrency: o.concurrency,
+		Client: peers, Limit: rollout.NewLimiter(o.concurrency), Concurrency: o.concurrency,
 		OnEpisode: func(ep rollout.Episode) {
 			bar.Add(1)
 			if sink != nil {
@@ -922,66 +922,22 @@ func testCheckpoints(ctx context.Context, getenv func(string) string, stderr io.
 			}
 		},
 	}
-	// Leave the endpoints as they were: unload only the adapters this
-	// evaluation loaded, not one an endpoint already served under that
-	// name (the run's last adapters, one promoted for serving).
-	var served map[string]bool
-	if !cfg.Embedded() {
-		served = run.ServedModels(ctx, eps)
-	}
-	loaded := map[string]bool{}
-	defer func() {
-		if cfg.Embedded() {
-			return // a backend of its own, closed after
-		}
-		for name := range loaded {
-			if !served[name] {
-				// Failure only costs the endpoint memory.
-				fleet.UnloadEverywhere(context.WithoutCancel(ctx), name)
-			}
-		}
-	}()
-	var results []evalResult
-	done := map[int]evaluate.Result{}
-	for _, p := range picks {
-		model := cfg.Inference.Model
-		if p.adapter != nil {
-			model = p.adapter.Name
-			if !loaded[model] {
-				if err := fleet.LoadEverywhere(ctx, model, p.adapter.Path); err != nil {
-					return nil, nil, fmt.Errorf("run %s step %d: load adapter %s from %s: %w", name, p.step, model, p.adapter.Path, err)
-				}
-				loaded[model] = true
-			}
-		}
-		res, ok := done[p.step]
-		if !ok {
-			// Each step once, even when best is last.
-			if res, err = evaluate.Run(ctx, opts, evaluate.TestSet(cfg, model, ns, episodes)); ctx.Err() != nil {
-				return nil, nil, context.Cause(ctx)
-			}
-			if err != nil {
-				return nil, nil, fmt.Errorf("run %s step %d: %w", name, p.step, err)
-			}
-			done[p.step] = res
-			if keep != nil {
-				if err := keep(p.step, res); err != nil {
-					return nil, nil, err
-				}
-			}
-		} else {
-			bar.Add(len(ns) * episodes)
-		}
-		for _, pn := range res.PerN {
-			r := newEvalResult(fmt.Sprintf("%s@%d", name, p.step), string(cfg.Reward.Function), pn.N, pn.Stats)
-			r.Run, r.Step, r.SelectedBy = name, &p.step, p.selectedBy
-			results = append(results, r)
-		}
+	done, err := evaluate.RunCheckpoints(ctx, opts, peers, evaluate.Checkpoints{Config: cfg, Checkpoints: cps, N: ns, Episodes: episodes, Keep: keep})
+	if err != nil {
+		return nil, nil, err
 	}
 	bar.Finish()
 	if sink != nil {
 		if err := sink.Close(); err != nil {
 			return nil, nil, err
+		}
+	}
+	var results []evalResult
+	for _, p := range picks {
+		for _, pn := range done[p.step].PerN {
+			r := newEvalResult(fmt.Sprintf("%s@%d", name, p.step), string(cfg.Reward.Function), pn.N, pn.Stats)
+			r.Run, r.Step, r.SelectedBy = name, &p.step, p.selectedBy
+			results = append(results, r)
 		}
 	}
 	return results, done, nil

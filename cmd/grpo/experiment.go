@@ -292,7 +292,7 @@ func (c *ExperimentCommand) measure(ctx context.Context, f *experiment.File, sto
 		if err != nil {
 			return experiment.RunResult{}, "", err
 		}
-		_, done, err := testCheckpoints(ctx, c.Getenv, c.Stderr, cfg, name, need, f.Test.N, f.Test.Episodes,
+		_, done, err := testCheckpoints(ctx, c.Getenv, c.Stderr, cfg, need, f.Test.N, f.Test.Episodes,
 			evalOptions{concurrency: cfg.Inference.Concurrency, timeout: time.Duration(cfg.Inference.RequestTimeout), retries: cfg.Inference.Retries, retryBudget: time.Duration(cfg.Inference.RetryBudget), outage: time.Duration(cfg.Inference.OutageWindow)}, keep)
 		if err != nil {
 			return experiment.RunResult{}, "", err

@@ -7,8 +7,8 @@ import (
 	"fmt"
 
 	"github.com/grpo-dev/grpo/config"
-	"github.com/grpo-dev/grpo/inference"
 	"github.com/grpo-dev/grpo/promote"
+	"github.com/grpo-dev/grpo/run"
 )
 
 const promoteSynopsis = `Usage: grpo promote RUN [--as NAME] [--step best|last|N] [--db PATH] [--json]
@@ -93,13 +93,8 @@ func (c *PromoteCommand) Run(ctx context.Context) (err error) {
 	if err := promote.CheckName(c.as, cp.Config); err != nil {
 		return usagef("--as: %v", err)
 	}
-	var clients []*inference.AdminClient
-	if len(c.endpoints) > 0 {
-		key := c.Getenv(c.apiKeyEnv)
-		for _, u := range c.endpoints {
-			clients = append(clients, inference.NewAdminClient(u, inference.AdminOptions{APIKey: key}))
-		}
-	} else if clients, err = promote.Endpoints(cp.Config, c.Getenv, inference.AdminOptions{}); err != nil {
+	clients, err := run.Admins(cp.Config, c.Getenv, c.endpoints, c.apiKeyEnv)
+	if err != nil {
 		return err
 	}
 	res, err := promote.Promote(ctx, clients, c.as, cp)

@@ -20,7 +20,6 @@ import (
 	"github.com/grpo-dev/grpo/promote"
 	"github.com/grpo-dev/grpo/refmodel"
 	"github.com/grpo-dev/grpo/run"
-	"github.com/grpo-dev/grpo/trainer"
 )
 
 const runSynopsis = `Usage: grpo run [--config FILE] [--db PATH] [--resume RUN] [flags]
@@ -95,13 +94,6 @@ func (c *runCommand) parse(m *Main, args []string) error {
 		return usagef("--steps %d: need at least 1 (a whole number of training steps)", c.steps)
 	}
 	return nil
-}
-
-// jobEnded reports whether a run failed because its step's trainer job
-// ended failed or cancelled (or was cancelled past trainer.job_timeout):
-// a resume reattaches that job, so it needs --retry-job to go on.
-func jobEnded(err error) bool {
-	return errors.Is(err, trainer.ErrJobFailed) || errors.Is(err, trainer.ErrJobCancelled) || errors.Is(err, trainer.ErrJobTimeout)
 }
 
 // extend raises the steps of stored run c.resume to --steps, when that
@@ -284,7 +276,7 @@ func (c *runCommand) play(ctx context.Context, m *Main) error {
 			return withExistsHint(err, cfg.Run.Name, cfg.Run.DB)
 		}
 		resume := fmt.Sprintf("grpo run --resume %s --db %s", cfg.Run.Name, cfg.Run.DB)
-		if jobEnded(err) && cfg.Trainer.Kind != config.TrainerART {
+		if run.JobEnded(err) && cfg.Trainer.Kind != config.TrainerART {
 			resume += " --retry-job" // the ended job would only end the run again
 		}
 		return fmt.Errorf("run %s: %w (see 'grpo runs show %s --db %s'; once the cause is fixed, '%s' continues from the last committed step)",
@@ -847,7 +839,7 @@ func (r *report) printTest(ctx context.Context, m *Main, cfg config.Config) erro
 	if err != nil {
 		return err
 	}
-	results, done, err := testCheckpoints(ctx, m.Getenv, m.Stderr, cfg, r.run.Name, picks, t.N, t.Episodes,
+	results, done, err := testCheckpoints(ctx, m.Getenv, m.Stderr, cfg, picks, t.N, t.Episodes,
 		evalOptions{concurrency: cfg.Inference.Concurrency, timeout: time.Duration(cfg.Inference.RequestTimeout), retries: cfg.Inference.Retries, retryBudget: time.Duration(cfg.Inference.RetryBudget), outage: time.Duration(cfg.Inference.OutageWindow)}, keep)
 	if err != nil {
 		return err

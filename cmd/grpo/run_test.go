@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"github.com/grpo-dev/grpo/checkpoint"
+	"github.com/grpo-dev/grpo/internal/testutil"
 	"math"
 	"math/rand/v2"
 	"net"
@@ -180,14 +181,15 @@ func buildBinary(t *testing.T) string {
 // loaded CI machine: it gets a minute, as the tests' other waits do.
 func waitHealthy(t *testing.T, base string) {
 	t.Helper()
-	for deadline := time.Now().Add(time.Minute); ; time.Sleep(10 * time.Millisecond) {
-		if resp, err := http.Get(base + "/healthz"); err == nil {
+	up := testutil.Eventually(func() bool {
+		resp, err := http.Get(base + "/healthz")
+		if err == nil {
 			resp.Body.Close()
-			return
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the daemon at %s did not come up within a minute", base)
-		}
+		return err == nil
+	})
+	if !up {
+		t.Fatalf("the daemon at %s did not come up within %s", base, testutil.Patience)
 	}
 }
 
@@ -364,25 +366,21 @@ func TestKillDaemonMidRun(t *testing.T) {
 		t.Fatalf("launch: %s", resp.Status)
 	}
 	// Kill it once a few steps are committed, before the run ends.
-	for deadline := time.Now().Add(time.Minute); ; time.Sleep(time.Millisecond) {
+	progressed := testutil.Eventually(func() bool {
 		rs := get()
 		if rs.State == "succeeded" {
 			t.Fatal("the run finished before it could be killed: make it longer")
 		}
-		if len(rs.Steps) >= 3 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("the run made no progress")
-		}
+		return len(rs.Steps) >= 3
+	})
+	if !progressed {
+		t.Fatalf("the run made no progress within %s", testutil.Patience)
 	}
 	daemon.Process.Signal(syscall.SIGKILL)
 	daemon.Wait()
 	start()
-	for deadline := time.Now().Add(60 * time.Second); get().State != "succeeded"; time.Sleep(20 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("the restarted daemon did not finish the run: %+v", get())
-		}
+	if !testutil.Eventually(func() bool { return get().State == "succeeded" }) {
+		t.Fatalf("the restarted daemon did not finish the run within %s: %+v", testutil.Patience, get())
 	}
 	if got := results(t, bin, db, "d"); got != want {
 		t.Fatalf("run after a daemon kill differs from an uninterrupted run:\n%s\nwant\n%s", got, want)
@@ -405,10 +403,8 @@ func TestResumeKeepsDataDir(t *testing.T) {
 		// Steps enough that the run cannot end before the cancel lands.
 		done <- m.Run(ctx, []string{"run", "--db", db, "--name", "r", "--steps", "8", "--data-dir", data})
 	}()
-	for deadline := time.Now().Add(time.Minute); !strings.Contains(stderr.String(), "step  1 committed"); time.Sleep(5 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("step 1 not committed within a minute: %s", stderr.String())
-		}
+	if !testutil.Eventually(func() bool { return strings.Contains(stderr.String(), "step  1 committed") }) {
+		t.Fatalf("step 1 not committed within %s: %s", testutil.Patience, stderr.String())
 	}
 	cancel()
 	if code := <-done; code == 0 {

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/grpo-dev/grpo/checkpoint"
 	"github.com/grpo-dev/grpo/orchestrator"
 )
 
@@ -62,7 +63,7 @@ func TestRunViewPace(t *testing.T) {
 		step int
 		at   time.Duration
 	}{{0, 10 * time.Second}, {1, 40 * time.Second}, {2, 70 * time.Second}, {3, 100 * time.Second}, {4, 130 * time.Second}} {
-		v.event(orchestrator.Event{Type: orchestrator.EventStepCommitted, Step: c.step, Time: t0.Add(c.at), StepCommitted: &orchestrator.StepCommitted{Step: c.step, Job: &orchestrator.JobRecord{}}})
+		v.event(orchestrator.Event{Type: orchestrator.EventStepCommitted, Step: c.step, Time: t0.Add(c.at), StepCommitted: &orchestrator.StepCommitted{Step: c.step, Job: &checkpoint.Job{}}})
 	}
 	// 40 s for the first training step: 3 more take 2m; 70 s for two:
 	// 35 s each, 2 more take 1m10s; 100 s for three: 33.3 s, 1 more.

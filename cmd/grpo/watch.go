@@ -51,7 +51,7 @@ type watchCommand struct {
 	run      string
 	episodes bool
 	json     bool
-	retry    time.Duration // first reconnection delay; doubles up to 16x
+	retry    time.Duration // first reconnection delay; doubles up to 16x (httpx.Backoff)
 	// pause waits a reconnection delay, or until ctx ends; nil:
 	// httpx.Sleep. A test holds a reconnection with it.
 	pause func(ctx context.Context, d time.Duration) error
@@ -118,7 +118,9 @@ func (c *watchCommand) watch(ctx context.Context, stdout, stderr io.Writer) erro
 	if c.json {
 		c.end = stderr
 	}
-	delay := c.retry
+	// Waits from c.retry doubling to 16 times it, started again by each
+	// connection.
+	backoff := httpx.Policy{BaseDelay: c.retry, MaxDelay: 16 * c.retry}.Backoff()
 	connectedOnce := false
 	for attempt := 0; ; attempt++ {
 		if c.run != "" {
@@ -133,7 +135,7 @@ func (c *watchCommand) watch(ctx context.Context, stdout, stderr io.Writer) erro
 			// yet; the dial below fails too and we wait again.
 		}
 		err := c.stream(ctx, p, stdout, func() {
-			delay = c.retry
+			backoff.Reset()
 			if connectedOnce {
 				fmt.Fprintf(stderr, "grpo watch: reconnected to %s\n", c.base)
 			}
@@ -150,6 +152,7 @@ func (c *watchCommand) watch(ctx context.Context, stdout, stderr io.Writer) erro
 			return err
 		}
 		p.flush()
+		delay := backoff.Next(0)
 		fmt.Fprintf(stderr, "grpo watch: %v; reconnecting in %s\n", err, delay)
 		pause := c.pause
 		if pause == nil {
@@ -158,7 +161,6 @@ func (c *watchCommand) watch(ctx context.Context, stdout, stderr io.Writer) erro
 		if pause(ctx, delay) != nil {
 			return nil
 		}
-		delay = min(2*delay, 16*c.retry)
 	}
 }
 
@@ -480,7 +482,7 @@ func storedStep(run string, s checkpoint.StepView) (orchestrator.Event, *orchest
 		e.StepCommitted.Train = &orchestrator.TrainSummary{RewardMean: t.RewardMean}
 	}
 	if j := s.Job; j != nil {
-		e.StepCommitted.Job = &orchestrator.JobRecord{ID: j.ID, State: j.State, Metrics: j.Metrics}
+		e.StepCommitted.Job = &checkpoint.Job{ID: j.ID, State: j.State, Metrics: j.Metrics}
 		if !j.Finished.IsZero() {
 			e.Time = j.Finished
 		}

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/grpo-dev/grpo/checkpoint"
+	"github.com/grpo-dev/grpo/internal/testutil"
 	"github.com/grpo-dev/grpo/server"
 	"github.com/prometheus/client_golang/prometheus"
 )
@@ -52,10 +53,8 @@ func launch(t *testing.T, base, body string) {
 
 func waitFor(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	for deadline := time.Now().Add(60 * time.Second); !cond(); time.Sleep(20 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
+	if !testutil.Eventually(cond) {
+		t.Fatalf("timed out waiting %s for %s", testutil.Patience, what)
 	}
 }
 
