@@ -13,6 +13,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/grpo-dev/grpo/config"
 	"github.com/grpo-dev/grpo/server"
 	"github.com/prometheus/client_golang/prometheus"
 	yaml "go.yaml.in/yaml/v3"
@@ -586,4 +587,76 @@ func TestCPUExampleMatchesUpScript(t *testing.T) {
 	if at("inference", "model") != "tiny-qwen3" {
 		t.Errorf("example serves %q, up.sh serves tiny-qwen3", at("inference", "model"))
 	}
+}
+
+// TestDeployDaemonReachesTrainer: the trainer of compose.yaml and of the
+// k8s manifests requires a bearer key (--api-key-env), so the daemon there
+// must read a peers file declaring that trainer with the same variable, and
+// have the variable in its environment: otherwise every job it posts is 401.
+func TestDeployDaemonReachesTrainer(t *testing.T) {
+	check := func(where string, grpoArgs, trainerArgs, grpoEnv []string, peers []byte) {
+		t.Helper()
+		key, ok := argValue(trainerArgs, "--api-key-env")
+		if !ok {
+			t.Fatalf("%s: the trainer has no --api-key-env (%v)", where, trainerArgs)
+		}
+		if _, ok := argValue(grpoArgs, "--peers"); !ok {
+			t.Fatalf("%s: the daemon has no --peers file (%v)", where, grpoArgs)
+		}
+		p, err := config.ParsePeers(peers)
+		if err != nil {
+			t.Fatalf("%s: peers file: %v", where, err)
+		}
+		var found bool
+		for name, tr := range p.Trainers {
+			if strings.Contains(tr.URL, "://trainer:7000") {
+				found = true
+				if tr.Kind != config.TrainerJobs || tr.APIKeyEnv != key {
+					t.Errorf("%s: trainer peer %s: kind %q, api_key_env %q; want jobs, %s", where, name, tr.Kind, tr.APIKeyEnv, key)
+				}
+			}
+		}
+		if !found {
+			t.Errorf("%s: the peers file declares no trainer at http://trainer:7000: %+v", where, p.Trainers)
+		}
+		if !strings.Contains(strings.Join(grpoEnv, " "), key) {
+			t.Errorf("%s: the daemon's environment lacks %s (%v)", where, key, grpoEnv)
+		}
+	}
+
+	services := composeServices(t)
+	grpoSvc := services["grpo"].(map[string]any)
+	grpoArgs := stringList(grpoSvc["command"])
+	peersPath, _ := argValue(grpoArgs, "--peers")
+	var peers []byte
+	for _, v := range stringList(grpoSvc["volumes"]) {
+		if src, dst, ok := strings.Cut(strings.TrimSuffix(v, ":ro"), ":"); ok && dst == peersPath {
+			b, err := os.ReadFile(filepath.Join(deployDir, src))
+			if err != nil {
+				t.Fatalf("compose.yaml: the daemon's peers file: %v", err)
+			}
+			peers = b
+		}
+	}
+	var env []string
+	for k := range grpoSvc["environment"].(map[string]any) {
+		env = append(env, k)
+	}
+	trainer := services["trainer"].(map[string]any)
+	check("compose.yaml", grpoArgs, stringList(trainer["command"]), env, peers)
+
+	pods := k8sPodSpecs(t)
+	c := podContainers(pods["grpo"])[0]
+	var k8sEnv []string
+	for _, e := range c["env"].([]any) {
+		k8sEnv = append(k8sEnv, e.(map[string]any)["name"].(string))
+	}
+	var k8sPeers []byte
+	for _, d := range yamlDocs(t, filepath.Join(deployDir, "k8s", "grpo.yaml")) {
+		if d["kind"] == "ConfigMap" {
+			s, _ := d["data"].(map[string]any)["peers.yaml"].(string)
+			k8sPeers = []byte(s)
+		}
+	}
+	check("k8s", stringList(c["args"]), stringList(podContainers(pods["trainer"])[0]["args"]), k8sEnv, k8sPeers)
 }

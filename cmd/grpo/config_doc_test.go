@@ -80,31 +80,31 @@ func yamlBlocks(t *testing.T, path string) []string {
 	return out
 }
 
-// TestREADMEConfigBlockRuns runs the README's configuration block as
+// TestUsageConfigBlockRuns runs docs/USAGE.md's configuration block as
 // copied (one step) on the embedded backend, with no warning.
-func TestREADMEConfigBlockRuns(t *testing.T) {
+func TestUsageConfigBlockRuns(t *testing.T) {
 	var block string
-	for _, b := range yamlBlocks(t, "../../README.md") {
+	for _, b := range yamlBlocks(t, "../../docs/USAGE.md") {
 		if strings.Contains(b, "curriculum:") && strings.Contains(b, "trainer:") {
 			block = b
 		}
 	}
 	if block == "" {
-		t.Fatal("README has no configuration block")
+		t.Fatal("docs/USAGE.md has no configuration block")
 	}
 	cfg, err := config.Parse([]byte(block), config.WithEmbedded(run.ConfigDefaults()))
 	if err != nil {
-		t.Fatalf("README block: %v", err)
+		t.Fatalf("docs/USAGE.md block: %v", err)
 	}
 	if cfg.Inference.Model != refmodel.BaseModelName || cfg.Trainer.Hyperparameters.LearningRate != refmodel.DefaultLearningRate {
-		t.Fatalf("README block on the embedded backend: model %q, learning rate %v", cfg.Inference.Model, cfg.Trainer.Hyperparameters.LearningRate)
+		t.Fatalf("docs/USAGE.md block on the embedded backend: model %q, learning rate %v", cfg.Inference.Model, cfg.Trainer.Hyperparameters.LearningRate)
 	}
 	dir := t.TempDir()
 	file := filepath.Join(dir, "run.yaml")
 	os.WriteFile(file, []byte(block), 0o644)
 	code, out, errs := cli(t, "run", "--config", file, "--db", filepath.Join(dir, "r.db"), "--steps", "1", "--quiet")
 	if code != 0 || strings.Contains(errs, "warning") || !strings.Contains(out, "run dp5-shaped (succeeded)") {
-		t.Fatalf("README block as copied: exit %d\n%s\n%s", code, out, errs)
+		t.Fatalf("docs/USAGE.md block as copied: exit %d\n%s\n%s", code, out, errs)
 	}
 }
 

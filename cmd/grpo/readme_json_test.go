@@ -10,22 +10,22 @@ import (
 	"github.com/grpo-dev/grpo/promote"
 )
 
-// readmeSection is the README's text from the first line containing from
+// usageSection is docs/USAGE.md's text from the first line containing from
 // up to the next line containing to.
-func readmeSection(t *testing.T, from, to string) string {
+func usageSection(t *testing.T, from, to string) string {
 	t.Helper()
-	b, err := os.ReadFile(filepath.Join("..", "..", "README.md"))
+	b, err := os.ReadFile(filepath.Join("..", "..", "docs", "USAGE.md"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	s := string(b)
 	i := strings.Index(s, from)
 	if i < 0 {
-		t.Fatalf("README.md has no %q", from)
+		t.Fatalf("docs/USAGE.md has no %q", from)
 	}
 	j := strings.Index(s[i:], to)
 	if j < 0 {
-		t.Fatalf("README.md has no %q after %q", to, from)
+		t.Fatalf("docs/USAGE.md has no %q after %q", to, from)
 	}
 	return s[i : i+j]
 }
@@ -49,22 +49,22 @@ func jsonKeys(v any) []string {
 	return keys
 }
 
-// TestReadmeDescribesJSON: where the README documents the export manifest
+// TestUsageDescribesJSON: where docs/USAGE.md documents the export manifest
 // and 'grpo compare --json', it names every key they write (it left out
 // the manifest's format and exported, and compare's unmatched).
-func TestReadmeDescribesJSON(t *testing.T) {
+func TestUsageDescribesJSON(t *testing.T) {
 	for _, c := range []struct {
 		what, from, to string
 		types          []any
 	}{
 		{"the export manifest", "Beside the adapter files, `grpo-checkpoint.json` records", "check an export with", []any{promote.Manifest{}}},
-		{"grpo compare --json", "`grpo compare` takes two runs or two files", "### Checkpoints of a run", []any{compareJSON{}, comparison{}, unmatchedN{}, compareRunJSON{}}},
+		{"grpo compare --json", "`grpo compare` takes two runs or two files", "## `grpo experiment`", []any{compareJSON{}, comparison{}, unmatchedN{}, compareRunJSON{}}},
 	} {
-		text := readmeSection(t, c.from, c.to)
+		text := usageSection(t, c.from, c.to)
 		for _, v := range c.types {
 			for _, k := range jsonKeys(v) {
 				if !strings.Contains(text, "`"+k+"`") && !strings.Contains(text, `"`+k+`"`) {
-					t.Errorf("README on %s does not name %q (%T)", c.what, k, v)
+					t.Errorf("docs/USAGE.md on %s does not name %q (%T)", c.what, k, v)
 				}
 			}
 		}

@@ -38,7 +38,7 @@ func TestReadmeDefaultRun(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	const open = "```\n$ go run ./cmd/grpo run\n"
+	const open = "```\n$ grpo run\n"
 	_, block, ok := strings.Cut(string(readme), open)
 	if !ok {
 		t.Fatalf("README.md has no block starting %q", open)
@@ -56,5 +56,24 @@ func TestReadmeDefaultRun(t *testing.T) {
 	got := summaryLines(out)
 	if strings.Join(got, "\n") != strings.Join(want, "\n") {
 		t.Fatalf("README's default run differs from 'grpo run'; regenerate it.\nREADME:\n%s\n\ngrpo run:\n%s", strings.Join(want, "\n"), strings.Join(got, "\n"))
+	}
+}
+
+// TestReadmeIsAGuide: the README stays a short user's guide (the
+// reference is under docs/), and it installs grpo before its first
+// example that calls the binary by name.
+func TestReadmeIsAGuide(t *testing.T) {
+	b, err := os.ReadFile(filepath.Join("..", "..", "README.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	readme := string(b)
+	if n := strings.Count(readme, "\n"); n > 300 {
+		t.Errorf("README.md has %d lines; keep it at most 300 and move reference material to docs/", n)
+	}
+	install := strings.Index(readme, "go install ./cmd/grpo")
+	first := strings.Index(readme, "\n$ grpo ")
+	if install < 0 || first < 0 || install > first {
+		t.Errorf("README.md: 'go install ./cmd/grpo' at %d, first '$ grpo' example at %d; the install must come first", install, first)
 	}
 }

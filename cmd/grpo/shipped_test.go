@@ -137,6 +137,19 @@ func TestShippedConfigsValid(t *testing.T) {
 				t.Errorf("%s: as a run config: %v", src.name, err)
 				continue
 			}
+			if namesPeers(cfg) {
+				// A config posted to the compose or k8s daemon names the
+				// peers deploy/peers.yaml declares; resolved as the daemon
+				// resolves it.
+				p, err := config.LoadPeers(filepath.Join(root, "deploy", "peers.yaml"))
+				if err == nil {
+					err = config.ResolvePeers(&cfg, p, config.ResolveOptions{})
+				}
+				if err != nil {
+					t.Errorf("%s: as a run config posted to deploy/compose.yaml's daemon: %v", src.name, err)
+					continue
+				}
+			}
 			if src.name == "config/testdata/design.yaml" {
 				// DESIGN §10 pairs its endpoint with the embedded
 				// trainer, which cannot work; its values are what is
@@ -157,4 +170,14 @@ func TestShippedConfigsValid(t *testing.T) {
 	if counts["run config"] < 10 || counts["experiment"] < 10 || counts["peers"] < 1 || counts["models list"] < 2 {
 		t.Errorf("checked %v: fewer than the repository ships", counts)
 	}
+}
+
+// namesPeers says whether cfg names a daemon's declared peers ({peer: NAME}).
+func namesPeers(cfg config.Config) bool {
+	for _, e := range cfg.Inference.Endpoints {
+		if e.Peer != "" {
+			return true
+		}
+	}
+	return cfg.Trainer.Peer != ""
 }
