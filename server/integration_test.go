@@ -154,7 +154,7 @@ scrape_configs:
 	// Steps slow enough that Prometheus sees the curve move: many
 	// validation episodes per step.
 	t0 := time.Now()
-	launch(t, s.URL(), "", "run: {name: curve, steps: 3}\nvalidation: {episodes: 32, n: [5, 10]}\n")
+	launch(t, s.URL(), "", "run: {name: curve, steps: 3}\nvalidation: {episodes: 128, n: [5, 10]}\n")
 	r := waitRun(t, s.URL(), "curve", 2*time.Minute, "finish", finished)
 	if r.State != "succeeded" || r.Best == nil {
 		t.Fatalf("run state %s (%s), best %v", r.State, r.Error, r.Best)
@@ -169,12 +169,15 @@ scrape_configs:
 		`grpo_reward_mean{run="curve",split="validation",n="all"}`:      last,
 		`grpo_best_step{run="curve"}`:                                   float64(r.Best.Step),
 		`grpo_step{run="curve"}`:                                        3,
-		`grpo_episodes_total{run="curve",split="validation"}`:           4 * 64,
+		`grpo_episodes_total{run="curve",split="validation"}`:           4 * 256,
 		`sum(grpo_trainer_jobs_total{run="curve",outcome="succeeded"})`: 3,
 		// Every tool's validation series; the requests' endpoint joins the
 		// fleet's series of the run's one endpoint ("none" joins nothing).
-		`count(grpo_tool_calls_total{run="curve",split="validation"})`:                                                          6,
-		`count(grpo_llm_requests_total{run="curve",outcome="ok"} * on (run, endpoint) grpo_inference_endpoint_up{run="curve"})`: 1,
+		// Per-endpoint series are dropped when the run ends (they would
+		// pile up over many runs), so the join reads their last scraped
+		// values, which a range selector keeps past the series' end.
+		`count(grpo_tool_calls_total{run="curve",split="validation"})`: 6,
+		`count(last_over_time(grpo_llm_requests_total{run="curve",outcome="ok"}[5m]) * on (run, endpoint) last_over_time(grpo_inference_endpoint_up{run="curve"}[5m]))`: 1,
 	}
 	deadline = time.Now().Add(60 * time.Second)
 	for {
