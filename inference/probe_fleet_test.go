@@ -14,46 +14,14 @@ import (
 	"time"
 
 	"github.com/grpo-dev/grpo/internal/httpx"
+	"github.com/grpo-dev/grpo/internal/testutil"
 )
-
-// hungListener accepts TCP connections on 127.0.0.1 and never answers
-// them: a replica whose server is wedged. It returns the URL (without
-// /v1).
-func hungListener(t *testing.T) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var mu sync.Mutex
-	var conns []net.Conn
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			mu.Lock()
-			conns = append(conns, c)
-			mu.Unlock()
-		}
-	}()
-	t.Cleanup(func() {
-		ln.Close()
-		mu.Lock()
-		defer mu.Unlock()
-		for _, c := range conns {
-			c.Close()
-		}
-	})
-	return "http://" + ln.Addr().String()
-}
 
 func TestFleet_ProbeDrainsHungReplica(t *testing.T) {
 	// One replica accepts connections and never answers, the other is
 	// fine: the run starts on the second when the start's deadline passes,
 	// the first drained with an error saying it did not answer.
-	hung := hungListener(t)
+	hung := testutil.HungServer(t)
 	_, ok := newFakeVLLM(t)
 	var mu sync.Mutex
 	var changes []EndpointChange
@@ -88,7 +56,7 @@ func TestFleet_ProbeDrainsHungReplica(t *testing.T) {
 func TestFleet_ProbeCancelled(t *testing.T) {
 	// A start cancelled (Ctrl-C) is not an endpoint down: Probe fails
 	// with the cancellation.
-	hung := hungListener(t)
+	hung := testutil.HungServer(t)
 	_, ok := newFakeVLLM(t)
 	f := testFleet(t, FleetOptions{}, hung, ok.URL)
 	ctx, cancel := context.WithCancel(context.Background())

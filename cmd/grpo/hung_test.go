@@ -3,50 +3,17 @@ package main
 import (
 	"context"
 	"fmt"
-	"net"
 	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 
 	"github.com/grpo-dev/grpo/checkpoint"
+	"github.com/grpo-dev/grpo/internal/testutil"
 	"github.com/grpo-dev/grpo/refmodel"
 )
-
-// hungEndpoint accepts TCP connections on 127.0.0.1 and never answers:
-// a wedged replica. It returns its base URL with /v1.
-func hungEndpoint(t *testing.T) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var mu sync.Mutex
-	var conns []net.Conn
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			mu.Lock()
-			conns = append(conns, c)
-			mu.Unlock()
-		}
-	}()
-	t.Cleanup(func() {
-		ln.Close()
-		mu.Lock()
-		defer mu.Unlock()
-		for _, c := range conns {
-			c.Close()
-		}
-	})
-	return "http://" + ln.Addr().String() + "/v1"
-}
 
 // TestRunStartsPastHungReplica (the real binary): of two inference
 // endpoints one accepts connections and never answers; 'grpo run' drains
@@ -60,7 +27,7 @@ func TestRunStartsPastHungReplica(t *testing.T) {
 	t.Cleanup(trainer.Close)
 	good := httptest.NewServer(b.InferenceHandler())
 	t.Cleanup(good.Close)
-	hung := hungEndpoint(t)
+	hung := testutil.HungServer(t) + "/v1"
 	cfg := filepath.Join(dir, "run.yaml")
 	os.WriteFile(cfg, []byte(fmt.Sprintf(`run: {name: h, steps: 2, seed: 4}
 validation: {episodes: 2}
