@@ -10,7 +10,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"net/http"
 	"strconv"
 	"strings"
 	"sync"
@@ -45,8 +44,14 @@ func artModel(cfg config.Config) art.Model {
 // there too.
 func startART(ctx context.Context, cfg *config.Config, opts PeersOptions) (*Peers, error) {
 	inf := cfg.Inference
-	// Training answers for as long as it runs: no overall client timeout.
-	client, err := art.New(cfg.Trainer.URL, art.Options{HTTPClient: &http.Client{}})
+	// One HTTP client for ART's backend and its vLLM, as for every other
+	// peer; it sets no overall timeout (training answers for as long as it
+	// runs).
+	hc := opts.HTTPClient
+	if hc == nil {
+		hc = httpx.NewHTTPClient(inf.Concurrency, opts.Logger)
+	}
+	client, err := art.New(cfg.Trainer.URL, art.Options{HTTPClient: hc})
 	if err != nil {
 		return nil, fmt.Errorf("trainer.url: %w", err)
 	}
@@ -85,10 +90,6 @@ func startART(ctx context.Context, cfg *config.Config, opts PeersOptions) (*Peer
 		return nil, err
 	}
 	opts.Logger.Info("ART trainer ready", "art", cfg.Trainer.URL, "releases", proto.Releases, "inference", base)
-	hc := opts.HTTPClient
-	if hc == nil {
-		hc = httpx.NewHTTPClient(inf.Concurrency, opts.Logger)
-	}
 	retry := retryPolicy(inf)
 	admin := inference.NewAdminClient(base, inference.AdminOptions{APIKey: key, HTTPClient: hc, Retry: &retry})
 	cctx, cancel := context.WithTimeout(ctx, healthTimeout)

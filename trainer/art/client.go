@@ -19,8 +19,8 @@ import (
 // Options configure a Client. Zero values take the defaults.
 type Options struct {
 	// HTTPClient sends the requests; it must not set an overall Timeout,
-	// since /_train_model answers for as long as training runs. Default: a
-	// client of its own.
+	// since /_train_model answers for as long as training runs. Default:
+	// httpx.DefaultHTTPClient, the stock client every peer uses.
 	HTTPClient *http.Client
 	// RequestTimeout bounds each non-streaming request except
 	// /_prepare_backend_for_training. Default 2m.
@@ -62,7 +62,7 @@ func New(baseURL string, opts Options) (*Client, error) {
 		return nil, fmt.Errorf("ART server URL %q: want http://host:port", baseURL)
 	}
 	if opts.HTTPClient == nil {
-		opts.HTTPClient = &http.Client{}
+		opts.HTTPClient = httpx.DefaultHTTPClient()
 	}
 	if opts.RequestTimeout <= 0 {
 		opts.RequestTimeout = 2 * time.Minute
