@@ -4,7 +4,8 @@
 # Stops the vLLM server and the trainer that deploy/cpu/up.sh DIR started, by
 # the process ids in DIR/stack.env: SIGTERM to each one's process group (vLLM
 # runs an engine core and a worker beside its API server), then waits, then
-# SIGKILL for what is left after DOWN_TIMEOUT seconds (default 30). Safe to
+# SIGKILL for what is left after DOWN_TIMEOUT seconds (default 30), and up to
+# 30 s more for the kernel to tear it down. Safe to
 # run twice: processes already gone are skipped. Exits non-zero, naming the
 # part, if one could not be stopped.
 set -euo pipefail
@@ -21,8 +22,17 @@ VLLM_PID="" TRAINER_PID=""
 . "$env_file"
 timeout="${DOWN_TIMEOUT:-30}"
 
-alive() { [[ -n "$1" ]] && kill -0 "$1" 2>/dev/null; }
-group_alive() { [[ -n "$1" ]] && kill -0 -- "-$1" 2>/dev/null; }
+# A killed process stays visible to kill -0 as a zombie until its parent
+# reaps it (for a daemon started by up.sh, PID 1, which may take its time on
+# a loaded machine): a zombie runs nothing and counts as stopped.
+running() { [[ -r "/proc/$1/stat" ]] && [[ "$(sed 's/.*) //' "/proc/$1/stat" 2>/dev/null | cut -c1)" != Z ]]; }
+alive() { [[ -n "$1" ]] && kill -0 "$1" 2>/dev/null && running "$1"; }
+group_alive() {
+  [[ -n "$1" ]] || return 1
+  local p
+  for p in $(pgrep -g "$1" 2>/dev/null); do running "$p" && return 0; done
+  return 1
+}
 
 status=0
 stop() { # part pid marker
@@ -45,7 +55,12 @@ stop() { # part pid marker
   done
   echo "down: $part: still running after ${timeout}s; SIGKILL" >&2
   kill -KILL -- "-$pid" 2>/dev/null || kill -KILL "$pid" 2>/dev/null || true
-  sleep 1
+  # a process with gigabytes mapped takes a while to be torn down when the
+  # machine is busy
+  for ((i = 0; i < 30; i++)); do
+    group_alive "$pid" || alive "$pid" || break
+    sleep 1
+  done
   if group_alive "$pid" || alive "$pid"; then
     echo "down: FAILED: $part: pid $pid survives SIGKILL" >&2
     status=1
