@@ -196,7 +196,7 @@ cat >"$dir/.grpo.yaml.tmp" <<EOF
 # A run of grpo against the CPU stack that deploy/cpu/up.sh started.
 #   go run ./cmd/grpo run --config $dir/grpo.yaml
 run:
-  steps: 16
+  steps: 32
   seed: 1
   db: $dir/grpo.db
 env:
