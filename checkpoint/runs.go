@@ -82,17 +82,9 @@ func (s *Store) SetRunState(ctx context.Context, name, state, errMsg string) err
 	if err := validState(state); err != nil {
 		return fmt.Errorf("set state of run %s: %w", name, err)
 	}
-	err := s.update(ctx, func(tx *bolt.Tx) error {
-		b, err := runBucket(tx, name)
-		if err != nil {
-			return err
-		}
-		run, err := getRun(b, name)
-		if err != nil {
-			return err
-		}
+	err := s.updateRun(ctx, name, func(run *Run) error {
 		run.State, run.Error, run.Updated = state, errMsg, time.Now().UTC()
-		return putRun(b, run)
+		return nil
 	})
 	if err != nil {
 		return fmt.Errorf("set state of run %s: %w", name, err)
@@ -100,12 +92,10 @@ func (s *Store) SetRunState(ctx context.Context, name, state, errMsg string) err
 	return nil
 }
 
-// ExtendRun raises run name's planned steps to steps and stores config,
-// its config with run.steps raised to match, so that a resume plays the
-// steps added. It refuses steps not above the planned ones: only adding
-// steps leaves the steps already committed as they would have been.
-func (s *Store) ExtendRun(ctx context.Context, name string, steps int, config json.RawMessage) error {
-	err := s.update(ctx, func(tx *bolt.Tx) error {
+// updateRun reads run name's record, lets change edit it, and stores it,
+// in one transaction; an error from change stores nothing.
+func (s *Store) updateRun(ctx context.Context, name string, change func(*Run) error) error {
+	return s.update(ctx, func(tx *bolt.Tx) error {
 		b, err := runBucket(tx, name)
 		if err != nil {
 			return err
@@ -114,11 +104,24 @@ func (s *Store) ExtendRun(ctx context.Context, name string, steps int, config js
 		if err != nil {
 			return err
 		}
+		if err := change(&run); err != nil {
+			return err
+		}
+		return putRun(b, run)
+	})
+}
+
+// ExtendRun raises run name's planned steps to steps and stores config,
+// its config with run.steps raised to match, so that a resume plays the
+// steps added. It refuses steps not above the planned ones: only adding
+// steps leaves the steps already committed as they would have been.
+func (s *Store) ExtendRun(ctx context.Context, name string, steps int, config json.RawMessage) error {
+	err := s.updateRun(ctx, name, func(run *Run) error {
 		if steps <= run.Steps {
 			return fmt.Errorf("%d steps is not more than the %d planned", steps, run.Steps)
 		}
 		run.Steps, run.Config, run.Updated = steps, config, time.Now().UTC()
-		return putRun(b, run)
+		return nil
 	})
 	if err != nil {
 		return fmt.Errorf("extend run %s: %w", name, runNotFound(name, err))
