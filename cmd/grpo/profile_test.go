@@ -53,7 +53,7 @@ func TestEvalProfiles(t *testing.T) {
 	// in it with their counts. (Its stacks are there either way, counted
 	// zero: pprof reads the counts.)
 	if !testing.Short() {
-		top, err := exec.Command("go", "tool", "pprof", "-sample_index=alloc_objects", "-top", mem).CombinedOutput()
+		top, err := exec.Command("go", "tool", "pprof", "-sample_index=alloc_objects", "-top", "-nodefraction=0", "-focus=rollout.newRequest", mem).CombinedOutput()
 		if err != nil {
 			t.Fatalf("go tool pprof: %v\n%s", err, top)
 		}
