@@ -181,3 +181,46 @@ func namesPeers(cfg config.Config) bool {
 	}
 	return cfg.Trainer.Peer != ""
 }
+
+// TestCPULearningExperimentIsTheRecipe: the shipped experiment on the CPU
+// stack trains what deploy/cpu/up.sh writes (examples/cpu/grpo.yaml, which
+// TestCPUExampleMatchesUpScript holds to up.sh): each arm's config is the
+// example's but for the run's name, seed, store, test split and reward.
+func TestCPULearningExperimentIsTheRecipe(t *testing.T) {
+	ex, err := config.Load("../../examples/cpu/grpo.yaml", config.WithEmbedded(run.ConfigDefaults()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl, err := os.ReadFile("../../examples/experiments/cpu-learning.yaml.in")
+	if err != nil {
+		t.Fatal(err)
+	}
+	fill := strings.NewReplacer("@VLLM_URL@", ex.Inference.Endpoints[0].URL, "@TRAINER_URL@", ex.Trainer.URL,
+		"@MODEL@", ex.Inference.Model, "@MODEL_DIR@", ex.Trainer.BaseModel, "@DIR@", t.TempDir(), "@OUT@", "out")
+	file := filepath.Join(t.TempDir(), "experiment.yaml")
+	if err := os.WriteFile(file, []byte(fill.Replace(string(tmpl))), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	f, err := experiment.Load(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(f.Seeds) < 3 || !reflect.DeepEqual(f.Test.N, []int{5, 10}) || f.Test.Episodes < 30 {
+		t.Errorf("seeds %v, test n %v x %d episodes: want >= 3 seeds and n = 5, 10 on >= 30 tables", f.Seeds, f.Test.N, f.Test.Episodes)
+	}
+	for _, arm := range []string{"shaped", "paper"} {
+		cfg, err := f.Config(arm, 2)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if string(cfg.Reward.Function) != arm {
+			t.Errorf("arm %s trains with reward %s", arm, cfg.Reward.Function)
+		}
+		want := ex
+		want.Run.Name, want.Run.Seed, want.Run.DB = cfg.Run.Name, cfg.Run.Seed, cfg.Run.DB
+		want.Test, want.Reward = cfg.Test, cfg.Reward
+		if !reflect.DeepEqual(cfg, want) {
+			t.Errorf("arm %s:\n  %+v\nexamples/cpu/grpo.yaml:\n  %+v", arm, cfg, want)
+		}
+	}
+}
