@@ -185,7 +185,8 @@ func namesPeers(cfg config.Config) bool {
 // TestCPULearningExperimentIsTheRecipe: the shipped experiment on the CPU
 // stack trains what deploy/cpu/up.sh writes (examples/cpu/grpo.yaml, which
 // TestCPUExampleMatchesUpScript holds to up.sh): each arm's config is the
-// example's but for the run's name, seed, store, test split and reward.
+// example's but for the run's name, seed, store, test split, reward and
+// (arm shaped-dr) the advantage's division by the group's standard deviation.
 func TestCPULearningExperimentIsTheRecipe(t *testing.T) {
 	ex, err := config.Load("../../examples/cpu/grpo.yaml", config.WithEmbedded(run.ConfigDefaults()))
 	if err != nil {
@@ -208,17 +209,20 @@ func TestCPULearningExperimentIsTheRecipe(t *testing.T) {
 	if len(f.Seeds) < 3 || !reflect.DeepEqual(f.Test.N, []int{5, 10}) || f.Test.Episodes < 30 {
 		t.Errorf("seeds %v, test n %v x %d episodes: want >= 3 seeds and n = 5, 10 on >= 30 tables", f.Seeds, f.Test.N, f.Test.Episodes)
 	}
-	for _, arm := range []string{"shaped", "paper"} {
+	for _, arm := range []string{"shaped", "paper", "shaped-dr"} {
 		cfg, err := f.Config(arm, 2)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if string(cfg.Reward.Function) != arm {
+		if fn := strings.TrimSuffix(arm, "-dr"); string(cfg.Reward.Function) != fn {
 			t.Errorf("arm %s trains with reward %s", arm, cfg.Reward.Function)
+		}
+		if cfg.GRPO.Advantage.StdNormalize != (arm != "shaped-dr") {
+			t.Errorf("arm %s: advantage.std_normalize %v", arm, cfg.GRPO.Advantage.StdNormalize)
 		}
 		want := ex
 		want.Run.Name, want.Run.Seed, want.Run.DB = cfg.Run.Name, cfg.Run.Seed, cfg.Run.DB
-		want.Test, want.Reward = cfg.Test, cfg.Reward
+		want.Test, want.Reward, want.GRPO.Advantage.StdNormalize = cfg.Test, cfg.Reward, cfg.GRPO.Advantage.StdNormalize
 		if !reflect.DeepEqual(cfg, want) {
 			t.Errorf("arm %s:\n  %+v\nexamples/cpu/grpo.yaml:\n  %+v", arm, cfg, want)
 		}

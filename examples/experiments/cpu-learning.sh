@@ -9,8 +9,8 @@
 #      docs/experiments/cpu-learning/ (OUT= moves it). Killed part way, the
 #      same command resumes: finished runs are not trained again.
 #   3. deploy/cpu/down.sh DIR, always (trap)
-# Six runs of 32 steps and their test measurements: about two and a half
-# hours on an otherwise idle 2-core machine. Wall times go to
+# Nine runs of 32 steps and their test measurements: about three hours on
+# an otherwise idle 2-core machine. Wall times go to
 # OUT/wall-times.txt.
 set -euo pipefail
 [[ $# -eq 1 ]] || { echo "usage: $0 DIR" >&2; exit 2; }
@@ -37,5 +37,5 @@ sed -e "s|@VLLM_URL@|$VLLM_URL|g" -e "s|@TRAINER_URL@|$TRAINER_URL|g" -e "s|@MOD
     "$here/cpu-learning.yaml.in" >"$dir/experiment.yaml"
 t=$(date +%s)
 "$grpo" experiment "$dir/experiment.yaml"
-echo "grpo experiment (2 arms x 3 seeds, 32 steps, test n=5,10 x 30 tables): $(($(date +%s) - t)) s" | tee -a "$times"
+echo "grpo experiment (3 arms x 3 seeds, 32 steps, test n=5,10 x 30 tables): $(($(date +%s) - t)) s" | tee -a "$times"
 echo "total: $(($(date +%s) - t0)) s" | tee -a "$times"
