@@ -129,6 +129,20 @@ func (s *Store) ExtendRun(ctx context.Context, name string, steps int, config js
 	return nil
 }
 
+// SetRunConfig stores config as run name's config: the same training on
+// other servers or with other timeouts (run.Options.Relocate), so that a
+// later resume and `grpo runs show` see where the run plays now.
+func (s *Store) SetRunConfig(ctx context.Context, name string, config json.RawMessage) error {
+	err := s.updateRun(ctx, name, func(run *Run) error {
+		run.Config, run.Updated = config, time.Now().UTC()
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("store run %s's config: %w", name, runNotFound(name, err))
+	}
+	return nil
+}
+
 // ListRuns summarises every run, oldest first. A run's BestStep is chosen
 // by its own policy, metric and EMA, and is -1 while nothing can be
 // chosen. It reads the summaries ListRunsPage reads.

@@ -19,6 +19,7 @@
 package run
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -74,6 +75,12 @@ type Options struct {
 	// ended failed or cancelled submits it again under a new id (see
 	// orchestrator.Options.RetryEndedJob).
 	RetryEndedJob bool
+	// Relocate, when set, gives a reopened run the servers and other
+	// operational settings of this config (config.Config.Relocated) in
+	// place of its stored ones, and stores them with the run: a run whose
+	// stack restarted on other addresses resumes there. What the run
+	// trains stays the stored config's.
+	Relocate *config.Config
 
 	// step is the step of the last step_started event, for the events
 	// that come from outside the step loop (the fleet's endpoint_state).
@@ -144,6 +151,21 @@ func Reopen(ctx context.Context, name string, opts Options) (*Run, error) {
 		return nil, fmt.Errorf("reopen run %s: %w", name, err)
 	} else if live {
 		return nil, fmt.Errorf("resume run %s: lease run %s: %w: %s", name, name, checkpoint.ErrLeased, l)
+	}
+	if opts.Relocate != nil {
+		stored, err := config.FromJSON(rec.Config)
+		if err != nil {
+			return nil, fmt.Errorf("stored config of run %s: %w", name, err)
+		}
+		moved := stored.Relocated(*opts.Relocate)
+		moved.Run.DB = stored.Run.DB
+		if !bytes.Equal(moved.JSON(), stored.JSON()) {
+			if err := opts.Store.SetRunConfig(ctx, name, moved.JSON()); err != nil {
+				return nil, fmt.Errorf("reopen run %s: %w", name, err)
+			}
+			cfg = moved
+			cfg.Run.DB = opts.Store.Path()
+		}
 	}
 	last, ok, err := opts.Store.LastStep(ctx, name)
 	if err != nil {

@@ -189,13 +189,16 @@ func (c *ExperimentCommand) playRun(ctx context.Context, store *checkpoint.Store
 		}
 		// The test split is the experiment's, not the training's: a run
 		// trained under another test section is the same run; so is one
-		// trained with other timeouts, retries or concurrency (given by
-		// the file or by an older grpo's defaults).
+		// trained on servers at other addresses (a stack restarted on
+		// other ports) or with other timeouts, retries or concurrency
+		// (given by the file or by an older grpo's defaults). It resumes
+		// with the file's.
 		stored.Test = cfg.Test
 		if was, now := stored.Outcome().JSON(), cfg.Outcome().JSON(); !bytes.Equal(was, now) {
 			return "", fmt.Errorf("%w: the store %s holds run %s trained with %s; use another experiment name or db, or undo the change",
 				errConfigChanged, cfg.Run.DB, name, strings.Join(configDiff(was, now, 3), ", "))
 		}
+		opts.Relocate = &cfg
 		if r, err = run.Reopen(ctx, name, opts); err != nil {
 			return "", err
 		}

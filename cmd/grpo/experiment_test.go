@@ -2,7 +2,9 @@ package main
 
 import (
 	"encoding/json"
+	"fmt"
 	"math"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
@@ -222,5 +224,37 @@ test: {n: [5], episodes: 2}
 		if _, err := os.Stat(filepath.Join(dir, f)); err == nil {
 			t.Errorf("%s written beside the file although the flags name other places", f)
 		}
+	}
+}
+
+// TestExperimentServersMoved: an experiment trained against endpoints is
+// the same experiment once its servers moved (the same backend on other
+// ports, as a restarted stack is): run again with the new addresses, it
+// trains and measures nothing again.
+func TestExperimentServersMoved(t *testing.T) {
+	dir := t.TempDir()
+	b := refBackend(t, 1)
+	file := filepath.Join(dir, "e.yaml")
+	play := func() (code int, errs string) {
+		inf, tr := httptest.NewServer(b.InferenceHandler()), httptest.NewServer(b.TrainerHandler())
+		defer inf.Close()
+		defer tr.Close()
+		os.WriteFile(file, []byte(fmt.Sprintf(`experiment: {name: moved, seeds: [1]}
+base:
+  run: {steps: 2}
+  validation: {episodes: 4}
+  inference: {endpoints: [{url: %s/v1}], model: refmodel}
+  trainer: {kind: jobs, url: %s, base_model: refmodel, hyperparameters: {learning_rate: 1.0}}
+arms: [{name: shaped, set: {reward: {function: shaped}}}]
+test: {n: [5], episodes: 2}
+`, inf.URL, tr.URL)), 0o644)
+		code, _, errs = cli(t, "experiment", file)
+		return code, errs
+	}
+	if code, errs := play(); code != 0 || !strings.Contains(errs, "moved/shaped/1: trained") {
+		t.Fatalf("experiment: exit %d\n%s", code, errs)
+	}
+	if code, errs := play(); code != 0 || !strings.Contains(errs, "reused (already finished)") || !strings.Contains(errs, "test results reused") {
+		t.Fatalf("the same experiment on moved servers: exit %d, want its run and test results reused\n%s", code, errs)
 	}
 }

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -44,6 +45,10 @@ updated and the steps added are played. A run that failed because its step's tra
 failed or was cancelled fails the same way when resumed (the job id is the
 trainer's idempotency key); once the cause is fixed, 'grpo run --resume RUN
 --retry-job' submits that job again under a new id (<id>-retry-2, -3, ...).
+When the servers moved (a stack restarted on other ports), 'grpo run
+--resume RUN --config FILE' plays the rest on FILE's inference.endpoints and
+trainer.url, with its timeouts and retries; FILE must otherwise train the
+same run (any other difference is refused, naming it).
 `
 
 // runCommand is 'grpo run': what its flags ask for.
@@ -67,7 +72,7 @@ func (m *Main) run(ctx context.Context, args []string) error {
 
 func (c *runCommand) parse(m *Main, args []string) error {
 	fs := m.newFlags("run", runSynopsis)
-	fs.StringVar(&c.config, "config", "", "run configuration YAML, every key documented in docs/CONFIG.md; default: every field at its default")
+	fs.StringVar(&c.config, "config", "", "run configuration YAML, every key documented in docs/CONFIG.md; default: every field at its default. With --resume: the servers (inference.endpoints, trainer.url), timeouts and retries to play the rest on; it must otherwise train the stored run")
 	fs.StringVar(&c.db, "db", "", "bbolt store (default: run.db from the config, grpo.db)")
 	fs.StringVar(&c.resume, "resume", "", "continue run RUN from its last committed step, with its stored config")
 	fs.StringVar(&c.name, "name", "", "run name (default: run.name, or generated)")
@@ -83,8 +88,8 @@ func (c *runCommand) parse(m *Main, args []string) error {
 		return usagef("unexpected argument %q", fs.Arg(0))
 	}
 	c.set = givenFlags(fs)
-	if c.resume != "" && (c.set["config"] || c.set["name"] || c.set["seed"]) {
-		return usagef("--resume uses the run's stored config: drop --config, --name and --seed (--steps may raise its steps)")
+	if c.resume != "" && (c.set["name"] || c.set["seed"]) {
+		return usagef("--resume uses the run's stored config: drop --name and --seed (--steps may raise its steps; --config may move it to other servers)")
 	}
 	if c.retryJob && c.resume == "" {
 		return usagef("--retry-job retries a stored run's trainer job: use it with --resume RUN")
@@ -165,6 +170,13 @@ func (c *runCommand) open(ctx context.Context, opts run.Options) (*run.Run, erro
 				opts.DataDir = dir
 			}
 		}
+		if c.config != "" {
+			to, err := c.relocation(ctx, opts.Store)
+			if err != nil {
+				return nil, withRunNames(ctx, path, c.resume, err)
+			}
+			opts.Relocate = &to
+		}
 		r, err := run.Reopen(ctx, c.resume, opts)
 		return r, withRunNames(ctx, path, c.resume, err)
 	}
@@ -186,6 +198,31 @@ func (c *runCommand) open(ctx context.Context, opts run.Options) (*run.Run, erro
 		return nil, err
 	}
 	return run.Open(ctx, cfg, opts)
+}
+
+// relocation reads --config for a resume: it must train what stored run
+// c.resume trains (the same Outcome, but for the run's name and steps,
+// which are the stored run's), and gives the servers and timeouts the
+// rest of the run uses.
+func (c *runCommand) relocation(ctx context.Context, store *checkpoint.Store) (config.Config, error) {
+	rec, err := store.GetRun(ctx, c.resume)
+	if err != nil {
+		return config.Config{}, err
+	}
+	stored, err := config.FromJSON(rec.Config)
+	if err != nil {
+		return config.Config{}, fmt.Errorf("stored config of run %s: %w", c.resume, err)
+	}
+	to, err := config.Load(c.config, config.WithEmbedded(run.ConfigDefaults()))
+	if err != nil {
+		return config.Config{}, err
+	}
+	to.Run.Name, to.Run.Steps = stored.Run.Name, stored.Run.Steps
+	if was, now := stored.Outcome().JSON(), to.Outcome().JSON(); !bytes.Equal(was, now) {
+		return config.Config{}, usagef("--config %s trains another run than %s (%s): with --resume, a config may change only where the run's servers are (inference.endpoints, trainer.url), timeouts, retries and concurrency",
+			c.config, c.resume, strings.Join(configDiff(was, now, 3), ", "))
+	}
+	return to, nil
 }
 
 // withExistsHint adds to err, when it says the run's name is taken, how

@@ -4,12 +4,11 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"github.com/grpo-dev/grpo/checkpoint"
-	"github.com/grpo-dev/grpo/internal/testutil"
 	"math"
 	"math/rand/v2"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -19,6 +18,9 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/grpo-dev/grpo/checkpoint"
+	"github.com/grpo-dev/grpo/internal/testutil"
 )
 
 const smallRun = `
@@ -452,5 +454,68 @@ func TestCompareLinePaired(t *testing.T) {
 	a.Records, b.Records = nil, nil
 	if got := compareLine("best", a, "base", b); !strings.Contains(got, "Welch p = ") {
 		t.Fatalf("compareLine without records = %q, want Welch", got)
+	}
+}
+
+// TestResumeOnMovedServers: a run trained against endpoints whose servers
+// then moved (the same backend on other ports, as a restarted stack is)
+// resumes with 'grpo run --resume RUN --config FILE' on FILE's servers,
+// stores them with the run, and refuses a FILE that trains another run.
+func TestResumeOnMovedServers(t *testing.T) {
+	dir := t.TempDir()
+	b := refBackend(t, 1)
+	serve := func() (inf, tr *httptest.Server) {
+		return httptest.NewServer(b.InferenceHandler()), httptest.NewServer(b.TrainerHandler())
+	}
+	config := func(inf, tr *httptest.Server, lr string) string {
+		file := filepath.Join(t.TempDir(), "run.yaml")
+		os.WriteFile(file, []byte(fmt.Sprintf(`run: {name: moved, steps: 2, seed: 2}
+inference: {endpoints: [{url: %s/v1}], model: refmodel}
+trainer: {kind: jobs, url: %s, base_model: refmodel, hyperparameters: {learning_rate: %s}}
+validation: {episodes: 4}
+`, inf.URL, tr.URL, lr)), 0o644)
+		return file
+	}
+	db := filepath.Join(dir, "x.db")
+	infA, trA := serve()
+	if code, _, errs := cli(t, "run", "--config", config(infA, trA, "1.0"), "--db", db); code != 0 {
+		t.Fatalf("run: exit %d\n%s", code, errs)
+	}
+	infA.Close()
+	trA.Close()
+
+	infB, trB := serve()
+	defer infB.Close()
+	defer trB.Close()
+	code, _, errs := cli(t, "run", "--resume", "moved", "--steps", "4", "--config", config(infB, trB, "0.5"), "--db", db)
+	if code != 2 || !strings.Contains(errs, "trains another run than moved (trainer.hyperparameters.learning_rate: 1 (now 0.5))") {
+		t.Fatalf("resume with another learning rate: exit %d, want 2 naming the learning rate\n%s", code, errs)
+	}
+	if code, _, errs := cli(t, "run", "--resume", "moved", "--steps", "4", "--config", config(infB, trB, "1.0"), "--db", db); code != 0 {
+		t.Fatalf("resume on the moved servers: exit %d\n%s", code, errs)
+	}
+	code, out, _ := cli(t, "runs", "show", "moved", "--db", db, "--json")
+	var view struct {
+		State  string `json:"state"`
+		Config struct {
+			Inference struct {
+				Endpoints []struct{ URL string } `json:"endpoints"`
+			} `json:"inference"`
+			Trainer struct {
+				URL string `json:"url"`
+			} `json:"trainer"`
+		} `json:"config"`
+		Steps []struct {
+			Step int `json:"step"`
+		} `json:"steps"`
+	}
+	if code != 0 || json.Unmarshal([]byte(out), &view) != nil {
+		t.Fatalf("runs show: exit %d\n%s", code, out)
+	}
+	if view.State != "succeeded" || len(view.Steps) != 5 || view.Steps[4].Step != 4 {
+		t.Fatalf("after the resume: state %s, %d steps recorded, want succeeded with steps 0-4", view.State, len(view.Steps))
+	}
+	if len(view.Config.Inference.Endpoints) != 1 || view.Config.Inference.Endpoints[0].URL != infB.URL+"/v1" || view.Config.Trainer.URL != trB.URL {
+		t.Fatalf("stored servers %+v, trainer %s: want the moved ones %s/v1, %s", view.Config.Inference.Endpoints, view.Config.Trainer.URL, infB.URL, trB.URL)
 	}
 }

@@ -143,7 +143,7 @@ func TestResumeExtends(t *testing.T) {
 		want string
 	}{
 		{[]string{"run", "--resume", "ext", "--steps", "1", "--db", db}, 2, "grpo run: --steps 1: run ext plans 2 steps; with --resume, --steps can only raise them"},
-		{[]string{"run", "--resume", "ext", "--seed", "3", "--db", db}, 2, "grpo run: --resume uses the run's stored config: drop --config, --name and --seed"},
+		{[]string{"run", "--resume", "ext", "--seed", "3", "--db", db}, 2, "grpo run: --resume uses the run's stored config: drop --name and --seed"},
 		{[]string{"run", "--resume", "ext", "--steps", "2", "--db", db, "--quiet"}, 0, "run ext already finished all its 2 steps"},
 	} {
 		code, _, errs := cli(t, tc.args...)
