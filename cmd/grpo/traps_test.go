@@ -3,10 +3,12 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -214,5 +216,50 @@ func TestUnchangedWarning(t *testing.T) {
 	}
 	if got, want := unchangedWarning([]checkpoint.Evaluation{base, ev(3, rec(5, 1, 0.5))}), "at each of the 1 step validated after step 0"; !strings.Contains(got, want) {
 		t.Errorf("warning %q does not contain %q", got, want)
+	}
+}
+
+// TestTestSplitAtTrainSizes: the test split of a run that trains at n=3
+// and validates at n=5 is measured at n=3 wherever test.n is left out:
+// by the end-of-run summary of a config whose test section sets other
+// keys, and by grpo eval --run on a run whose config has no test section.
+func TestTestSplitAtTrainSizes(t *testing.T) {
+	dir := t.TempDir()
+	db := filepath.Join(dir, "r.db")
+	sizes := func(run string) []int {
+		t.Helper()
+		code, out, errs := cli(t, "eval", "--db", db, "--run", run, "--step", "base", "--episodes", "2", "--json")
+		var got evalRunJSON
+		if code != 0 || json.Unmarshal([]byte(out), &got) != nil {
+			t.Fatalf("eval --run %s: exit %d\n%s\n%s", run, code, out, errs)
+		}
+		var ns []int
+		for _, r := range got.Results {
+			ns = append(ns, r.N)
+		}
+		return ns
+	}
+	for _, tc := range []struct {
+		name, test string
+		summary    bool // the end-of-run summary measures the test split
+	}{
+		{"asked", "test: {episodes: 2}\n", true},
+		{"unasked", "", false},
+	} {
+		file := filepath.Join(dir, tc.name+".yaml")
+		os.WriteFile(file, []byte("run: {name: "+tc.name+", steps: 1}\nenv: {n: 3}\nvalidation: {n: [5], episodes: 2}\n"+tc.test), 0o644)
+		code, out, errs := cli(t, "run", "--config", file, "--db", db, "--quiet")
+		if code != 0 {
+			t.Fatalf("%s: run: exit %d\n%s\n%s", tc.name, code, out, errs)
+		}
+		if got := strings.Contains(out, "test split: 2 tables per n from seed 2000000"); got != tc.summary {
+			t.Errorf("%s: the summary measures the test split: %v, want %v\n%s", tc.name, got, tc.summary, out)
+		}
+		if tc.summary && !strings.Contains(out, "\n3  best step") {
+			t.Errorf("%s: the summary's test table is not at n=3:\n%s", tc.name, out)
+		}
+		if got := sizes(tc.name); !slices.Equal(got, []int{3}) {
+			t.Errorf("%s: eval --run measured at n=%v, want [3]", tc.name, got)
+		}
 	}
 }
