@@ -183,8 +183,10 @@ type Validation struct {
 
 // Test is the held-out split that measures a chosen checkpoint on tables
 // never used for training or selection (DESIGN §11). It is set when N is
-// not empty; `grpo eval --run` uses it (its flags override it) and the
-// end-of-run summary reports the chosen step on it.
+// not empty, as Parse makes it for a document with a test section (N
+// defaults to the sizes the run trains at: Config.TestSizes); the
+// end-of-run summary reports the chosen step on a test split that is
+// set. `grpo eval --run` uses it, set or not (its flags override it).
 type Test struct {
 	N        []int `yaml:"n" json:"n"`
 	Episodes int   `yaml:"episodes" json:"episodes"`

@@ -74,8 +74,9 @@ func (c Config) TableSize(step, promoted int) int {
 // TrainSizes are the table sizes the run trains at, each once, in the
 // order it reaches them: the sizes of curriculum.schedule when set, else
 // curriculum.promote.sizes, else env.n. They are validation.n when the
-// document leaves it unset. An unparsable schedule counts as none
-// (Validate refuses it).
+// document leaves it unset, and the test split's sizes when test.n lists
+// none (TestSizes). An unparsable schedule counts as none (Validate
+// refuses it).
 func (c Config) TrainSizes() []int {
 	var sizes []int
 	if stages, err := ParseSchedule(c.Curriculum.Schedule); err == nil && len(stages) > 0 {
@@ -94,4 +95,16 @@ func (c Config) TrainSizes() []int {
 		}
 	}
 	return out
+}
+
+// TestSizes are the table sizes the test split is measured at: test.n,
+// or when it lists none, the sizes the run trains at (TrainSizes). Parse
+// gives test.n this value when the document has a test section that
+// leaves n unset; grpo eval, grpo compare and an experiment measure a
+// config without test.n at it.
+func (c Config) TestSizes() []int {
+	if len(c.Test.N) > 0 {
+		return c.Test.N
+	}
+	return c.TrainSizes()
 }

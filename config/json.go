@@ -93,6 +93,20 @@ func (in Inference) MarshalJSON() ([]byte, error) {
 	}{plain(in), in.ChatTemplateKwargs})
 }
 
+// MarshalJSON writes an empty test.n as [], not null: Parse reads a
+// test section whose n is unset as asking for a test split at the sizes
+// the run trains at, and [] as asking for none.
+var _ json.Marshaler = Test{}
+
+func (t Test) MarshalJSON() ([]byte, error) {
+	type plain Test
+	p := plain(t)
+	if p.N == nil {
+		p.N = []int{}
+	}
+	return json.Marshal(p)
+}
+
 // jsonNode reads a JSON document into the YAML node tree Parse checks and
 // decodes, with the line and column of every value, so that a JSON config
 // gets the same errors as YAML and JSON's escapes ("\/", surrogate pairs),

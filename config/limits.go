@@ -45,7 +45,7 @@ func (l Limits) check(c Config, hint func(flag string) string) error {
 	if over(c.Env.N, l.MaxN) {
 		return invalid("env.n", "is %d; at most %d"+hint("n"), c.Env.N, l.MaxN)
 	}
-	// The curriculum's sizes first: validation.n defaults to them.
+	// The curriculum's sizes first: validation.n and test.n default to them.
 	for i, n := range c.Curriculum.Promote.Sizes {
 		if over(n, l.MaxN) {
 			return invalid(keyIndex("curriculum.promote.sizes", i), "is %d; at most %d"+hint("n"), n, l.MaxN)
@@ -85,12 +85,8 @@ func (l Limits) check(c Config, hint func(flag string) string) error {
 				c.GRPO.Groups, c.GRPO.MaxResamples, c.GRPO.EpisodesPerGroup, per, l.MaxEpisodesPerStep)
 		}
 		// A validation (and the test split) plays its episodes at every
-		// one of its sizes (the test split's, when it lists none, are
-		// the validation's).
-		testSizes := len(c.Test.N)
-		if testSizes == 0 {
-			testSizes = len(c.Validation.N)
-		}
+		// one of its sizes.
+		testSizes := len(c.TestSizes())
 		for _, split := range []struct {
 			key      string
 			episodes int
@@ -129,16 +125,12 @@ func (l Limits) checkStepSize(c Config, hint func(flag string) string) error {
 			n = max(n, p.N)
 		}
 	}
-	testN := c.Test.N
-	if len(testN) == 0 {
-		testN = c.Validation.N
-	}
 	episodes := (int64(max(c.GRPO.Groups, 0)) + int64(max(c.GRPO.MaxResamples, 0))) * int64(max(c.GRPO.EpisodesPerGroup, 0))
 	for _, part := range []struct {
 		key      string
 		episodes int64
 		n        int64 // philosophers over the sizes played
-	}{{"grpo", episodes, int64(n)}, {"validation", int64(max(c.Validation.Episodes, 0)), sum(c.Validation.N)}, {"test", int64(max(c.Test.Episodes, 0)), sum(testN)}} {
+	}{{"grpo", episodes, int64(n)}, {"validation", int64(max(c.Validation.Episodes, 0)), sum(c.Validation.N)}, {"test", int64(max(c.Test.Episodes, 0)), sum(c.TestSizes())}} {
 		// In floating point: huge values cannot wrap below the limit.
 		if size := float64(part.episodes) * float64(part.n) * float64(r2); size > float64(l.MaxStepSize) {
 			return invalid(part.key, "%d episodes x %d philosophers x %d rounds squared make a step of size %.0f; at most %d (memory grows so: each turn resends the conversation so far)"+hint("step-size"),

@@ -135,6 +135,12 @@ func parse(file string, data []byte, opts []Option) (Config, error) {
 		// step on tables the run never trained at (DESIGN §10).
 		cfg.Validation.N = cfg.TrainSizes()
 	}
+	if w.set["test"] && !w.set["test.n"] {
+		// A test section asks for a test split: measured, like
+		// validation, at the sizes the run trains at unless it lists
+		// its own (test.n: [] asks for none).
+		cfg.Test.N = cfg.TestSizes()
+	}
 	return cfg, nil
 }
 

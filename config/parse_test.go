@@ -446,6 +446,63 @@ func TestValidationNDefault(t *testing.T) {
 	}
 }
 
+// TestTestNDefault: a document with a test section that leaves test.n
+// unset measures the test split at the sizes it trains at (as
+// validation.n), and stores that value; one without a test section asks
+// for no test split, and TestSizes still gives the sizes it trains at (what
+// grpo eval measures it at); a test.n it writes, even [], is kept.
+func TestTestNDefault(t *testing.T) {
+	for _, tc := range []struct {
+		doc       string
+		n         []int // test.n after Parse
+		sizes     []int // TestSizes()
+		asksForIt bool  // Test.Set()
+	}{
+		{"", nil, []int{5}, false},
+		{"env: {n: 2}\n", nil, []int{2}, false},
+		{"env: {n: 2}\nvalidation: {n: [5, 7]}\n", nil, []int{2}, false},
+		{"env: {n: 2}\ntest: null\n", nil, []int{2}, false},
+		{"env: {n: 2}\ntest: {episodes: 50}\n", []int{2}, []int{2}, true},
+		{"env: {n: 2}\ntest: {}\n", []int{2}, []int{2}, true},
+		{"env: {n: 2}\nvalidation: {n: [5, 7]}\ntest: {seed: 3000000}\n", []int{2}, []int{2}, true},
+		{"env: {n: 3}\ncurriculum: {schedule: \"4@0,6@2,4@5,8@7\"}\ntest: {episodes: 10}\n", []int{4, 6, 8}, []int{4, 6, 8}, true},
+		{"env: {n: 3}\ncurriculum: {promote: {sizes: [3, 9], threshold: 0.5}}\n", nil, []int{3, 9}, false},
+		{"env: {n: 2}\ntest: {n: [5, 10]}\n", []int{5, 10}, []int{5, 10}, true},
+		{"env: {n: 2}\ntest: {n: [2]}\n", []int{2}, []int{2}, true},
+		{"env: {n: 2}\ntest: {n: [], episodes: 50}\n", nil, []int{2}, false},
+		{`{"env": {"n": 4}, "test": {"episodes": 8}}`, []int{4}, []int{4}, true},
+	} {
+		c := mustParse(t, tc.doc)
+		if got := c.Test.N; !reflect.DeepEqual(got, tc.n) {
+			t.Errorf("Parse(%q): test.n=%v, want %v", tc.doc, got, tc.n)
+		}
+		if got := c.TestSizes(); !reflect.DeepEqual(got, tc.sizes) {
+			t.Errorf("Parse(%q).TestSizes()=%v, want %v", tc.doc, got, tc.sizes)
+		}
+		if got := c.Test.Set(); got != tc.asksForIt {
+			t.Errorf("Parse(%q): Test.Set()=%v, want %v", tc.doc, got, tc.asksForIt)
+		}
+		if err := c.Validate(); err != nil {
+			t.Errorf("Parse(%q).Validate()=%v", tc.doc, err)
+		}
+	}
+	// The stored config reads back with the value the default gave.
+	c := mustParse(t, "env: {n: 2}\ntest: {episodes: 50}\n")
+	back, err := config.FromJSON(c.JSON())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := back.Test.N, []int{2}; !reflect.DeepEqual(got, want) {
+		t.Fatalf("FromJSON: test.n=%v, want %v", got, want)
+	}
+	// A stored config without a test split has a test section (n: []):
+	// parsed again, it still asks for none.
+	stored := mustParse(t, "env: {n: 2}\n").JSON()
+	if again := mustParse(t, string(stored)); again.Test.Set() {
+		t.Fatalf("Parse(%s): test.n=%v, want none", stored, again.Test.N)
+	}
+}
+
 // TestParse_OptimizerHyperparameters: the optimizer's keys parse, survive
 // the stored JSON, and a config stored before they existed reads back with
 // their defaults (1, 0, false).

@@ -126,7 +126,8 @@ func TestLimits(t *testing.T) {
 		// 1,366 episodes at each of 3 sizes: 4,098 a validation.
 		{"validation: {episodes: 1366, n: [5, 10, 15]}", "validation: 1366 episodes at each of 3 table sizes make 4098; at most 4096"},
 		{"test: {n: [5, 6], episodes: 2049}", "test: 2049 episodes at each of 2 table sizes make 4098; at most 4096"},
-		{"validation: {n: [5, 6]}\ntest: {episodes: 2049}", "test: 2049 episodes at each of 2 table sizes make 4098; at most 4096"},
+		// Without test.n, the sizes the run trains at.
+		{"curriculum: {schedule: '5@0,6@3'}\ntest: {episodes: 2049}", "test: 2049 episodes at each of 2 table sizes make 4098; at most 4096"},
 		// 16 episodes x 64 philosophers x 200^2 = 40,960,000.
 		{"env: {n: 64, rounds: 200}\ngrpo: {groups: 4, episodes_per_group: 4, max_resamples: 0}\nvalidation: {episodes: 2}", "grpo: 16 episodes x 64 philosophers x 200 rounds squared make a step of size 40960000; at most 500000"},
 		// Validation: 24 episodes x (5 + 10 + 15) x 30^2 = 648,000.

@@ -5,6 +5,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -67,6 +68,37 @@ test: {n: [5, 10], episodes: 20, seed: 3000000}
 		key := map[bool]string{true: "run.", false: "test"}[strings.Contains(doc, "run: {name") || strings.Contains(doc, "seed: 7") || strings.Contains(doc, "db: x")]
 		if _, err := Load(p); err == nil || !strings.Contains(err.Error(), "is set by the experiment itself") || !strings.Contains(err.Error(), key) {
 			t.Errorf("Load(%q) = %v, want a refusal naming the key", doc, err)
+		}
+	}
+}
+
+// TestLoadTestNDefault: a file whose test section lists no n measures
+// every arm at the sizes any arm trains at (env.n, or a curriculum's
+// sizes), first arm first; one that lists n keeps it.
+func TestLoadTestNDefault(t *testing.T) {
+	dir := t.TempDir()
+	p := filepath.Join(dir, "e.yaml")
+	for _, tc := range []struct {
+		doc  string
+		want []int
+	}{
+		{"base: {env: {n: 2}}\narms: [{name: a}]\n", []int{2}},
+		{"base: {env: {n: 2}}\narms: [{name: a}]\ntest: {episodes: 20}\n", []int{2}},
+		{"base: {env: {n: 3}}\narms: [{name: a}, {name: b, set: {curriculum: {schedule: '4@0,6@2'}}}, {name: c, set: {env: {n: 6}}}]\n", []int{3, 4, 6}},
+		{"base: {env: {n: 2}}\narms: [{name: a}]\ntest: {n: [5, 10]}\n", []int{5, 10}},
+	} {
+		os.WriteFile(p, []byte("experiment: {name: cd, seeds: [1]}\n"+tc.doc), 0o644)
+		f, err := Load(p)
+		if err != nil {
+			t.Fatalf("Load(%q): %v", tc.doc, err)
+		}
+		if !slices.Equal(f.Test.N, tc.want) {
+			t.Errorf("Load(%q): test.n=%v, want %v", tc.doc, f.Test.N, tc.want)
+		}
+		for _, a := range f.Arms {
+			if c, err := f.Config(a.Name, 1); err != nil || !slices.Equal(c.Test.N, tc.want) {
+				t.Errorf("Load(%q): arm %s's run: test.n=%v, %v; want %v", tc.doc, a.Name, c.Test.N, err, tc.want)
+			}
 		}
 	}
 }

@@ -37,7 +37,8 @@ type Arm struct {
 }
 
 // Test is the split every run's checkpoints are measured on, and which
-// checkpoints: base, best, last.
+// checkpoints: base, best, last. N is the file's test.n, or when it lists
+// none every size an arm trains at.
 type Test struct {
 	N        []int
 	Episodes int
@@ -121,7 +122,7 @@ func Load(path string) (*File, error) {
 		f.Arms = append(f.Arms, Arm{Name: a.Name, set: &set})
 	}
 	def := config.Default().Test
-	f.Test = Test{N: []int{5}, Episodes: def.Episodes, Seed: def.Seed, Steps: StepKinds}
+	f.Test = Test{Episodes: def.Episodes, Seed: def.Seed, Steps: StepKinds}
 	if t := doc.Test; t != nil {
 		if len(t.N) > 0 {
 			f.Test.N = t.N
@@ -141,10 +142,23 @@ func Load(path string) (*File, error) {
 			return nil, fmt.Errorf("experiment file %s: test.steps: %q is not one of base, best, last", path, s)
 		}
 	}
+	// Without test.n every arm is measured at the sizes any arm trains
+	// at (each arm's config.Config.TestSizes), so that arms compare at
+	// each of them.
+	var sizes []int
 	for _, a := range f.Arms {
-		if _, err := f.Config(a.Name, f.Seeds[0]); err != nil {
+		cfg, err := f.Config(a.Name, f.Seeds[0])
+		if err != nil {
 			return nil, fmt.Errorf("experiment file %s: %w", path, err)
 		}
+		for _, n := range cfg.TestSizes() {
+			if !slices.Contains(sizes, n) {
+				sizes = append(sizes, n)
+			}
+		}
+	}
+	if len(f.Test.N) == 0 {
+		f.Test.N = sizes
 	}
 	return f, nil
 }
@@ -154,8 +168,6 @@ func (f *File) RunName(arm string, seed int64) string {
 	return f.Name + "/" + arm + "/" + strconv.FormatInt(seed, 10)
 }
 
-// Config is the run config of arm with seed: the base, the arm's set
-// merged over it, run.name, run.seed and run.db set, and the test section
 // hasKey reports whether the YAML mapping n (or the document holding it)
 // has the key path.
 func hasKey(n *yaml.Node, path ...string) bool {
@@ -176,6 +188,8 @@ func hasKey(n *yaml.Node, path ...string) bool {
 	return false
 }
 
+// Config is the run config of arm with seed: the base, the arm's set
+// merged over it, run.name, run.seed and run.db set, and the test section
 // the experiment's. It is validated.
 func (f *File) Config(arm string, seed int64) (config.Config, error) {
 	i := slices.IndexFunc(f.Arms, func(a Arm) bool { return a.Name == arm })

@@ -23,6 +23,7 @@ const (
 	EventStepCommitted   = "step_committed"   // StepCommitted
 	EventRunFinished     = "run_finished"     // RunFinished
 	EventEndpointState   = "endpoint_state"   // EndpointState
+	EventWarning         = "warning"          // Warning
 )
 
 // Event is one thing that happened in a run. Exactly one payload field is
@@ -46,6 +47,7 @@ type Event struct {
 	StepCommitted   *StepCommitted   `json:"-"`
 	RunFinished     *RunFinished     `json:"-"`
 	EndpointState   *EndpointState   `json:"-"`
+	Warning         *Warning         `json:"-"`
 }
 
 // RunStarted opens a run's event stream.
@@ -217,6 +219,17 @@ type EndpointState struct {
 	ProbeEvery float64 `json:"probe_every_seconds,omitempty"`
 }
 
+// Warning says that a run is unlikely to do what its user wants of it,
+// and why, in a sentence that names what to check. The run package sends
+// it, not the step loop: right after run_started for what the run's
+// config shows, right before the run_finished of a run that succeeded
+// for what its steps showed. Code tells the warnings apart
+// (run.WarnLearningRate, run.WarnValidationUnchanged).
+type Warning struct {
+	Code    string `json:"code"`
+	Message string `json:"message"`
+}
+
 // wireEvent is an Event's JSON form.
 type wireEvent struct {
 	Type string          `json:"type"`
@@ -250,6 +263,8 @@ func (e *Event) payload() any {
 		return &e.RunFinished
 	case EventEndpointState:
 		return &e.EndpointState
+	case EventWarning:
+		return &e.Warning
 	}
 	return nil
 }

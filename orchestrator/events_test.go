@@ -62,6 +62,9 @@ func sampleEvents() []orchestrator.Event {
 	e = ev(orchestrator.EventEndpointState, 4)
 	e.EndpointState = &orchestrator.EndpointState{Endpoint: "http://127.0.0.1:8000/v1", Error: "connection refused", ProbeIn: 2, ProbeEvery: 2}
 	out = append(out, e)
+	e = ev(orchestrator.EventWarning, 0)
+	e.Warning = &orchestrator.Warning{Code: "learning_rate", Message: "trainer.hyperparameters.learning_rate 5e-06 is far from what the embedded backend learns with"}
+	out = append(out, e)
 	return out
 }
 
@@ -86,7 +89,7 @@ func TestEventJSONRoundTrip(t *testing.T) {
 		orchestrator.EventRunStarted, orchestrator.EventStepStarted, orchestrator.EventEpisodeFinished,
 		orchestrator.EventJobState, orchestrator.EventAdapterLoaded, orchestrator.EventValidationDone,
 		orchestrator.EventBestChanged, orchestrator.EventStepCommitted, orchestrator.EventRunFinished,
-		orchestrator.EventEndpointState,
+		orchestrator.EventEndpointState, orchestrator.EventWarning,
 	}; !slices.Equal(got, want) {
 		t.Fatalf("sampled types %v, want every type %v", got, want)
 	}
@@ -106,6 +109,7 @@ func TestEventJSONForm(t *testing.T) {
 		"step_committed":   {"adapter", "committed", "job", "n", "seconds", "step", "train"},
 		"run_finished":     {"error", "state"},
 		"endpoint_state":   {"endpoint", "error", "probe_every_seconds", "probe_in_seconds", "up"},
+		"warning":          {"code", "message"},
 	}
 	for _, e := range sampleEvents() {
 		b, _ := json.Marshal(e)

@@ -58,6 +58,12 @@
 //	best_changed      BestChanged      {policy, step, value, scored, last_step, last_value, adapter}
 //	step_committed    StepCommitted    {step, n, train, adapter, job, seconds?, committed}
 //	run_finished      RunFinished      {state, error?}
+//	endpoint_state    EndpointState    {endpoint, up, error?, probe_in_seconds?, probe_every_seconds?}
+//	warning           Warning          {code, message}
+//
+// The last two come from outside the step loop: the run package sends
+// them (endpoint_state from the run's inference fleet, warning from its
+// checks) to the run's observer (run.Options.Events) among these.
 //
 // Decoding with json.Unmarshal into an Event fills the payload field the
 // type names; a type unknown to the reader keeps its envelope and no

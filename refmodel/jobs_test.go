@@ -13,11 +13,11 @@ import (
 	"reflect"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/grpo-dev/grpo/inference"
+	"github.com/grpo-dev/grpo/internal/testutil"
 	"github.com/grpo-dev/grpo/rollout"
 	"github.com/grpo-dev/grpo/trainer"
 )
@@ -462,7 +462,7 @@ func TestJobIDsWithDots(t *testing.T) {
 // AdapterJobFile says whose it is).
 func TestJobDoesNotReplaceAnotherJobsAdapter(t *testing.T) {
 	dir := t.TempDir()
-	var logs syncBuffer
+	var logs testutil.Buffer
 	var stop func()
 	open := func() (*Backend, string) {
 		if stop != nil {
@@ -597,24 +597,6 @@ func TestJobSaveDoesNotReplaceAnotherJobsAdapter(t *testing.T) {
 	}
 }
 
-// syncBuffer is a bytes.Buffer safe for a logger's concurrent writes.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
-
 // TestJobReplacesTheAdapterOfACancelledOrFailedJob: a job can end
 // cancelled or failed with its adapter written (the Python trainer's job
 // cancelled while it saved; a save whose directory sync failed), and no
@@ -658,7 +640,7 @@ func TestJobReplacesTheAdapterOfACancelledOrFailedJob(t *testing.T) {
 				t.Fatal(err)
 			}
 
-			var logs syncBuffer
+			var logs testutil.Buffer
 			b2, err := New(Options{DataDir: dir, Seed: 7, Logger: slog.New(slog.NewTextHandler(&logs, nil))})
 			if err != nil {
 				t.Fatal(err)

@@ -15,7 +15,11 @@
 // orchestrator.ErrCancelled (a user's request) records cancelled in both.
 //
 // Events (orchestrator.Event, whose JSON form the orchestrator package
-// documents) go to Options.Events as they happen.
+// documents) go to Options.Events as they happen. Among them, and on
+// Options.Logger, go the run's warnings (warnings.go): at its start, a
+// learning rate the reference backend does not learn with; at the end of
+// a run that succeeded, trained adapters that never changed a validation
+// episode's outcome. Every run gets them, the CLI's and the daemon's.
 package run
 
 import (
@@ -276,7 +280,7 @@ func (r *Run) Play(ctx context.Context) error {
 	opts := orchestrator.Options{
 		Store:       r.opts.Store,
 		DataDir:     r.dataDir(),
-		Events:      r.opts.Events,
+		Events:      r.observer(ctx),
 		OnCall:      r.opts.OnCall,
 		Logger:      r.opts.Logger,
 		Interrupted: r.opts.Interrupted,

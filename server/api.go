@@ -268,7 +268,8 @@ func (s *Server) handleShow(w http.ResponseWriter, r *http.Request) {
 
 // writeRun answers the run as grpo runs show --json prints it: its
 // in_flight, validating and lease too (SetUnderway, read before the steps
-// as GetUnderway says), and the daemon's own hosted and endpoints_down.
+// as GetUnderway says), and the daemon's own hosted, endpoints_down and
+// warnings.
 func (s *Server) writeRun(w http.ResponseWriter, r *http.Request, code int, name string) {
 	u, err := s.opts.Store.GetUnderway(r.Context(), name)
 	if err != nil {
@@ -288,7 +289,8 @@ func (s *Server) writeRun(w http.ResponseWriter, r *http.Request, code int, name
 		storeError(w, err)
 		return
 	}
-	writeJSON(w, code, RunDetail{RunView: v, EndpointsDown: s.endpointsDown(name)})
+	down, warnings := s.hostedEvents(name)
+	writeJSON(w, code, RunDetail{RunView: v, EndpointsDown: down, Warnings: warnings})
 }
 
 func (s *Server) handleSteps(w http.ResponseWriter, r *http.Request) {

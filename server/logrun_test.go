@@ -1,33 +1,14 @@
 package server_test
 
 import (
-	"bytes"
 	"log/slog"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
+	"github.com/grpo-dev/grpo/internal/testutil"
 	"github.com/grpo-dev/grpo/server"
 )
-
-// syncBuffer is a log destination safe for the daemon's goroutines.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
 
 // TestLogNamesTheRunOnce: every line the daemon logs about a run it plays
 // names the run once; the daemon gave the run a logger naming it, and the
@@ -35,7 +16,7 @@ func (s *syncBuffer) String() string {
 // zero-variance groups" run=once run=once.
 func TestLogNamesTheRunOnce(t *testing.T) {
 	e := newEnv(t)
-	var buf syncBuffer
+	var buf testutil.Buffer
 	logger := slog.New(slog.NewTextHandler(&buf, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	s := e.MustStart(t, server.Options{Logger: logger})
 	launch(t, s.URL(), "", smallRun("once", 2)+"grpo: {resample_zero_variance: true, groups: 6, episodes_per_group: 2}\n")

@@ -38,19 +38,36 @@ type hosted struct {
 	startOne sync.Once
 	err      error // the run's outcome, set before done is closed
 
+	// mu guards down and warnings, which GET /api/v1/runs/{id} serves.
+	mu sync.Mutex
 	// down is the last endpoint_state event of each of the run's
-	// inference endpoints drained now, by URL: GET /api/v1/runs/{id}
-	// serves them, so that a page that missed a readmission while its
-	// websocket reconnected (or opened during an outage) learns the
-	// endpoints down from it.
-	downMu sync.Mutex
-	down   map[string]orchestrator.Event
+	// inference endpoints drained now, by URL, so that a page that
+	// missed a readmission while its websocket reconnected (or opened
+	// during an outage) learns the endpoints down from it.
+	down map[string]orchestrator.Event
+	// warnings are the run's warning events in this process, in order,
+	// so that a page opened after the run started shows them.
+	warnings []orchestrator.Event
+}
+
+// warning records a warning event of the run.
+func (h *hosted) warning(e orchestrator.Event) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.warnings = append(h.warnings, e)
+}
+
+// runWarnings returns the run's warning events, oldest first.
+func (h *hosted) runWarnings() []orchestrator.Event {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return slices.Clone(h.warnings)
 }
 
 // endpointState records an endpoint_state event of the run.
 func (h *hosted) endpointState(e orchestrator.Event) {
-	h.downMu.Lock()
-	defer h.downMu.Unlock()
+	h.mu.Lock()
+	defer h.mu.Unlock()
 	if e.EndpointState.Up {
 		delete(h.down, e.EndpointState.Endpoint)
 		return
@@ -64,8 +81,8 @@ func (h *hosted) endpointState(e orchestrator.Event) {
 // endpointsDown returns the endpoint_state events of the run's endpoints
 // drained now, oldest first.
 func (h *hosted) endpointsDown() []orchestrator.Event {
-	h.downMu.Lock()
-	defer h.downMu.Unlock()
+	h.mu.Lock()
+	defer h.mu.Unlock()
 	out := make([]orchestrator.Event, 0, len(h.down))
 	for _, e := range h.down {
 		out = append(out, e)
@@ -146,10 +163,14 @@ func (s *Server) host(ctx context.Context, name string, open func(run.Options) (
 			// comes from the run loop, after it.
 			if e.Type != orchestrator.EventEndpointState {
 				h.startOne.Do(func() { close(h.started) })
-			} else if e.EndpointState != nil {
-				// Recorded before it is sent: a GET after the
-				// event reflects it.
+			}
+			// Recorded before they are sent: a GET after the event
+			// reflects it.
+			switch {
+			case e.EndpointState != nil:
 				h.endpointState(e)
+			case e.Warning != nil:
+				h.warning(e)
 			}
 			s.metrics.event(e)
 			s.hub.publish(e)
@@ -338,16 +359,17 @@ func (s *Server) cancelRun(ctx context.Context, name string) error {
 	}
 }
 
-// endpointsDown returns the endpoint_state events of the inference
-// endpoints of run name drained now, when it plays in this process.
-func (s *Server) endpointsDown(name string) []orchestrator.Event {
+// hostedEvents returns, when run name plays in this process, the
+// endpoint_state events of its inference endpoints drained now and its
+// warning events.
+func (s *Server) hostedEvents(name string) (down, warnings []orchestrator.Event) {
 	s.mu.Lock()
 	h := s.runs[name]
 	s.mu.Unlock()
 	if h == nil {
-		return nil
+		return nil, nil
 	}
-	return h.endpointsDown()
+	return h.endpointsDown(), h.runWarnings()
 }
 
 // hostedRuns returns the names of the runs playing in this process.

@@ -18,8 +18,10 @@ type RunListItem struct {
 // RunDetail is GET /api/v1/runs/{id} (and the answer of POST
 // /api/v1/runs): the run's view and, for a run playing in this daemon, the
 // endpoint_state event (docs/EVENTS.md) of each of its inference endpoints
-// drained now, oldest first; absent when none is.
+// drained now, oldest first, and its warning events, in order; each
+// absent when there is none.
 type RunDetail struct {
 	checkpoint.RunView
 	EndpointsDown []orchestrator.Event `json:"endpoints_down,omitempty"`
+	Warnings      []orchestrator.Event `json:"warnings,omitempty"`
 }

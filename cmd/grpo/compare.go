@@ -127,7 +127,7 @@ func (c *CompareCommand) ParseFlags(args []string) error {
 	fs.BoolVar(&c.paired, "paired", false, "files: pair episodes by table (seed): paired t-test with a bootstrap CI (runs are always paired)")
 	fs.StringVar(&c.db, "db", "", "runs: the store holding RUN_A and RUN_B")
 	fs.StringVar(&c.step, "step", "best", "runs: the checkpoint of each run: best, last, base or a step number")
-	nList := fs.String("n", "", "runs: table sizes, e.g. 5,10 (default: RUN_A's test.n)")
+	nList := fs.String("n", "", "runs: table sizes, e.g. 5,10 (default: RUN_A's test.n, else the sizes it trains at)")
 	fs.IntVar(&c.episodes, "episodes", 0, "runs: test tables per n (default: RUN_A's test.episodes)")
 	if err := parse(fs, args); err != nil {
 		return err
@@ -516,10 +516,7 @@ func (c *CompareCommand) compareRuns(ctx context.Context) error {
 	a, b := &sides[0], &sides[1]
 	ns, episodes := c.ns, c.episodes
 	if ns == nil {
-		ns = a.cfg.Test.N
-		if !a.cfg.Test.Set() {
-			ns = a.cfg.Validation.N
-		}
+		ns = a.cfg.TestSizes()
 	}
 	if episodes == 0 {
 		episodes = a.cfg.Test.Episodes

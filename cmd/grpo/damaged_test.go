@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/grpo-dev/grpo/internal/testutil"
 	bolt "go.etcd.io/bbolt"
 )
 
@@ -54,8 +55,8 @@ func TestNothingWrittenIntoADamagedStore(t *testing.T) {
 
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	var serveErr syncBuffer
-	m := &Main{Stdin: strings.NewReader(""), Stdout: &syncBuffer{}, Stderr: &serveErr, Getenv: func(string) string { return "" }}
+	var serveErr testutil.Buffer
+	m := &Main{Stdin: strings.NewReader(""), Stdout: &testutil.Buffer{}, Stderr: &serveErr, Getenv: func(string) string { return "" }}
 	code = m.Run(ctx, []string{"serve", "--addr", "127.0.0.1:0", "--db", db, "--data-dir", filepath.Join(dir, "data")})
 	if ctx.Err() != nil {
 		t.Fatal("the daemon started on a damaged store")

@@ -56,7 +56,8 @@ Checkpoints of a stored run, on the run's test split (DESIGN §11):
   grpo eval --db DB --run RUN --step best|last|base|N[,...] [--n 5,10,15] [--episodes 100]
 plays the test tables (test.seed, test.seed+1, ...; test.n and
 test.episodes of the run's config, which --n and --episodes override, and
-validation.n when the config has no test section) with the run's own env,
+without test.n the sizes the run trains at: env.n, or its curriculum's
+sizes) with the run's own env,
 reward and inference settings. With the embedded backend the adapters are
 served from the run's data directory; with endpoints they are loaded into
 them (by name and stored path), and only the ones eval loaded are unloaded
@@ -116,7 +117,7 @@ type EvalCommand struct {
 type checkpointEval struct {
 	db, run  string
 	steps    []string // best, last, base or a step number, as given
-	ns       []int    // nil: the run's test.n (or validation.n)
+	ns       []int    // nil: the run's test sizes (config.Config.TestSizes)
 	episodes int      // 0: the run's test.episodes
 	// endpoints, when set, replace the run's inference endpoints (each
 	// with the key in the variable apiKeyEnv).
@@ -833,10 +834,7 @@ func (c *EvalCommand) runCheckpoints(ctx context.Context) (err error) {
 	}
 	ns, episodes := k.ns, k.episodes
 	if ns == nil {
-		ns = cfg.Test.N
-		if !cfg.Test.Set() {
-			ns = cfg.Validation.N
-		}
+		ns = cfg.TestSizes()
 	}
 	if episodes == 0 {
 		episodes = cfg.Test.Episodes

@@ -7,10 +7,10 @@ import (
 	"net/http"
 	"regexp"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
+	"github.com/grpo-dev/grpo/internal/testutil"
 	"github.com/grpo-dev/grpo/rollout"
 )
 
@@ -21,29 +21,11 @@ func TestRefmodelServe_QuirksOutOfRange(t *testing.T) {
 	}
 }
 
-// lockedBuffer is a bytes.Buffer safe for a writer and a reader.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
-
 // TestRefmodelServe_Strict runs `grpo refmodel serve --strict` on a
 // loopback port: a request with tools and no tool_choice (auto, as vLLM
 // reads it) gets vLLM's 400 naming its flags.
 func TestRefmodelServe_Strict(t *testing.T) {
-	var errb lockedBuffer
+	var errb testutil.Buffer
 	m := &Main{Stdin: strings.NewReader(""), Stdout: &bytes.Buffer{}, Stderr: &errb, Getenv: func(string) string { return "" }}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan int, 1)

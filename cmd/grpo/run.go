@@ -19,7 +19,6 @@ import (
 	"github.com/grpo-dev/grpo/grpo"
 	"github.com/grpo-dev/grpo/orchestrator"
 	"github.com/grpo-dev/grpo/promote"
-	"github.com/grpo-dev/grpo/refmodel"
 	"github.com/grpo-dev/grpo/run"
 )
 
@@ -291,9 +290,6 @@ func (c *runCommand) play(ctx context.Context, m *Main) error {
 	}
 
 	cfg := r.Config()
-	for _, w := range noUpdateWarnings(cfg) {
-		fmt.Fprintf(m.Stderr, "warning: %s\n", w)
-	}
 	if r.Finished() {
 		fmt.Fprintf(m.Stderr, "run %s already finished all its %s; store %s\n", cfg.Run.Name, plural(cfg.Run.Steps, "step"), cfg.Run.DB)
 	} else {
@@ -325,9 +321,6 @@ func (c *runCommand) play(ctx context.Context, m *Main) error {
 	}
 	report.noValidationCompare = cfg.Test.Set()
 	report.print(m.Stdout)
-	if w := unchangedWarning(report.evalList); w != "" {
-		fmt.Fprintf(m.Stderr, "warning: %s\n", w)
-	}
 	if cfg.Test.Set() && report.sel != nil {
 		if err := report.printTest(ctx, m, cfg); err != nil {
 			return fmt.Errorf("run %s: test split: %w", cfg.Run.Name, err)
@@ -356,86 +349,6 @@ func (c *runCommand) leased(name, db string, err error) error {
 	}
 	return fmt.Errorf("run %s: %w; this process changed nothing. To play it here, stop it there first (daemon: POST /api/v1/runs/%s/cancel; CLI: Ctrl-C), then 'grpo run --resume %s --db %s'",
 		name, err, url.PathEscape(name), name, db)
-}
-
-// noUpdateWarnings names the settings of cfg under which training cannot
-// move the policy, so that validation would stay flat without a word.
-func noUpdateWarnings(cfg config.Config) []string {
-	var out []string
-	lr := cfg.Trainer.Hyperparameters.LearningRate
-	far := lr < refmodel.DefaultLearningRate/100 || lr > refmodel.DefaultLearningRate*100
-	switch {
-	case !far:
-	case cfg.Embedded():
-		out = append(out, fmt.Sprintf("trainer.hyperparameters.learning_rate %g is far from what the embedded backend learns with (default %g; useful range %g to %g): its updates will not move the policy and validation will stay flat; leave the key unset on the embedded backend (docs/CONFIG.md)",
-			lr, refmodel.DefaultLearningRate, refmodel.DefaultLearningRate/100, refmodel.DefaultLearningRate*100))
-	case servesRefmodel(cfg):
-		out = append(out, fmt.Sprintf("trainer.hyperparameters.learning_rate %g is far from what the reference backend learns with (its model %q is what 'grpo refmodel serve' serves; it learns with %g, useful range %g to %g): its updates will not move the policy and validation will stay flat; set trainer.hyperparameters.learning_rate: %g (docs/CONFIG.md)",
-			lr, refmodel.BaseModelName, refmodel.DefaultLearningRate, refmodel.DefaultLearningRate/100, refmodel.DefaultLearningRate*100, refmodel.DefaultLearningRate))
-	}
-	return out
-}
-
-// servesRefmodel reports whether cfg's endpoints or trainer are the reference
-// backend served on its own ('grpo refmodel serve'): the only model it
-// serves and trains is refmodel.BaseModelName, so a run against it names
-// that model.
-func servesRefmodel(cfg config.Config) bool {
-	return cfg.Trainer.Kind == config.TrainerJobs &&
-		(cfg.Inference.Model == refmodel.BaseModelName || cfg.Trainer.BaseModel == refmodel.BaseModelName)
-}
-
-// unchangedWarning is the warning for a run whose trained adapters never
-// changed a validation episode's outcome, "" otherwise. The rule: step 0
-// (the base model) and at least one later step were validated, and at
-// every later validated step each episode on a table (n, seed) the base
-// also played ended as the base's did (reward, meals, deadlock, invalid
-// outputs; errored episodes left out). Validation tables are the same at
-// every step and a policy that did not move plays them the same way, so
-// the run learned nothing that shows.
-func unchangedWarning(evals []checkpoint.Evaluation) string {
-	type table struct {
-		n    int
-		seed int64
-	}
-	base := map[table]checkpoint.EpisodeRecord{}
-	later := 0
-	for _, ev := range evals {
-		if ev.Step == 0 {
-			for _, e := range ev.Records {
-				if !e.Errored {
-					base[table{e.N, e.Seed}] = e
-				}
-			}
-		}
-	}
-	if len(base) == 0 {
-		return ""
-	}
-	for _, ev := range evals {
-		if ev.Step == 0 {
-			continue
-		}
-		shared := 0
-		for _, e := range ev.Records {
-			b, ok := base[table{e.N, e.Seed}]
-			if !ok || e.Errored {
-				continue
-			}
-			if e.Reward != b.Reward || e.Meals != b.Meals || e.Deadlock != b.Deadlock || e.Invalid != b.Invalid {
-				return ""
-			}
-			shared++
-		}
-		if shared > 0 {
-			later++
-		}
-	}
-	if later == 0 {
-		return ""
-	}
-	return fmt.Sprintf("no trained adapter changed a validation episode: at each of the %s validated after step 0, every table ended exactly as the base model's did at step 0 (same reward, meals, deadlock and invalid outputs), so training did not move the policy where it shows; check trainer.hyperparameters.learning_rate against what the trainer learns with, and that the trained adapters are the ones served",
-		plural(later, "step"))
 }
 
 // runView shows a run's progress on stderr: a bar per step on a
@@ -578,6 +491,8 @@ func (v *runView) event(e orchestrator.Event) {
 	case e.EndpointState != nil && e.EndpointState.Up:
 		// A drain is already a warning of the run's log.
 		v.println(e.Time, endpointLine(*e.EndpointState))
+	case e.Warning != nil:
+		// The run's warnings are on its log (Options.Logger) already.
 	}
 }
 

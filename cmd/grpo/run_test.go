@@ -398,8 +398,8 @@ func TestResumeKeepsDataDir(t *testing.T) {
 	db, data := filepath.Join(dir, "x.db"), filepath.Join(dir, "x.db.data", "r")
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	var stderr syncBuffer
-	m := &Main{Stdin: strings.NewReader(""), Stdout: &syncBuffer{}, Stderr: &stderr, Getenv: func(string) string { return "" }}
+	var stderr testutil.Buffer
+	m := &Main{Stdin: strings.NewReader(""), Stdout: &testutil.Buffer{}, Stderr: &stderr, Getenv: func(string) string { return "" }}
 	done := make(chan int, 1)
 	go func() {
 		// Steps enough that the run cannot end before the cancel lands.

@@ -6,36 +6,18 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
-	"sync"
 	"testing"
 	"time"
+
+	"github.com/grpo-dev/grpo/internal/testutil"
 )
-
-// syncBuffer is a goroutine-safe writer for a command running in the
-// background.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
 
 func TestServeLaunchAndWatch(t *testing.T) {
 	dir := t.TempDir()
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	var serveErr syncBuffer
-	m := &Main{Stdin: strings.NewReader(""), Stdout: &syncBuffer{}, Stderr: &serveErr, Getenv: func(string) string { return "" }}
+	var serveErr testutil.Buffer
+	m := &Main{Stdin: strings.NewReader(""), Stdout: &testutil.Buffer{}, Stderr: &serveErr, Getenv: func(string) string { return "" }}
 	done := make(chan int, 1)
 	go func() {
 		done <- m.Run(ctx, []string{"serve", "--addr", "127.0.0.1:0", "--db", filepath.Join(dir, "d.db")})

@@ -8,6 +8,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/grpo-dev/grpo/internal/testutil"
 )
 
 // TestSignalExitStatus: a run stopped by Ctrl-C (SIGINT) or SIGTERM stops
@@ -21,7 +23,7 @@ func TestSignalExitStatus(t *testing.T) {
 	}{{syscall.SIGINT, 130}, {syscall.SIGTERM, 143}} {
 		db := filepath.Join(t.TempDir(), "s.db")
 		cmd := exec.Command(bin, "run", "--steps", "500", "--db", db)
-		var stderr syncBuffer
+		var stderr testutil.Buffer
 		cmd.Stderr = &stderr
 		if err := cmd.Start(); err != nil {
 			t.Fatal(err)

@@ -3,10 +3,12 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -157,8 +159,8 @@ func TestResumeExtends(t *testing.T) {
 // its own ('grpo refmodel serve': endpoints and a jobs trainer) with the
 // study's learning rate, 5e-6, is warned at its start that the rate is
 // far from what that backend learns with, and at its end that no trained
-// adapter changed a validation episode; with the backend's own rate
-// neither warning comes.
+// adapter changed a validation episode, each once (the run's warnings, on
+// its log); with the backend's own rate neither warning comes.
 func TestRefmodelRateWarnings(t *testing.T) {
 	b := refBackend(t, 1)
 	inf := httptest.NewServer(b.InferenceHandler())
@@ -177,42 +179,59 @@ trainer: {kind: jobs, url: %s, base_model: %s, hyperparameters: {learning_rate: 
 		if code != 0 {
 			t.Fatalf("learning rate %v: exit %d\n%s\n%s", lr, code, out, errs)
 		}
-		start := strings.Contains(errs, "warning: trainer.hyperparameters.learning_rate 5e-06 is far from what the reference backend learns with")
-		end := strings.Contains(errs, "warning: no trained adapter changed a validation episode: at each of the 6 steps validated after step 0, every table ended exactly as the base model's did")
-		if want := lr != refmodel.DefaultLearningRate; start != want || end != want {
-			t.Errorf("learning rate %v: start warning %v, end warning %v; want %v:\n%s", lr, start, end, want, errs)
+		start := strings.Count(errs, "trainer.hyperparameters.learning_rate 5e-06 is far from what the reference backend learns with")
+		end := strings.Count(errs, "no trained adapter changed a validation episode: at each of the 6 steps validated after step 0, every table ended exactly as the base model's did")
+		want := 0
+		if lr != refmodel.DefaultLearningRate {
+			want = 1
+		}
+		if start != want || end != want {
+			t.Errorf("learning rate %v: start warning %d times, end warning %d times; want %d:\n%s", lr, start, end, want, errs)
 		}
 	}
 }
 
-// TestUnchangedWarning: the end-of-run rule on hand-made evaluations.
-func TestUnchangedWarning(t *testing.T) {
-	rec := func(n int, seed int64, reward float64) checkpoint.EpisodeRecord {
-		return checkpoint.EpisodeRecord{N: n, Seed: seed, Reward: reward, Meals: 3}
-	}
-	ev := func(step int, recs ...checkpoint.EpisodeRecord) checkpoint.Evaluation {
-		return checkpoint.Evaluation{Step: step, Records: recs}
-	}
-	base := ev(0, rec(5, 1, 0.5), rec(5, 2, 0.25))
-	for _, tc := range []struct {
-		name  string
-		evals []checkpoint.Evaluation
-		want  bool
-	}{
-		{"every step as the base", []checkpoint.Evaluation{base, ev(1, rec(5, 1, 0.5), rec(5, 2, 0.25)), ev(2, rec(5, 1, 0.5), rec(5, 2, 0.25))}, true},
-		{"one episode changed at one step", []checkpoint.Evaluation{base, ev(1, rec(5, 1, 0.5), rec(5, 2, 0.25)), ev(2, rec(5, 1, 0.5), rec(5, 2, 0.75))}, false},
-		{"meals changed, reward equal", []checkpoint.Evaluation{base, ev(1, rec(5, 1, 0.5), checkpoint.EpisodeRecord{N: 5, Seed: 2, Reward: 0.25, Meals: 4})}, false},
-		{"only the base validated", []checkpoint.Evaluation{base}, false},
-		{"no base", []checkpoint.Evaluation{ev(1, rec(5, 1, 0.5))}, false},
-		{"no shared table", []checkpoint.Evaluation{base, ev(1, rec(7, 1, 0.5))}, false},
-		{"records not stored", []checkpoint.Evaluation{ev(0), ev(1)}, false},
-	} {
-		w := unchangedWarning(tc.evals)
-		if got := w != ""; got != tc.want {
-			t.Errorf("%s: warning %q, want one: %v", tc.name, w, tc.want)
+// TestTestSplitAtTrainSizes: the test split of a run that trains at n=3
+// and validates at n=5 is measured at n=3 wherever test.n is left out:
+// by the end-of-run summary of a config whose test section sets other
+// keys, and by grpo eval --run on a run whose config has no test section.
+func TestTestSplitAtTrainSizes(t *testing.T) {
+	dir := t.TempDir()
+	db := filepath.Join(dir, "r.db")
+	sizes := func(run string) []int {
+		t.Helper()
+		code, out, errs := cli(t, "eval", "--db", db, "--run", run, "--step", "base", "--episodes", "2", "--json")
+		var got evalRunJSON
+		if code != 0 || json.Unmarshal([]byte(out), &got) != nil {
+			t.Fatalf("eval --run %s: exit %d\n%s\n%s", run, code, out, errs)
 		}
+		var ns []int
+		for _, r := range got.Results {
+			ns = append(ns, r.N)
+		}
+		return ns
 	}
-	if got, want := unchangedWarning([]checkpoint.Evaluation{base, ev(3, rec(5, 1, 0.5))}), "at each of the 1 step validated after step 0"; !strings.Contains(got, want) {
-		t.Errorf("warning %q does not contain %q", got, want)
+	for _, tc := range []struct {
+		name, test string
+		summary    bool // the end-of-run summary measures the test split
+	}{
+		{"asked", "test: {episodes: 2}\n", true},
+		{"unasked", "", false},
+	} {
+		file := filepath.Join(dir, tc.name+".yaml")
+		os.WriteFile(file, []byte("run: {name: "+tc.name+", steps: 1}\nenv: {n: 3}\nvalidation: {n: [5], episodes: 2}\n"+tc.test), 0o644)
+		code, out, errs := cli(t, "run", "--config", file, "--db", db, "--quiet")
+		if code != 0 {
+			t.Fatalf("%s: run: exit %d\n%s\n%s", tc.name, code, out, errs)
+		}
+		if got := strings.Contains(out, "test split: 2 tables per n from seed 2000000"); got != tc.summary {
+			t.Errorf("%s: the summary measures the test split: %v, want %v\n%s", tc.name, got, tc.summary, out)
+		}
+		if tc.summary && !strings.Contains(out, "\n3  best step") {
+			t.Errorf("%s: the summary's test table is not at n=3:\n%s", tc.name, out)
+		}
+		if got := sizes(tc.name); !slices.Equal(got, []int{3}) {
+			t.Errorf("%s: eval --run measured at n=%v, want [3]", tc.name, got)
+		}
 	}
 }

@@ -590,7 +590,7 @@ func (p *stepPrinter) event(e orchestrator.Event) {
 		fmt.Fprintln(p.w, eventLine(e))
 	case e.JobState != nil && e.JobState.State == "failed":
 		p.say(e.Run, eventLine(e))
-	case e.EndpointState != nil:
+	case e.EndpointState != nil, e.Warning != nil:
 		p.say(e.Run, eventLine(e))
 	}
 }
@@ -653,6 +653,8 @@ func eventLine(e orchestrator.Event) string {
 		}
 	case e.EndpointState != nil:
 		tail = endpointLine(*e.EndpointState)
+	case e.Warning != nil:
+		tail = e.Warning.Message
 	case e.RunFinished != nil:
 		tail = e.RunFinished.State
 		if msg := e.RunFinished.Error; msg != "" {

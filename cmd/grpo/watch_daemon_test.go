@@ -99,7 +99,7 @@ func TestWatchReconnectsAfterRestart(t *testing.T) {
 	s1 := startDaemon(t, addr, db)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	var out, errs syncBuffer
+	var out, errs testutil.Buffer
 	m := &Main{Stdin: strings.NewReader(""), Stdout: &out, Stderr: &errs, Getenv: func(string) string { return "" }}
 	done := make(chan int, 1)
 	go func() { done <- m.Run(ctx, []string{"watch", "--addr", addr}) }()
@@ -152,7 +152,7 @@ func TestWatchExitStatus(t *testing.T) {
 	defer s.Close()
 
 	launch(t, s.URL(), "run: {name: long, steps: 1000}\nvalidation: {episodes: 2}\n")
-	var out, errs syncBuffer
+	var out, errs testutil.Buffer
 	m := &Main{Stdin: strings.NewReader(""), Stdout: &out, Stderr: &errs, Getenv: func(string) string { return "" }}
 	done := make(chan int, 1)
 	go func() { done <- m.Run(context.Background(), []string{"watch", "long", "--addr", addr}) }()
@@ -211,7 +211,7 @@ func TestWatchCatchesUpAfterRestart(t *testing.T) {
 			return ctx.Err()
 		}
 	}}
-	var out, errs syncBuffer
+	var out, errs testutil.Buffer
 	done := make(chan error, 1)
 	go func() { done <- c.watch(context.Background(), &out, &errs) }()
 	waitFor(t, "watch to print step 2", func() bool { return strings.Contains(out.String(), "long         step  2") })

@@ -28,6 +28,8 @@ func TestEventLine(t *testing.T) {
 		{`{"type":"endpoint_state","run":"r","step":3,"data":{"endpoint":"http://a/v1","up":false,"error":"connection refused","probe_in_seconds":2}}`,
 			"inference endpoint http://a/v1 down: connection refused (probed again in 2 s)"},
 		{`{"type":"endpoint_state","run":"r","step":3,"data":{"endpoint":"http://a/v1","up":true}}`, "inference endpoint http://a/v1 answers again: readmitted"},
+		{`{"type":"warning","run":"r","step":0,"data":{"code":"learning_rate","message":"trainer.hyperparameters.learning_rate 5e-06 is far from what the embedded backend learns with"}}`,
+			"warning           trainer.hyperparameters.learning_rate 5e-06 is far from what the embedded backend learns with"},
 		{`{"type":"from_the_future","run":"r","step":4,"data":{"x":1}}`, "from_the_future"},
 	} {
 		var e orchestrator.Event
@@ -36,6 +38,21 @@ func TestEventLine(t *testing.T) {
 		}
 		if got := eventLine(e); !strings.HasSuffix(got, c.want) || !strings.Contains(got, " r ") {
 			t.Errorf("eventLine(%s)=%q, want it to end with %q", c.in, got, c.want)
+		}
+	}
+}
+
+// checkLineEnds fails t unless out has one line per wantEnds, each ending
+// with its entry.
+func checkLineEnds(t *testing.T, out string, wantEnds []string) {
+	t.Helper()
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	if len(lines) != len(wantEnds) {
+		t.Fatalf("%d lines, want %d:\n%s", len(lines), len(wantEnds), out)
+	}
+	for i, w := range wantEnds {
+		if !strings.HasSuffix(lines[i], w) {
+			t.Errorf("line %d %q, want it to end with %q", i, lines[i], w)
 		}
 	}
 }
@@ -80,7 +97,6 @@ func TestWatchOneLinePerStep(t *testing.T) {
 	for _, e := range events {
 		p.event(e)
 	}
-	lines := strings.Split(strings.TrimSpace(b.String()), "\n")
 	wantEnds := []string{
 		"steps 2 from 0 resumed false",
 		"step  0 progress          1/2 episodes",
@@ -90,14 +106,7 @@ func TestWatchOneLinePerStep(t *testing.T) {
 		"step  2 n=5  train 0.500  (no signal: no job)",
 		"run_finished      succeeded",
 	}
-	if len(lines) != len(wantEnds) {
-		t.Fatalf("%d lines, want %d:\n%s", len(lines), len(wantEnds), b.String())
-	}
-	for i, w := range wantEnds {
-		if !strings.HasSuffix(lines[i], w) {
-			t.Errorf("line %d %q, want it to end with %q", i, lines[i], w)
-		}
-	}
+	checkLineEnds(t, b.String(), wantEnds)
 	b.Reset()
 	p = &stepPrinter{w: &b, episodes: true}
 	for _, e := range events {
@@ -130,7 +139,6 @@ func TestWatchPrintsEndpointChanges(t *testing.T) {
 	for _, e := range events {
 		p.event(e)
 	}
-	lines := strings.Split(strings.TrimSpace(b.String()), "\n")
 	wantEnds := []string{
 		"step  3 n=5  train 0.500  (no signal: no job)",
 		"step  4 endpoint_state    inference endpoint http://b/v1 down: health: GET http://b/health: 503 Service Unavailable (probed again in 2 s)",
@@ -138,14 +146,33 @@ func TestWatchPrintsEndpointChanges(t *testing.T) {
 		"step  5 endpoint_state    inference endpoint http://b/v1 answers again: readmitted",
 		"run_finished      succeeded",
 	}
-	if len(lines) != len(wantEnds) {
-		t.Fatalf("%d lines, want %d:\n%s", len(lines), len(wantEnds), b.String())
+	checkLineEnds(t, b.String(), wantEnds)
+}
+
+// TestWatchPrintsWarnings: a run's warnings are lines of their own, in
+// the order of the events: the start's after run_started, the end's after
+// the last step's line and before run_finished.
+func TestWatchPrintsWarnings(t *testing.T) {
+	events := decodeEvents(t,
+		`{"type":"run_started","run":"r","step":0,"data":{"steps":1,"from":0}}`,
+		`{"type":"warning","run":"r","step":0,"data":{"code":"learning_rate","message":"the rate is far off"}}`,
+		`{"type":"step_committed","run":"r","step":1,"data":{"step":1,"n":5,"train":{"reward_mean":0.5}}}`,
+		`{"type":"warning","run":"r","step":1,"data":{"code":"validation_unchanged","message":"nothing changed"}}`,
+		`{"type":"run_finished","run":"r","step":1,"data":{"state":"succeeded"}}`,
+	)
+	var b strings.Builder
+	p := &stepPrinter{w: &b}
+	for _, e := range events {
+		p.event(e)
 	}
-	for i, w := range wantEnds {
-		if !strings.HasSuffix(lines[i], w) {
-			t.Errorf("line %d %q, want it to end with %q", i, lines[i], w)
-		}
+	wantEnds := []string{
+		"steps 1 from 0 resumed false",
+		"step  0 warning           the rate is far off",
+		"step  1 n=5  train 0.500  (no signal: no job)",
+		"step  1 warning           nothing changed",
+		"run_finished      succeeded",
 	}
+	checkLineEnds(t, b.String(), wantEnds)
 }
 
 func TestDaemonURL(t *testing.T) {
@@ -312,7 +339,6 @@ func TestWatchPrintsInEventOrder(t *testing.T) {
 		p.event(e)
 	}
 	p.flush()
-	lines := strings.Split(strings.TrimSpace(b.String()), "\n")
 	wantEnds := []string{
 		"step  1 n=5  train 0.750  loss 0.125 kl 0.01",
 		"step  2 episode_finished  train s2-g0-e0 reward 1.000 meals 0 deadlocked false invalid 0",
@@ -321,14 +347,7 @@ func TestWatchPrintsInEventOrder(t *testing.T) {
 		"step  2 best_changed      best step 2 (0.500)",
 		"step  3 n=5  train 0.250  (no signal: no job)  best 3 (0.625)",
 	}
-	if len(lines) != len(wantEnds) {
-		t.Fatalf("%d lines, want %d:\n%s", len(lines), len(wantEnds), b.String())
-	}
-	for i, w := range wantEnds {
-		if !strings.HasSuffix(lines[i], w) {
-			t.Errorf("line %d %q, want it to end with %q", i, lines[i], w)
-		}
-	}
+	checkLineEnds(t, b.String(), wantEnds)
 }
 
 // TestWatchStepProgress: without --episodes, a step's progress is printed

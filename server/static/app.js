@@ -5,7 +5,7 @@
 
 const $ = (sel) => document.querySelector(sel);
 const SVGNS = "http://www.w3.org/2000/svg";
-const state = { selected: null, run: null, jobs: {}, live: new Map(), committed: -1, endpoints: new Map(), reads: new Set(), refresh: null, compare: new Set(), others: {}, ws: null, resize: null };
+const state = { selected: null, run: null, jobs: {}, live: new Map(), committed: -1, endpoints: new Map(), warnings: new Map(), reads: new Set(), refresh: null, compare: new Set(), others: {}, ws: null, resize: null };
 
 // The compared runs come from the address (?run=A&compare=B,C), so that a
 // reload or a shared link shows the same comparison.
@@ -120,6 +120,8 @@ function select(name) {
   state.actionError = null;
   state.endpoints = new Map();
   showEndpoints();
+  state.warnings = new Map();
+  showWarnings();
   for (const tr of document.querySelectorAll("#runs tbody tr")) tr.classList.toggle("selected", tr.dataset.run === name);
   loadRun();
 }
@@ -129,6 +131,8 @@ function select(name) {
 // list is right again after the websocket reconnected, whatever events it
 // missed meanwhile. The events that come while the answer is on its way
 // are applied again on top of it, in order: they may be newer than it.
+// The run's warnings (warnings, while it plays in the daemon) join those
+// its warning events brought since it was selected.
 async function loadRun() {
   if (!state.selected) return;
   const name = state.selected;
@@ -144,6 +148,8 @@ async function loadRun() {
   state.endpoints = new Map();
   for (const ev of [...(r.endpoints_down || []), ...meanwhile]) endpointEvent(ev);
   showEndpoints();
+  for (const ev of r.warnings || []) warningEvent(ev);
+  showWarnings();
   state.run = r;
   await loadOthers();
   render(r);
@@ -530,6 +536,10 @@ function onEvent(ev) {
       showProgress();
       scheduleRefresh();
       break;
+    case "warning":
+      warningEvent(ev);
+      showWarnings();
+      break;
     case "endpoint_state":
       endpointEvent(ev);
       for (const meanwhile of state.reads) meanwhile.push(ev);
@@ -559,6 +569,21 @@ function endpointEvent(ev) {
   else if (d.up) state.endpoints.delete(d.endpoint);
   else state.endpoints.set(d.endpoint, { since: state.endpoints.has(d.endpoint) ? state.endpoints.get(d.endpoint).since : ev.time, error: d.error || "",
     probe: d.probe_in_seconds ? new Date(new Date(ev.time).getTime() + 1000 * d.probe_in_seconds) : null, every: d.probe_every_seconds || 0 });
+}
+
+// warningEvent notes a warning event of the run (docs/EVENTS.md): one per
+// code, the latest, so that a run resumed again shows its start's once.
+// Warnings stay until another run is selected: the end-of-run one comes
+// just before run_finished, and the run's page should keep saying it.
+function warningEvent(ev) {
+  if (ev.data && ev.data.message) state.warnings.set(ev.data.code, ev.data.message);
+}
+
+// showWarnings lists the run's warnings, each on a line of its own.
+function showWarnings() {
+  const lines = [...state.warnings.values()].map((m) => "warning: " + m);
+  $("#warnings").textContent = lines.join("\n");
+  $("#warnings").hidden = lines.length === 0;
 }
 
 // showEndpoints lists the run's inference endpoints that are down: since
