@@ -46,11 +46,12 @@ type ChatOptions struct {
 }
 
 // ChatClient sends chat completions to one OpenAI-compatible endpoint,
-// keeping each sampled choice exactly as the server returned it. It uses
-// go-openai's types but builds and sends the HTTP request itself (through
-// httpx), so no client-side validation stands between a model name and the
-// server. Transient failures (429, 5xx, connection errors, timeouts, bodies
-// that are not a completion) are retried by its policy.
+// keeping each sampled choice exactly as the server returned it. It reads
+// answers with go-openai's types, converted to rollout's, but builds and
+// sends the HTTP request itself (through httpx), so no client-side
+// validation stands between a model name and the server. Transient
+// failures (429, 5xx, connection errors, timeouts, bodies that are not a
+// completion) are retried by its policy.
 type ChatClient struct {
 	url     string
 	chatURL string // url + "/chat/completions"
@@ -157,24 +158,16 @@ func explain(err error) error {
 // server's default".
 type chatParams struct {
 	Model               string         `json:"model"`
-	ToolChoice          any            `json:"tool_choice,omitempty"`
+	ToolChoice          string         `json:"tool_choice,omitempty"`
 	Temperature         float32        `json:"temperature"`
 	TopP                float32        `json:"top_p,omitempty"`
-	N                   int            `json:"n,omitempty"`
-	Stop                []string       `json:"stop,omitempty"`
 	MaxTokens           int            `json:"max_tokens,omitempty"`
 	MaxCompletionTokens int            `json:"max_completion_tokens,omitempty"`
-	PresencePenalty     float32        `json:"presence_penalty,omitempty"`
-	FrequencyPenalty    float32        `json:"frequency_penalty,omitempty"`
 	LogProbs            bool           `json:"logprobs,omitempty"`
 	TopLogProbs         int            `json:"top_logprobs,omitempty"`
 	Seed                *int           `json:"seed,omitempty"`
-	User                string         `json:"user,omitempty"`
 	ChatTemplateKwargs  map[string]any `json:"chat_template_kwargs,omitempty"`
-	ParallelToolCalls   any            `json:"parallel_tool_calls,omitempty"`
 	ReturnTokenIDs      bool           `json:"return_token_ids,omitempty"`
-	ResponseFormat      any            `json:"response_format,omitempty"`
-	ReasoningEffort     string         `json:"reasoning_effort,omitempty"`
 }
 
 // encode is the request body of req: its parameters encoded by
@@ -183,37 +176,25 @@ type chatParams struct {
 // once, when it joins a conversation (the caller's EncodedMessages), and
 // a tool list once (toolCache): passed through json.Marshal again, the
 // whole conversation would be re-validated every call, which was most of
-// the CPU a call cost the client.
-func (c *ChatClient) encode(req *rollout.Request) ([]byte, error) {
-	r := &req.ChatCompletionRequest
-	if r.Stream {
-		return nil, errors.New("encode request: streaming is not supported")
-	}
+// the CPU a call cost the client. rollout's messages and tools encode as
+// OpenAI's wire format.
+func (c *ChatClient) encode(r *rollout.Request) ([]byte, error) {
 	p := chatParams{
-		Model: r.Model, Temperature: r.Temperature, TopP: r.TopP, N: r.N, Stop: r.Stop,
-		MaxTokens: r.MaxTokens, MaxCompletionTokens: r.MaxCompletionTokens,
-		PresencePenalty: r.PresencePenalty, FrequencyPenalty: r.FrequencyPenalty,
-		LogProbs: r.LogProbs, TopLogProbs: r.TopLogProbs, Seed: r.Seed, User: r.User,
-		ChatTemplateKwargs: r.ChatTemplateKwargs, ParallelToolCalls: r.ParallelToolCalls,
-		ReturnTokenIDs: !c.opts.OmitTokenIDs, ReasoningEffort: r.ReasoningEffort,
-	}
-	if r.ToolChoice != nil && r.ToolChoice != "" {
-		p.ToolChoice = r.ToolChoice
-	}
-	if r.ResponseFormat != nil {
-		p.ResponseFormat = r.ResponseFormat
+		Model: r.Model, ToolChoice: r.ToolChoice, Temperature: r.Temperature, TopP: r.TopP,
+		MaxTokens: r.MaxTokens, LogProbs: r.LogProbs, TopLogProbs: r.TopLogProbs, Seed: r.Seed,
+		ChatTemplateKwargs: r.ChatTemplateKwargs, ReturnTokenIDs: !c.opts.OmitTokenIDs,
 	}
 	if c.opts.OmitLogprobs {
 		p.LogProbs, p.TopLogProbs = false, 0
 	}
-	if c.opts.MaxCompletionTokens && p.MaxCompletionTokens == 0 {
+	if c.opts.MaxCompletionTokens {
 		p.MaxCompletionTokens, p.MaxTokens = p.MaxTokens, 0
 	}
 	head, err := json.Marshal(&p)
 	if err != nil {
 		return nil, fmt.Errorf("encode request: %w", err)
 	}
-	msgs := req.EncodedMessages
+	msgs := r.EncodedMessages
 	if len(r.Messages) > 0 && len(msgs) != len(r.Messages) {
 		msgs = make([]json.RawMessage, len(r.Messages))
 		for i := range r.Messages {
@@ -248,7 +229,8 @@ func (c *ChatClient) encode(req *rollout.Request) ([]byte, error) {
 }
 
 // wireAnswer is the part of a chat completion answer the orchestrator
-// reads. The choices stay as received, for the trainer (DESIGN §5).
+// reads, in go-openai's types. The choices stay as received, for the
+// trainer (DESIGN §5).
 type wireAnswer struct {
 	Choices        []json.RawMessage `json:"choices"`
 	Usage          openai.Usage      `json:"usage"`
@@ -257,25 +239,25 @@ type wireAnswer struct {
 
 // wireChoice is the part of a choice the orchestrator reads. The logprobs
 // stay in the raw choice, for the trainer: decoding them into go-openai's
-// types would cost more than the rest of the answer.
+// types would cost more than the rest of the answer. Index is read only
+// to refuse a choice whose index is not a number.
 type wireChoice struct {
 	Index        int                 `json:"index"`
 	Message      wireMessage         `json:"message"`
 	FinishReason openai.FinishReason `json:"finish_reason"`
 }
 
-// wireMessage is openai.ChatCompletionMessage decoded without its
-// UnmarshalJSON (which decodes every message twice over): the content is
-// a string, null or content parts (decodeContent).
+// wireMessage is the part of openai.ChatCompletionMessage a rollout.Message
+// keeps, decoded without its UnmarshalJSON (which decodes every message
+// twice over): the content is a string, null or content parts
+// (decodeContent).
 type wireMessage struct {
-	Role             string               `json:"role"`
-	Content          json.RawMessage      `json:"content"`
-	Refusal          string               `json:"refusal"`
-	Name             string               `json:"name"`
-	ReasoningContent string               `json:"reasoning_content"`
-	FunctionCall     *openai.FunctionCall `json:"function_call"`
-	ToolCalls        []openai.ToolCall    `json:"tool_calls"`
-	ToolCallID       string               `json:"tool_call_id"`
+	Role             string            `json:"role"`
+	Content          json.RawMessage   `json:"content"`
+	Refusal          string            `json:"refusal"`
+	ReasoningContent string            `json:"reasoning_content"`
+	ToolCalls        []openai.ToolCall `json:"tool_calls"`
+	ToolCallID       string            `json:"tool_call_id"`
 }
 
 // decodeCompletion reads a chat completion answer: the first choice parsed
@@ -289,10 +271,11 @@ func decodeCompletion(body []byte) (*rollout.Completion, error) {
 		return nil, &GarbageError{Body: quote.Body(body), Err: errNotCompletion}
 	}
 	m := w.Message
-	comp := &rollout.Completion{Raw: a.Choices[0], Usage: a.Usage, Choice: openai.ChatCompletionChoice{
-		Index: w.Index, FinishReason: w.FinishReason, Message: openai.ChatCompletionMessage{
-			Role: m.Role, Refusal: m.Refusal, Name: m.Name, ReasoningContent: m.ReasoningContent,
-			FunctionCall: m.FunctionCall, ToolCalls: m.ToolCalls, ToolCallID: m.ToolCallID,
+	comp := &rollout.Completion{Raw: a.Choices[0],
+		Usage: rollout.Usage{PromptTokens: a.Usage.PromptTokens, CompletionTokens: a.Usage.CompletionTokens},
+		Choice: rollout.Choice{FinishReason: string(w.FinishReason), Message: rollout.Message{
+			Role: m.Role, Refusal: m.Refusal, ReasoningContent: m.ReasoningContent,
+			ToolCalls: toolCalls(m.ToolCalls), ToolCallID: m.ToolCallID,
 		}}}
 	if !decodeContent(m.Content, &comp.Choice.Message) {
 		return nil, &GarbageError{Body: quote.Body(body), Err: errNotCompletion}
@@ -303,17 +286,38 @@ func decodeCompletion(body []byte) (*rollout.Completion, error) {
 	return comp, nil
 }
 
+// toolCalls is calls in rollout's terms.
+func toolCalls(calls []openai.ToolCall) []rollout.ToolCall {
+	if calls == nil {
+		return nil
+	}
+	out := make([]rollout.ToolCall, len(calls))
+	for i, tc := range calls {
+		out[i] = rollout.ToolCall{ID: tc.ID, Type: string(tc.Type),
+			Function: rollout.FunctionCall{Name: tc.Function.Name, Arguments: tc.Function.Arguments}}
+	}
+	return out
+}
+
 // decodeContent sets msg's content from a message's "content" value: a
 // string, content parts, or null or absent (no content). It reports
 // false for anything else.
-func decodeContent(v json.RawMessage, msg *openai.ChatCompletionMessage) bool {
+func decodeContent(v json.RawMessage, msg *rollout.Message) bool {
 	switch {
 	case len(v) == 0 || string(v) == "null":
 		return true
 	case v[0] == '"':
 		return json.Unmarshal(v, &msg.Content) == nil
 	case v[0] == '[':
-		return json.Unmarshal(v, &msg.MultiContent) == nil
+		var parts []openai.ChatMessagePart
+		if json.Unmarshal(v, &parts) != nil {
+			return false
+		}
+		msg.ContentParts = make([]rollout.ContentPart, len(parts))
+		for i, p := range parts {
+			msg.ContentParts[i] = rollout.ContentPart{Type: string(p.Type), Text: p.Text}
+		}
+		return true
 	}
 	return false
 }
@@ -322,10 +326,10 @@ func decodeContent(v json.RawMessage, msg *openai.ChatCompletionMessage) bool {
 // the same slice on every call.
 type toolCache struct {
 	mu   sync.Mutex
-	byID map[*openai.Tool][]byte
+	byID map[*rollout.Tool][]byte
 }
 
-func (t *toolCache) encode(tools []openai.Tool) []byte {
+func (t *toolCache) encode(tools []rollout.Tool) []byte {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if b, ok := t.byID[&tools[0]]; ok {
@@ -336,7 +340,7 @@ func (t *toolCache) encode(tools []openai.Tool) []byte {
 		panic(err) // Tool values always encode
 	}
 	if t.byID == nil || len(t.byID) > 64 {
-		t.byID = map[*openai.Tool][]byte{}
+		t.byID = map[*rollout.Tool][]byte{}
 	}
 	t.byID[&tools[0]] = b
 	return b

@@ -14,8 +14,6 @@ import (
 	"testing"
 	"time"
 
-	openai "github.com/sashabaranov/go-openai"
-
 	"github.com/grpo-dev/grpo/internal/httpx"
 	"github.com/grpo-dev/grpo/rollout"
 )
@@ -28,7 +26,7 @@ func fastRetry(retries int) *httpx.Policy {
 }
 
 func chatReq() *rollout.Request {
-	return &rollout.Request{ChatCompletionRequest: openai.ChatCompletionRequest{Model: "m", Messages: []openai.ChatCompletionMessage{{Role: "user", Content: "hi"}}}}
+	return &rollout.Request{Model: "m", Messages: []rollout.Message{{Role: rollout.RoleUser, Content: "hi"}}}
 }
 
 // scripted answers the i-th request (from 1) with answers[i-1] (the last
@@ -65,7 +63,7 @@ func TestChatKeepsRawChoice(t *testing.T) {
 	if !strings.HasPrefix(string(got.Raw), `{"index":0,"message"`) || !strings.Contains(string(got.Raw), `"stop_reason":null`) {
 		t.Fatalf("raw choice = %s", got.Raw)
 	}
-	if got.Choice.Message.ToolCalls[0].Function.Name != "think" || got.Usage.TotalTokens != 4 {
+	if got.Choice.Message.ToolCalls[0].Function.Name != "think" || got.Usage != (rollout.Usage{PromptTokens: 3, CompletionTokens: 1}) {
 		t.Fatalf("parsed choice = %+v", got.Choice)
 	}
 }
@@ -143,7 +141,7 @@ func TestChatSendsToolsInBody(t *testing.T) {
 	}))
 	defer srv.Close()
 	req := chatReq()
-	req.Tools = []openai.Tool{{Type: openai.ToolTypeFunction, Function: &openai.FunctionDefinition{Name: "think", Parameters: json.RawMessage(`{"type":"object","properties":{}}`)}}}
+	req.Tools = []rollout.Tool{{Type: "function", Function: rollout.Function{Name: "think", Parameters: json.RawMessage(`{"type":"object","properties":{}}`)}}}
 	req.ToolChoice = "auto"
 	c := NewChatClient(srv.URL+"/v1", ChatOptions{})
 	for range 2 { // the second call uses the cached encoding
@@ -176,12 +174,12 @@ func TestChatSendsPreEncodedMessages(t *testing.T) {
 	defer srv.Close()
 	c := NewChatClient(srv.URL+"/v1", ChatOptions{})
 	req := chatReq()
-	req.Messages = append(req.Messages, openai.ChatCompletionMessage{Role: "assistant", Content: "quoted \"messages\":null inside"})
+	req.Messages = append(req.Messages, rollout.Message{Role: rollout.RoleAssistant, Content: "quoted \"messages\":null inside"})
 	for _, m := range req.Messages {
 		b, _ := json.Marshal(m)
 		req.EncodedMessages = append(req.EncodedMessages, b)
 	}
-	req.Tools = []openai.Tool{{Type: openai.ToolTypeFunction, Function: &openai.FunctionDefinition{Name: "think"}}}
+	req.Tools = []rollout.Tool{{Type: "function", Function: rollout.Function{Name: "think"}}}
 	if _, err := c.Complete(context.Background(), req); err != nil {
 		t.Fatal(err)
 	}

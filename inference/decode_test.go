@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	openai "github.com/sashabaranov/go-openai"
+	"github.com/grpo-dev/grpo/rollout"
 )
 
 // TestDecodeCompletion: the answers servers send — vLLM's with its null
@@ -15,40 +15,40 @@ import (
 // the first choice kept byte for byte; what is not a completion is a
 // GarbageError.
 func TestDecodeCompletion(t *testing.T) {
-	eat := []openai.ToolCall{{ID: "t", Type: "function", Function: openai.FunctionCall{Name: "eat", Arguments: "{}"}}}
+	eat := []rollout.ToolCall{{ID: "t", Type: "function", Function: rollout.FunctionCall{Name: "eat", Arguments: "{}"}}}
 	for _, tt := range []struct {
 		name, body string
 		raw        string // the first choice as received
-		want       openai.ChatCompletionChoice
-		usage      openai.Usage
+		want       rollout.Choice
+		usage      rollout.Usage
 		ids        string
 	}{
 		{
 			name:  "vLLM",
 			body:  `{"id":"c","choices":[{"index":0,"message":{"role":"assistant","content":null,"refusal":null,"annotations":null,"audio":null,"function_call":null,"tool_calls":[{"id":"t","type":"function","function":{"name":"eat","arguments":"{}"}}],"reasoning_content":null},"logprobs":{"content":[{"token":"token_id:5","logprob":-0.25}]},"finish_reason":"tool_calls","stop_reason":null}],"usage":{"prompt_tokens":7,"completion_tokens":1,"total_tokens":8,"prompt_tokens_details":null},"prompt_token_ids":[1,2]}`,
 			raw:   `{"index":0,"message":{"role":"assistant","content":null,"refusal":null,"annotations":null,"audio":null,"function_call":null,"tool_calls":[{"id":"t","type":"function","function":{"name":"eat","arguments":"{}"}}],"reasoning_content":null},"logprobs":{"content":[{"token":"token_id:5","logprob":-0.25}]},"finish_reason":"tool_calls","stop_reason":null}`,
-			want:  openai.ChatCompletionChoice{Message: openai.ChatCompletionMessage{Role: "assistant", ToolCalls: eat}, FinishReason: "tool_calls"},
-			usage: openai.Usage{PromptTokens: 7, CompletionTokens: 1, TotalTokens: 8},
+			want:  rollout.Choice{Message: rollout.Message{Role: "assistant", ToolCalls: eat}, FinishReason: "tool_calls"},
+			usage: rollout.Usage{PromptTokens: 7, CompletionTokens: 1},
 			ids:   `[1,2]`,
 		},
 		{
 			name: "text, two choices, spaces",
 			body: ` { "choices" : [ {"index":0,"message":{"role":"assistant","content":"hi \"you\"","reasoning_content":"r"},"finish_reason":"stop"} , {"index":1} ] } `,
 			raw:  `{"index":0,"message":{"role":"assistant","content":"hi \"you\"","reasoning_content":"r"},"finish_reason":"stop"}`,
-			want: openai.ChatCompletionChoice{Message: openai.ChatCompletionMessage{Role: "assistant", Content: `hi "you"`, ReasoningContent: "r"}, FinishReason: "stop"},
+			want: rollout.Choice{Message: rollout.Message{Role: "assistant", Content: `hi "you"`, ReasoningContent: "r"}, FinishReason: "stop"},
 		},
 		{
 			name: "content parts",
 			body: `{"choices":[{"message":{"role":"assistant","content":[{"type":"text","text":"a"}]}}],"prompt_token_ids":null}`,
 			raw:  `{"message":{"role":"assistant","content":[{"type":"text","text":"a"}]}}`,
-			want: openai.ChatCompletionChoice{Message: openai.ChatCompletionMessage{Role: "assistant", MultiContent: []openai.ChatMessagePart{{Type: "text", Text: "a"}}}},
+			want: rollout.Choice{Message: rollout.Message{Role: "assistant", ContentParts: []rollout.ContentPart{{Type: "text", Text: "a"}}}},
 		},
 		{
 			name:  "keys in another case",
 			body:  `{"Choices":[{"Message":{"Role":"assistant","Content":"x"}}],"USAGE":{"prompt_tokens":2}}`,
 			raw:   `{"Message":{"Role":"assistant","Content":"x"}}`,
-			want:  openai.ChatCompletionChoice{Message: openai.ChatCompletionMessage{Role: "assistant", Content: "x"}},
-			usage: openai.Usage{PromptTokens: 2},
+			want:  rollout.Choice{Message: rollout.Message{Role: "assistant", Content: "x"}},
+			usage: rollout.Usage{PromptTokens: 2},
 		},
 	} {
 		c, err := decodeCompletion([]byte(tt.body))

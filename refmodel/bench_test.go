@@ -11,8 +11,6 @@ import (
 	"path/filepath"
 	"testing"
 
-	openai "github.com/sashabaranov/go-openai"
-
 	"github.com/grpo-dev/grpo/rollout"
 	"github.com/grpo-dev/grpo/trainer"
 )
@@ -20,15 +18,15 @@ import (
 // benchConversation is a philosopher's conversation at its fifth decision,
 // built as the episode runner builds it, with the choices as the server
 // returns them.
-func benchConversation(tb testing.TB, rng *rand.Rand, id int) ([]openai.ChatCompletionMessage, []json.RawMessage) {
+func benchConversation(tb testing.TB, rng *rand.Rand, id int) ([]rollout.Message, []json.RawMessage) {
 	env := rollout.DefaultEnvConfig()
-	msgs := []openai.ChatCompletionMessage{{Role: openai.ChatMessageRoleSystem, Content: rollout.SystemPrompt(env, id)}}
+	msgs := []rollout.Message{{Role: rollout.RoleSystem, Content: rollout.SystemPrompt(env, id)}}
 	items := []json.RawMessage{mustMarshal(tb, msgs[0])}
 	var last *rollout.LastEvent
 	for round := 1; round <= 5; round++ {
 		s := rollout.State{Round: round, Rounds: 5, ID: id, N: 5, Last: last,
 			Holding: rollout.Sides{Left: rng.IntN(2) == 0}, Free: rollout.Sides{Right: rng.IntN(2) == 0}}
-		user := openai.ChatCompletionMessage{Role: openai.ChatMessageRoleUser, Content: rollout.Observation(s)}
+		user := rollout.Message{Role: rollout.RoleUser, Content: rollout.Observation(s)}
 		msgs = append(msgs, user)
 		items = append(items, mustMarshal(tb, user))
 		if round == 5 {
@@ -40,14 +38,14 @@ func benchConversation(tb testing.TB, rng *rand.Rand, id int) ([]openai.ChatComp
 		if a == TextOutput {
 			a = outThink
 		}
-		call := openai.ToolCall{ID: "chatcmpl-tool-0123456789abcdef0123456789abcdef", Type: openai.ToolTypeFunction,
-			Function: openai.FunctionCall{Name: rollout.ToolNames[a], Arguments: "{}"}}
+		call := rollout.ToolCall{ID: "chatcmpl-tool-0123456789abcdef0123456789abcdef", Type: "function",
+			Function: rollout.FunctionCall{Name: rollout.ToolNames[a], Arguments: "{}"}}
 		choice := fmt.Sprintf(`{"index":0,"message":{"role":"assistant","content":null,"tool_calls":[%s]},`+
 			`"logprobs":{"content":[{"token":%q,"logprob":%v,"bytes":[116,104,105,110,107],"top_logprobs":[]}]},`+
 			`"finish_reason":"tool_calls","stop_reason":null}`, mustMarshal(tb, call), tokenStrings[a], lp[a])
 		items = append(items, json.RawMessage(choice))
-		msgs = append(msgs, openai.ChatCompletionMessage{Role: openai.ChatMessageRoleAssistant, ToolCalls: []openai.ToolCall{call}})
-		tool := openai.ChatCompletionMessage{Role: openai.ChatMessageRoleTool, ToolCallID: call.ID, Content: rollout.ResultText(rollout.ToolNames[a], true)}
+		msgs = append(msgs, rollout.Message{Role: rollout.RoleAssistant, ToolCalls: []rollout.ToolCall{call}})
+		tool := rollout.Message{Role: rollout.RoleTool, ToolCallID: call.ID, Content: rollout.ResultText(rollout.ToolNames[a], true)}
 		msgs = append(msgs, tool)
 		items = append(items, mustMarshal(tb, tool))
 		last = &rollout.LastEvent{Action: rollout.ToolNames[a], OK: true}
@@ -65,11 +63,10 @@ func mustMarshal(tb testing.TB, v any) json.RawMessage {
 
 func benchChatBody(b *testing.B) []byte {
 	msgs, _ := benchConversation(b, rand.New(rand.NewPCG(1, 1)), 3)
-	seed := 42
-	return mustMarshal(b, openai.ChatCompletionRequest{
-		Model: BaseModelName, Messages: msgs, Tools: rollout.Tools(), ToolChoice: "auto",
-		Temperature: 1, LogProbs: true, Seed: &seed, MaxTokens: 512,
-		ChatTemplateKwargs: map[string]any{"enable_thinking": false},
+	return mustMarshal(b, map[string]any{
+		"model": BaseModelName, "messages": msgs, "tools": rollout.Tools(), "tool_choice": "auto",
+		"temperature": 1, "logprobs": true, "seed": 42, "max_tokens": 512,
+		"chat_template_kwargs": map[string]any{"enable_thinking": false},
 	})
 }
 

@@ -9,8 +9,6 @@ import (
 	"testing"
 	"time"
 
-	openai "github.com/sashabaranov/go-openai"
-
 	"github.com/grpo-dev/grpo/rollout"
 	"github.com/grpo-dev/grpo/trainer"
 )
@@ -74,12 +72,27 @@ func do(tb testing.TB, method, url string, v any) (int, []byte) {
 }
 
 // conversation is a philosopher's messages up to a round's observation of s.
-func conversation(s rollout.State) []openai.ChatCompletionMessage {
+func conversation(s rollout.State) []rollout.Message {
 	env := rollout.DefaultEnvConfig()
-	return []openai.ChatCompletionMessage{
-		{Role: openai.ChatMessageRoleSystem, Content: rollout.SystemPrompt(env, s.ID)},
-		{Role: openai.ChatMessageRoleUser, Content: rollout.Observation(s)},
+	return []rollout.Message{
+		{Role: rollout.RoleSystem, Content: rollout.SystemPrompt(env, s.ID)},
+		{Role: rollout.RoleUser, Content: rollout.Observation(s)},
 	}
+}
+
+// recode is v encoded and decoded as a T: rollout's messages and tools
+// in go-openai's types, or back.
+func recode[T any](tb testing.TB, v any) T {
+	tb.Helper()
+	var out T
+	b, err := json.Marshal(v)
+	if err == nil {
+		err = json.Unmarshal(b, &out)
+	}
+	if err != nil {
+		tb.Fatalf("recode %T as %T: %v", v, out, err)
+	}
+	return out
 }
 
 // stateWaitingRight: round 2, holding the left fork, the right one taken.

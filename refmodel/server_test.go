@@ -90,8 +90,8 @@ func TestGoOpenAIClient(t *testing.T) {
 	for seed := range 20 {
 		resp, err := client.CreateChatCompletion(context.Background(), openai.ChatCompletionRequest{
 			Model:              BaseModelName,
-			Messages:           conversation(stateWaitingRight),
-			Tools:              rollout.Tools(),
+			Messages:           recode[[]openai.ChatCompletionMessage](t, conversation(stateWaitingRight)),
+			Tools:              recode[[]openai.Tool](t, rollout.Tools()),
 			ToolChoice:         "auto",
 			LogProbs:           true,
 			TopLogProbs:        3,
@@ -126,7 +126,7 @@ func TestGoOpenAIClient(t *testing.T) {
 			if !strings.HasPrefix(tc.ID, "chatcmpl-tool-") || tc.Type != openai.ToolTypeFunction || tc.Function.Arguments != "{}" {
 				t.Fatalf("tool call %+v", tc)
 			}
-			if act, _ := rollout.Decide(resp.Choices[0].Message); act != OutputName(a) {
+			if act, _ := rollout.Decide(recode[rollout.Message](t, resp.Choices[0].Message)); act != OutputName(a) {
 				t.Fatalf("rollout.Decide=%s, want %s", act, OutputName(a))
 			}
 		}
@@ -240,7 +240,7 @@ func TestSeedDeterminism(t *testing.T) {
 func TestToolChoiceModes(t *testing.T) {
 	_, srv := mustServe(t, 1)
 	base := BasePolicy()
-	think := []openai.Tool{rollout.Tools()[outThink], rollout.Tools()[outEat]}
+	think := []rollout.Tool{rollout.Tools()[outThink], rollout.Tools()[outEat]}
 	for _, tc := range []struct {
 		name  string
 		extra map[string]any

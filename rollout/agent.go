@@ -5,8 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"strings"
-
-	openai "github.com/sashabaranov/go-openai"
 )
 
 // Completer sends one chat completion request. Implementations retry
@@ -36,31 +34,36 @@ func readsEncoded(c Completer) bool {
 // entry per message, holds each message's JSON encoding: a conversation
 // grows by a few messages per call, so the caller encodes each message once
 // and a client can send them without encoding the whole conversation again.
-// A Runner leaves Messages empty for an EncodedReader.
+// A Runner leaves Messages empty for an EncodedReader. Temperature is sent
+// always (0 is greedy); Seed, when set, asks the server to sample
+// reproducibly. Clients for vLLM also ask for the token ids.
 type Request struct {
-	openai.ChatCompletionRequest
-	EncodedMessages []json.RawMessage
+	Model              string
+	Messages           []Message
+	EncodedMessages    []json.RawMessage
+	Tools              []Tool
+	ToolChoice         string // auto, required or none; empty is not sent
+	Temperature        float32
+	TopP               float32
+	MaxTokens          int
+	LogProbs           bool
+	TopLogProbs        int
+	Seed               *int
+	ChatTemplateKwargs map[string]any
 }
 
-// Request is what a Completer sends: go-openai's request type, of which a
-// client sends model, messages, tools, tool_choice, temperature (always,
-// so 0 is greedy), top_p, n, stop, max_tokens, max_completion_tokens,
-// presence and frequency penalties, logprobs, top_logprobs, seed, user,
-// chat_template_kwargs, parallel_tool_calls, response_format and
-// reasoning_effort; streaming is refused. Clients for vLLM also ask for
-// the token ids (return_token_ids).
-
 // Completion is one sampled choice: parsed (message and finish reason;
-// the logprobs stay in Raw only), and exactly as the server returned it (with its logprobs and, from vLLM, token_ids), for the
-// trainer. PromptTokenIDs is the answer's top-level prompt_token_ids (a
-// JSON array), nil when the server sent none. Endpoint is the URL of the
+// the logprobs stay in Raw only), and exactly as the server returned it
+// (with its logprobs and, from vLLM, token_ids), for the trainer.
+// PromptTokenIDs is the answer's top-level prompt_token_ids (a JSON
+// array), nil when the server sent none. Endpoint is the URL of the
 // inference endpoint that answered, when the Completer sends to several
 // (inference.Fleet; a failed request's is in its *inference.EndpointError),
 // empty otherwise.
 type Completion struct {
-	Choice         openai.ChatCompletionChoice
+	Choice         Choice
 	Raw            json.RawMessage
-	Usage          openai.Usage
+	Usage          Usage
 	PromptTokenIDs json.RawMessage
 	Endpoint       string
 }
@@ -89,8 +92,8 @@ func (c *Completion) Forwarded() json.RawMessage {
 // DecideChoice is Decide for a sampled choice: a turn the server cut at
 // the token limit (finish_reason "length") is invalid whatever it holds,
 // since a truncated tool call cannot be trusted.
-func DecideChoice(ch *openai.ChatCompletionChoice) (action, reason string) {
-	if ch.FinishReason == openai.FinishReasonLength {
+func DecideChoice(ch *Choice) (action, reason string) {
+	if ch.FinishReason == FinishLength {
 		return Invalid, "truncated at the token limit (finish_reason length)"
 	}
 	return Decide(ch.Message)
@@ -101,7 +104,7 @@ func DecideChoice(ch *openai.ChatCompletionChoice) (action, reason string) {
 // are a JSON object (or empty) is valid; anything else — no call, several
 // calls, an unknown tool, malformed arguments, or a hermes <tool_call> block
 // the server left unparsed in the content — is invalid.
-func Decide(msg openai.ChatCompletionMessage) (action, reason string) {
+func Decide(msg Message) (action, reason string) {
 	switch len(msg.ToolCalls) {
 	case 0:
 		if strings.Contains(msg.Content, "<tool_call>") {

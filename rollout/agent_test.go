@@ -6,8 +6,6 @@ import (
 	"sync/atomic"
 	"testing"
 
-	openai "github.com/sashabaranov/go-openai"
-
 	"github.com/grpo-dev/grpo/rollout"
 )
 
@@ -37,13 +35,13 @@ func TestEpisodeCountsTruncatedTurns(t *testing.T) {
 	var temps []float32
 	c := completerFunc(func(_ context.Context, r *rollout.Request) (*rollout.Completion, error) {
 		temps = append(temps, r.Temperature)
-		ch := openai.ChatCompletionChoice{FinishReason: openai.FinishReasonToolCalls, Message: openai.ChatCompletionMessage{
-			Role: "assistant", ToolCalls: []openai.ToolCall{{ID: "t", Type: "function", Function: openai.FunctionCall{Name: rollout.Think, Arguments: "{}"}}},
+		ch := rollout.Choice{FinishReason: "tool_calls", Message: rollout.Message{
+			Role: rollout.RoleAssistant, ToolCalls: []rollout.ToolCall{{ID: "t", Type: "function", Function: rollout.FunctionCall{Name: rollout.Think, Arguments: "{}"}}},
 		}}
 		if calls.Add(1)%2 == 1 {
-			ch.FinishReason = openai.FinishReasonLength // a complete call, but cut: invalid
+			ch.FinishReason = rollout.FinishLength // a complete call, but cut: invalid
 		}
-		raw, _ := json.Marshal(ch)
+		raw, _ := json.Marshal(map[string]any{"index": 0, "message": ch.Message, "finish_reason": ch.FinishReason})
 		return &rollout.Completion{Choice: ch, Raw: raw}, nil
 	})
 	s := spec(2, rollout.Sequential)

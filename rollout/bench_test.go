@@ -17,7 +17,7 @@ import (
 // cannedTransport is an in-process fake server: it drains the request and
 // answers a fixed completion, so the benchmark measures only the
 // orchestrator's side of a call (building and encoding the request,
-// go-openai, decoding, keeping the raw choice, the environment).
+// decoding the answer, keeping the raw choice, the environment).
 type cannedTransport struct{ body []byte }
 
 func (c cannedTransport) RoundTrip(r *http.Request) (*http.Response, error) {

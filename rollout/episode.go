@@ -6,8 +6,6 @@ import (
 	"fmt"
 	"sync"
 	"time"
-
-	openai "github.com/sashabaranov/go-openai"
 )
 
 // Sampling holds the request parameters every call of an episode uses.
@@ -102,9 +100,9 @@ type Runner struct {
 const DefaultMaxAnswerBytes = 64 << 10
 
 // answerBytes is what a message adds to a conversation.
-func answerBytes(m openai.ChatCompletionMessage) int {
+func answerBytes(m Message) int {
 	n := len(m.Content) + len(m.ReasoningContent) + len(m.Refusal)
-	for _, p := range m.MultiContent {
+	for _, p := range m.ContentParts {
 		n += len(p.Text)
 	}
 	for _, tc := range m.ToolCalls {
@@ -164,7 +162,7 @@ func mustJSON(v any) json.RawMessage {
 // agent is one philosopher's conversation.
 type agent struct {
 	id    int
-	msgs  []openai.ChatCompletionMessage
+	msgs  []Message
 	enc   []json.RawMessage // JSON of each of msgs
 	items []json.RawMessage // the transcript, unless noItems
 	calls []string          // tool call ids of the latest sampled turn
@@ -173,12 +171,12 @@ type agent struct {
 	noMsgs  bool // msgs not kept: the client is an EncodedReader
 }
 
-func (a *agent) add(m openai.ChatCompletionMessage) {
+func (a *agent) add(m Message) {
 	a.addEncoded(m, mustJSON(&m), nil)
 }
 
 // addEncoded appends m, its JSON j and its transcript item (j when nil).
-func (a *agent) addEncoded(m openai.ChatCompletionMessage, j, item json.RawMessage) {
+func (a *agent) addEncoded(m Message, j, item json.RawMessage) {
 	if !a.noMsgs {
 		a.msgs = append(a.msgs, m)
 	}
@@ -207,7 +205,7 @@ type promptKey struct {
 }
 
 type systemPrompt struct {
-	msg openai.ChatCompletionMessage
+	msg Message
 	enc json.RawMessage
 }
 
@@ -217,7 +215,7 @@ const maxSystemPrompts = 4096
 // systemMessage returns philosopher id's system message and its JSON;
 // both are shared and must not be modified (the JSON's capacity is its
 // length, so an append copies it).
-func systemMessage(cfg EnvConfig, id int) (openai.ChatCompletionMessage, json.RawMessage) {
+func systemMessage(cfg EnvConfig, id int) (Message, json.RawMessage) {
 	k := promptKey{n: cfg.N, rounds: cfg.Rounds, patience: cfg.DeadlockPatience, id: id, mode: cfg.Mode}
 	systemPrompts.mu.Lock()
 	p, ok := systemPrompts.m[k]
@@ -225,7 +223,7 @@ func systemMessage(cfg EnvConfig, id int) (openai.ChatCompletionMessage, json.Ra
 	if ok {
 		return p.msg, p.enc
 	}
-	p.msg = openai.ChatCompletionMessage{Role: openai.ChatMessageRoleSystem, Content: SystemPrompt(cfg, id)}
+	p.msg = Message{Role: RoleSystem, Content: SystemPrompt(cfg, id)}
 	enc := mustJSON(&p.msg)
 	p.enc = enc[:len(enc):len(enc)]
 	systemPrompts.mu.Lock()
@@ -249,7 +247,7 @@ type episode struct {
 
 // observe appends this round's observation to a's conversation.
 func (e *episode) observe(a *agent) {
-	a.add(openai.ChatCompletionMessage{Role: openai.ChatMessageRoleUser, Content: Observation(e.table.Observe(a.id))})
+	a.add(Message{Role: RoleUser, Content: Observation(e.table.Observe(a.id))})
 }
 
 // take appends a sampled turn to a's conversation and returns its action.
@@ -259,7 +257,7 @@ func (e *episode) observe(a *agent) {
 // sampled choice it is context and never trained on.
 func (e *episode) take(a *agent, c *Completion, maxAnswer int) string {
 	if n := answerBytes(c.Choice.Message); n > maxAnswer {
-		stub := openai.ChatCompletionMessage{Role: openai.ChatMessageRoleAssistant,
+		stub := Message{Role: RoleAssistant,
 			Content: fmt.Sprintf("[answer of %d bytes dropped: over the %d-byte cap]", n, maxAnswer)}
 		a.addEncoded(stub, mustJSON(stub), nil)
 		a.calls = a.calls[:0]
@@ -281,7 +279,7 @@ func (e *episode) take(a *agent, c *Completion, maxAnswer int) string {
 	e.metrics.LLMCalls++
 	e.metrics.PromptTokens += c.Usage.PromptTokens
 	e.metrics.OutputTokens += c.Usage.CompletionTokens
-	if c.Choice.FinishReason == openai.FinishReasonLength {
+	if c.Choice.FinishReason == FinishLength {
 		e.metrics.Truncated++
 	}
 	action, _ := DecideChoice(&c.Choice)
@@ -295,7 +293,7 @@ func (e *episode) answer(a *agent, action string, ok bool) {
 		text = ResultText(action, ok)
 	}
 	for _, id := range a.calls {
-		a.add(openai.ChatCompletionMessage{Role: openai.ChatMessageRoleTool, ToolCallID: id, Content: text})
+		a.add(Message{Role: RoleTool, ToolCallID: id, Content: text})
 	}
 }
 
@@ -362,7 +360,7 @@ func newEpisode(spec *EpisodeSpec, out *Episode, encodedOnly bool) (*episode, er
 		size := 1 + 3*min(spec.Env.Rounds, 64)
 		a := &agent{id: i, enc: make([]json.RawMessage, 0, size), noItems: spec.NoTranscripts, noMsgs: encodedOnly}
 		if !encodedOnly {
-			a.msgs = make([]openai.ChatCompletionMessage, 0, size)
+			a.msgs = make([]Message, 0, size)
 		}
 		sys, sysJSON := systemMessage(spec.Env, i)
 		a.addEncoded(sys, sysJSON, nil)
@@ -539,7 +537,7 @@ func callError(id, round int, err error) error {
 
 // newRequest is a's request of the round.
 func newRequest(spec *EpisodeSpec, a *agent, round int) *Request {
-	req := &Request{EncodedMessages: a.enc, ChatCompletionRequest: openai.ChatCompletionRequest{
+	req := &Request{
 		Model:              spec.Model,
 		Messages:           a.msgs,
 		Tools:              toolDefs,
@@ -550,7 +548,8 @@ func newRequest(spec *EpisodeSpec, a *agent, round int) *Request {
 		LogProbs:           true,
 		TopLogProbs:        spec.Sampling.TopLogprobs,
 		ChatTemplateKwargs: spec.Sampling.ChatTemplateKwargs,
-	}}
+		EncodedMessages:    a.enc,
+	}
 	if req.ToolChoice == "" {
 		req.ToolChoice = "auto"
 	}

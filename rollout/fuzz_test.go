@@ -4,8 +4,6 @@ import (
 	"encoding/json"
 	"testing"
 
-	openai "github.com/sashabaranov/go-openai"
-
 	"github.com/grpo-dev/grpo/rollout"
 )
 
@@ -26,11 +24,11 @@ func FuzzDecide(f *testing.F) {
 		f.Add([]byte(s), "tool_calls")
 	}
 	f.Fuzz(func(t *testing.T, msgJSON []byte, finish string) {
-		var msg openai.ChatCompletionMessage
+		var msg rollout.Message
 		if json.Unmarshal(msgJSON, &msg) != nil {
 			return
 		}
-		ch := openai.ChatCompletionChoice{Message: msg, FinishReason: openai.FinishReason(finish)}
+		ch := rollout.Choice{Message: msg, FinishReason: finish}
 		action, reason := rollout.DecideChoice(&ch)
 		if action == rollout.Invalid {
 			if reason == "" {

@@ -4,8 +4,6 @@ import (
 	"encoding/json"
 	"strings"
 	"unicode/utf8"
-
-	openai "github.com/sashabaranov/go-openai"
 )
 
 // ReplayOutputBytes caps the raw model output a Move keeps.
@@ -41,7 +39,7 @@ func (t *Table) Holding(id int) []int {
 }
 
 // rawOutput is an answer as the replay shows it: its JSON, capped.
-func rawOutput(m *openai.ChatCompletionMessage, maxAnswer int) string {
+func rawOutput(m *Message, maxAnswer int) string {
 	if n := answerBytes(*m); n > maxAnswer {
 		return "[answer dropped: over the byte cap]"
 	}
@@ -49,8 +47,8 @@ func rawOutput(m *openai.ChatCompletionMessage, maxAnswer int) string {
 	enc := json.NewEncoder(&b)
 	enc.SetEscapeHTML(false)
 	if err := enc.Encode(struct {
-		Content   string            `json:"content,omitempty"`
-		ToolCalls []openai.ToolCall `json:"tool_calls,omitempty"`
+		Content   string     `json:"content,omitempty"`
+		ToolCalls []ToolCall `json:"tool_calls,omitempty"`
 	}{m.Content, m.ToolCalls}); err != nil {
 		return ""
 	}

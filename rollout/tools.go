@@ -1,10 +1,6 @@
 package rollout
 
-import (
-	"encoding/json"
-
-	openai "github.com/sashabaranov/go-openai"
-)
+import "encoding/json"
 
 // Tool names: the six actions a philosopher can take (DESIGN §2).
 const (
@@ -43,14 +39,14 @@ var toolDescriptions = [6]string{
 	"Think: do nothing this round.",
 }
 
-// Tools returns the OpenAI tool definitions of the six tools, each a
-// function with no arguments.
-func Tools() []openai.Tool {
-	tools := make([]openai.Tool, len(ToolNames))
+// Tools returns the definitions of the six tools, each a function with no
+// arguments.
+func Tools() []Tool {
+	tools := make([]Tool, len(ToolNames))
 	for i, name := range ToolNames {
-		tools[i] = openai.Tool{
-			Type: openai.ToolTypeFunction,
-			Function: &openai.FunctionDefinition{
+		tools[i] = Tool{
+			Type: "function",
+			Function: Function{
 				Name:        name,
 				Description: toolDescriptions[i],
 				Parameters:  json.RawMessage(`{"type":"object","properties":{}}`),

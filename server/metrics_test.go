@@ -15,8 +15,6 @@ import (
 	"testing"
 	"time"
 
-	openai "github.com/sashabaranov/go-openai"
-
 	"github.com/grpo-dev/grpo/checkpoint"
 	"github.com/grpo-dev/grpo/inference"
 	"github.com/grpo-dev/grpo/internal/httpx"
@@ -195,7 +193,7 @@ func testFleet(t *testing.T, m *metrics, run string, opts inference.FleetOptions
 }
 
 func chatRequest() *rollout.Request {
-	return &rollout.Request{ChatCompletionRequest: openai.ChatCompletionRequest{Model: "m", Messages: []openai.ChatCompletionMessage{{Role: "user", Content: "hi"}}}}
+	return &rollout.Request{Model: "m", Messages: []rollout.Message{{Role: rollout.RoleUser, Content: "hi"}}}
 }
 
 // gathered is the series of the metric name in reg that have every label
