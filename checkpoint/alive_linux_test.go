@@ -5,7 +5,8 @@ import (
 	"os/exec"
 	"syscall"
 	"testing"
-	"time"
+
+	"github.com/grpo-dev/grpo/internal/testutil"
 )
 
 // TestProcessAliveZombie: a child that is running is alive; once killed
@@ -34,8 +35,8 @@ func TestProcessAliveZombie(t *testing.T) {
 		t.Fatal(err)
 	}
 	// Wait for the kernel to make it a zombie; do not reap it.
-	for deadline := time.Now().Add(10 * time.Second); !exited(pid) && time.Now().Before(deadline); {
-		time.Sleep(time.Millisecond)
+	if !testutil.Eventually(func() bool { return exited(pid) }) {
+		t.Fatalf("the killed child %d did not exit within %s", pid, testutil.Patience)
 	}
 	if err := syscall.Kill(pid, 0); err != nil {
 		t.Fatalf("the zombie %d does not answer signal 0 (%v): the test shows nothing", pid, err)

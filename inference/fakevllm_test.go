@@ -8,7 +8,8 @@ import (
 	"net/http/httptest"
 	"sync"
 	"testing"
-	"time"
+
+	"github.com/grpo-dev/grpo/internal/testutil"
 )
 
 // fakeVLLM is an httptest peer answering vLLM's admin API the way vLLM
@@ -46,6 +47,15 @@ type fakeVLLM struct {
 
 func newFakeVLLM(tb testing.TB) (*fakeVLLM, *httptest.Server) {
 	tb.Helper()
+	f, h := newFakeVLLMHandler()
+	srv := httptest.NewServer(h)
+	tb.Cleanup(srv.Close)
+	return f, srv
+}
+
+// newFakeVLLMHandler is a fakeVLLM and its handler, to serve where the
+// test chooses (a pipeNet in a synctest bubble).
+func newFakeVLLMHandler() (*fakeVLLM, http.Handler) {
 	f := &fakeVLLM{adapters: map[string]string{}}
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST /v1/load_lora_adapter", f.auth(f.load))
@@ -69,9 +79,7 @@ func newFakeVLLM(tb testing.TB) (*fakeVLLM, *httptest.Server) {
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		writeBody(w, http.StatusNotFound, map[string]string{"detail": "Not Found"})
 	})
-	srv := httptest.NewServer(mux)
-	tb.Cleanup(srv.Close)
-	return f, srv
+	return f, mux
 }
 
 func (f *fakeVLLM) auth(next http.HandlerFunc) http.HandlerFunc {
@@ -189,14 +197,13 @@ func (f *fakeVLLM) log() []string {
 
 // waitLogged waits until f has logged n events (requests in flight
 // count once they arrive). A request started in a goroutine can take
-// seconds to arrive on a loaded CI machine: the wait fails after a
-// minute, not sooner, and never lets the test go on before.
+// seconds to arrive on a loaded CI machine: the wait fails after
+// testutil.Patience, not sooner, and never lets the test go on before.
 func (f *fakeVLLM) waitLogged(t *testing.T, n int) {
 	t.Helper()
-	for deadline := time.Now().Add(time.Minute); len(f.log()) < n; time.Sleep(time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("%d events logged after a minute, want %d: %v", len(f.log()), n, f.log())
-		}
+	var log []string
+	if !testutil.Eventually(func() bool { log = f.log(); return len(log) >= n }) {
+		t.Fatalf("%d events logged after %s, want %d: %v", len(log), testutil.Patience, n, log)
 	}
 }
 

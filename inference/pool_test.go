@@ -15,11 +15,13 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/grpo-dev/grpo/internal/httpx"
+	"github.com/grpo-dev/grpo/internal/testutil"
 )
 
 func TestPoolSpreadsByOutstanding(t *testing.T) {
@@ -404,15 +406,16 @@ func TestPool_InflightOnDrainedEndpointGoesElsewhere(t *testing.T) {
 	// Wait until the request is in flight at A, or answered by B (then
 	// nothing is in flight at A to test). A loaded machine may take
 	// seconds to send it: only an answer ends the wait early.
-	for deadline := time.Now().Add(time.Minute); len(a.log()) == 0; time.Sleep(time.Millisecond) {
+	atA := testutil.Eventually(func() bool {
 		select {
 		case err := <-done:
 			t.Skipf("the request went to B (%v); nothing in flight at A", err)
 		default:
 		}
-		if time.Now().After(deadline) {
-			t.Fatal("the request reached neither endpoint within a minute")
-		}
+		return len(a.log()) > 0
+	})
+	if !atA {
+		t.Fatalf("the request reached neither endpoint within %s", testutil.Patience)
 	}
 	a.set(func(f *fakeVLLM) { f.health = http.StatusServiceUnavailable })
 	p.Tick(ctx)
@@ -445,41 +448,80 @@ func TestPool_OnlyEndpointKeepsInflight(t *testing.T) {
 	}
 }
 
+// TestPool_OutageWindow, on synctest's clock: when the only endpoint
+// fails, a request waits for it instead of failing, and is answered at
+// the first probe that finds it back; a request whose outage window runs
+// out fails then, not before, with an error that says what happened.
 func TestPool_OutageWindow(t *testing.T) {
-	a, sa := newFakeVLLM(t)
-	a.chat = http.StatusServiceUnavailable
-	a.health = http.StatusServiceUnavailable
-	p := testFleet(t, FleetOptions{OutageWindow: time.Minute}, sa.URL)
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	p.Start(ctx)
-	done := make(chan error, 1)
-	go func() {
-		_, err := p.Complete(ctx, chatReq())
-		done <- err
-	}()
-	// The only endpoint fails: the request waits instead of failing.
-	for deadline := time.Now().Add(5 * time.Second); p.Live()[0] && time.Now().Before(deadline); {
-		time.Sleep(time.Millisecond)
-	}
-	select {
-	case err := <-done:
-		t.Fatalf("request ended during the outage: %v", err)
-	case <-time.After(50 * time.Millisecond):
-	}
-	a.set(func(f *fakeVLLM) { f.chat, f.health = 0, 0 })
-	if err := <-done; err != nil {
-		t.Fatalf("request after the outage: %v", err)
-	}
+	synctest.Test(t, func(t *testing.T) {
+		n := &pipeNet{hosts: map[string]*pipeListener{}}
+		tr := &http.Transport{DialContext: n.dial}
+		hc := &http.Client{Transport: tr}
+		ctx, cancel := context.WithCancel(context.Background())
+		// Cleanups run in the bubble, last first: every goroutine ends
+		// before it does, whether the test passed or not.
+		t.Cleanup(func() {
+			tr.CloseIdleConnections()
+			synctest.Wait()
+		})
+		t.Cleanup(cancel)
+		// fleet is a fleet of one fake, down, served over n at host.
+		fleet := func(host string, opts FleetOptions) (*fakeVLLM, *Fleet) {
+			f, h := newFakeVLLMHandler()
+			f.chat, f.health = http.StatusServiceUnavailable, http.StatusServiceUnavailable
+			srv := &http.Server{Handler: h}
+			l := n.listen(host)
+			go srv.Serve(l)
+			t.Cleanup(func() { srv.Close(); l.Close() })
+			u := "http://" + host + "/v1"
+			fl := NewFleet([]Replica{{
+				Chat:  NewChatClient(u, ChatOptions{HTTPClient: hc, Retry: &httpx.Policy{}}),
+				Admin: NewAdminClient(u, AdminOptions{HTTPClient: hc, Retry: &httpx.Policy{}}),
+			}}, opts)
+			t.Cleanup(fl.Close)
+			return f, fl
+		}
 
-	// With a window that has run out, the error says what happened.
-	b, sb := newFakeVLLM(t)
-	b.chat, b.health = http.StatusServiceUnavailable, http.StatusServiceUnavailable
-	q := testFleet(t, FleetOptions{OutageWindow: time.Millisecond}, sb.URL)
-	_, err := q.Complete(context.Background(), chatReq())
-	if !errors.Is(err, ErrNoEndpoint) || !strings.Contains(err.Error(), sb.URL) || !strings.Contains(err.Error(), "503") {
-		t.Fatalf("Complete()=%v, want ErrNoEndpoint naming the endpoint and its 503", err)
-	}
+		a, p := fleet("a:8000", FleetOptions{OutageWindow: time.Minute, ProbeInterval: time.Second})
+		p.Start(ctx)
+		start := time.Now()
+		done := make(chan error, 1)
+		go func() {
+			_, err := p.Complete(ctx, chatReq())
+			done <- err
+		}()
+		synctest.Wait()
+		if p.Live()[0] {
+			t.Fatal("the only endpoint failed the request and was not drained")
+		}
+		// Half the window on, probed every second and still down: the
+		// request waits.
+		time.Sleep(30*time.Second + 500*time.Millisecond)
+		synctest.Wait()
+		select {
+		case err := <-done:
+			t.Fatalf("request ended during the outage, %s into its 1m window: %v", time.Since(start), err)
+		default:
+		}
+		a.set(func(f *fakeVLLM) { f.chat, f.health = 0, 0 })
+		if err := <-done; err != nil {
+			t.Fatalf("request after the outage: %v", err)
+		}
+		if got, want := time.Since(start), 31*time.Second; got != want {
+			t.Fatalf("request answered %s after it was sent, want %s: at the first probe after the endpoint came back", got, want)
+		}
+
+		// With a window that has run out, the error says what happened.
+		_, q := fleet("b:8000", FleetOptions{OutageWindow: time.Minute})
+		start = time.Now()
+		_, err := q.Complete(ctx, chatReq())
+		if !errors.Is(err, ErrNoEndpoint) || !strings.Contains(err.Error(), "http://b:8000/v1") || !strings.Contains(err.Error(), "503") {
+			t.Fatalf("Complete()=%v, want ErrNoEndpoint naming the endpoint and its 503", err)
+		}
+		if got := time.Since(start); got != time.Minute {
+			t.Fatalf("Complete() failed %s after it was sent, want at the end of its 1m outage window", got)
+		}
+	})
 }
 
 func TestPool_RequestErrorsAreNotDrained(t *testing.T) {

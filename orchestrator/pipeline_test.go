@@ -12,6 +12,7 @@ import (
 
 	"github.com/grpo-dev/grpo/checkpoint"
 	"github.com/grpo-dev/grpo/config"
+	"github.com/grpo-dev/grpo/internal/testutil"
 	"github.com/grpo-dev/grpo/orchestrator"
 	"github.com/grpo-dev/grpo/refmodel"
 	"github.com/grpo-dev/grpo/rollout"
@@ -89,19 +90,15 @@ func TestAsyncPipelineSamplesWhileTraining(t *testing.T) {
 		}
 		// Hold step 1's job until step 2's rollouts are done: they must
 		// not wait for it.
-		deadline := time.Now().Add(60 * time.Second)
-		for {
+		var n int
+		finished := testutil.Eventually(func() bool {
 			mu.Lock()
-			n := step2
-			mu.Unlock()
-			if n == 6 {
-				return
-			}
-			if time.Now().After(deadline) {
-				t.Errorf("step 2's rollouts did not finish while step 1 trained (%d of 6 episodes)", n)
-				return
-			}
-			time.Sleep(5 * time.Millisecond)
+			defer mu.Unlock()
+			n = step2
+			return n == 6
+		})
+		if !finished {
+			t.Errorf("step 2's rollouts did not finish within %s while step 1 trained (%d of 6 episodes)", testutil.Patience, n)
 		}
 	}
 	o := orchestrator.New(orchestrator.Options{Store: e.store, Completer: e.chat, Trainer: g, Adapters: e.fleet, Events: events})

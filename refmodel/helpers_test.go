@@ -7,8 +7,8 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"testing"
-	"time"
 
+	"github.com/grpo-dev/grpo/internal/testutil"
 	"github.com/grpo-dev/grpo/rollout"
 	"github.com/grpo-dev/grpo/trainer"
 )
@@ -108,22 +108,20 @@ var stateFirstRound = rollout.State{Round: 1, Rounds: 5, ID: 2, N: 5, Free: roll
 // waitJob polls a job until it is terminal.
 func waitJob(tb testing.TB, url, id string) trainer.Job {
 	tb.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for {
+	var j trainer.Job
+	terminal := testutil.Eventually(func() bool {
 		code, body := do(tb, http.MethodGet, url+"/v1/jobs/"+id, nil)
 		if code != http.StatusOK {
 			tb.Fatalf("GET job %s: %d %s", id, code, body)
 		}
-		var j trainer.Job
+		j = trainer.Job{}
 		if err := json.Unmarshal(body, &j); err != nil {
 			tb.Fatal(err)
 		}
-		if trainer.Terminal(j.State) {
-			return j
-		}
-		if time.Now().After(deadline) {
-			tb.Fatalf("job %s still %s", id, j.State)
-		}
-		time.Sleep(5 * time.Millisecond)
+		return trainer.Terminal(j.State)
+	})
+	if !terminal {
+		tb.Fatalf("job %s still %s after %s", id, j.State, testutil.Patience)
 	}
+	return j
 }

@@ -28,7 +28,7 @@ func TestRunLifecycle(t *testing.T) {
 	if got, want := r.Run, "life"; got != want {
 		t.Fatalf("run=%q, want %q", got, want)
 	}
-	r = waitRun(t, base, "life", time.Minute, "finish", finished)
+	r = waitRun(t, base, "life", "finish", finished)
 	if got, want := r.State, checkpoint.StateSucceeded; got != want {
 		t.Fatalf("state=%s (%s), want %s", got, r.Error, want)
 	}
@@ -220,7 +220,7 @@ func TestGeneratedNamesAndCancel(t *testing.T) {
 		t.Fatalf("POST duplicate = %d %s, want 409", code, body)
 	}
 
-	waitRun(t, base, a.Run, time.Minute, "step 1", func(r runJSON) bool { return len(r.Steps) >= 2 })
+	waitRun(t, base, a.Run, "step 1", func(r runJSON) bool { return len(r.Steps) >= 2 })
 	for _, name := range []string{a.Run, b.Run} {
 		code, body := do(t, "POST", base+"/api/v1/runs/"+name+"/cancel", "", "")
 		if code != http.StatusOK {
@@ -308,7 +308,7 @@ func TestRestartResumes(t *testing.T) {
 	e := newEnv(t)
 	s1 := e.MustStart(t, server.Options{})
 	launch(t, s1.URL(), "", smallRun("phoenix", 4))
-	waitRun(t, s1.URL(), "phoenix", time.Minute, "step 1", func(r runJSON) bool { return len(r.Steps) >= 2 })
+	waitRun(t, s1.URL(), "phoenix", "step 1", func(r runJSON) bool { return len(r.Steps) >= 2 })
 	s1.Close()
 	run, err := e.store.GetRun(context.Background(), "phoenix")
 	if err != nil {
@@ -323,7 +323,7 @@ func TestRestartResumes(t *testing.T) {
 	}
 
 	s2 := e.MustStart(t, server.Options{})
-	r := waitRun(t, s2.URL(), "phoenix", time.Minute, "finish", finished)
+	r := waitRun(t, s2.URL(), "phoenix", "finish", finished)
 	if got, want := r.State, checkpoint.StateSucceeded; got != want {
 		t.Fatalf("state=%s (%s), want %s", got, r.Error, want)
 	}
@@ -354,7 +354,7 @@ func TestResumeWhenLeaseFrees(t *testing.T) {
 		launch(t, s1.URL(), "", smallRun(name, steps))
 	}
 	for _, name := range []string{"ended", "held"} {
-		waitRun(t, s1.URL(), name, time.Minute, "step 1", func(r runJSON) bool { return len(r.Steps) >= 2 })
+		waitRun(t, s1.URL(), name, "step 1", func(r runJSON) bool { return len(r.Steps) >= 2 })
 	}
 	s1.Close()
 
@@ -392,7 +392,7 @@ func TestResumeWhenLeaseFrees(t *testing.T) {
 	}
 	lease.Release(ctx)
 	released = true
-	r := waitRun(t, s2.URL(), "held", time.Minute, "finish", finished)
+	r := waitRun(t, s2.URL(), "held", "finish", finished)
 	if r.State != checkpoint.StateSucceeded {
 		t.Fatalf("state=%s (%s), want %s", r.State, r.Error, checkpoint.StateSucceeded)
 	}

@@ -6,7 +6,6 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"testing"
-	"time"
 
 	"github.com/grpo-dev/grpo/server"
 )
@@ -44,7 +43,7 @@ validation: {episodes: 2}
 	if err := json.Unmarshal(body, &r); err != nil || r.Run != "twoends" {
 		t.Fatalf("answer %s (%v), want the run twoends", body, err)
 	}
-	waitRun(t, s.URL(), "twoends", time.Minute, "finished", finished)
+	waitRun(t, s.URL(), "twoends", "finished", finished)
 }
 
 // TestCreateWithAnEndpointHung: the same with an endpoint that accepts
@@ -90,7 +89,7 @@ validation: {episodes: 2}
 	if code != http.StatusCreated {
 		t.Fatalf("POST /api/v1/runs with one endpoint hung = %d %s, want 201", code, body)
 	}
-	r := waitRun(t, s.URL(), "hungend", time.Minute, "finished", finished)
+	r := waitRun(t, s.URL(), "hungend", "finished", finished)
 	if r.State != "succeeded" {
 		t.Fatalf("run hungend %s, want succeeded", r.State)
 	}

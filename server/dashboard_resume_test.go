@@ -4,7 +4,6 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"testing"
-	"time"
 
 	"github.com/chromedp/chromedp"
 	"github.com/grpo-dev/grpo/checkpoint"
@@ -29,7 +28,7 @@ validation: {episodes: 2}
 `); code != http.StatusCreated {
 		t.Fatalf("launch: %d %s", code, body)
 	}
-	if r := waitRun(t, base, "rj", time.Minute, "the failed job to end the run", finished); r.State != checkpoint.StateFailed {
+	if r := waitRun(t, base, "rj", "the failed job to end the run", finished); r.State != checkpoint.StateFailed {
 		t.Fatalf("run ended %s (%q), want failed", r.State, r.Error)
 	}
 
@@ -53,7 +52,7 @@ validation: {episodes: 2}
 		t.Fatalf("chromium: resume with the token and the retry: %v", err)
 	}
 	// The run is still recorded failed until the click's request lands.
-	r := waitRun(t, base, "rj", time.Minute, "the resumed run to succeed", func(r runJSON) bool { return finished(r) && r.State != checkpoint.StateFailed })
+	r := waitRun(t, base, "rj", "the resumed run to succeed", func(r runJSON) bool { return finished(r) && r.State != checkpoint.StateFailed })
 	if r.State != checkpoint.StateSucceeded || len(r.Steps) != 3 {
 		t.Fatalf("after Resume with the retry: state %s (%q), %d steps; want succeeded with 3", r.State, r.Error, len(r.Steps))
 	}

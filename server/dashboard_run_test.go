@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/chromedp/chromedp"
+	"github.com/grpo-dev/grpo/internal/testutil"
 	"github.com/grpo-dev/grpo/server"
 )
 
@@ -43,18 +44,16 @@ func TestDashboardRunLinkBandsAndTrainer(t *testing.T) {
 			}
 		}
 	}
-	for deadline := time.Now().Add(60 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+	var rb struct{ State string }
+	finished := testutil.Eventually(func() bool {
 		_, ba := do(t, "GET", s.URL()+"/api/v1/runs/a", "", "")
 		_, bb := do(t, "GET", s.URL()+"/api/v1/runs/b", "", "")
-		var rb struct{ State string }
 		json.Unmarshal(ba, &runA)
 		json.Unmarshal(bb, &rb)
-		if runA.State == "succeeded" && rb.State == "succeeded" {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("runs did not finish: a %s, b %s", runA.State, rb.State)
-		}
+		return runA.State == "succeeded" && rb.State == "succeeded"
+	})
+	if !finished {
+		t.Fatalf("runs did not finish within %s: a %s, b %s", testutil.Patience, runA.State, rb.State)
 	}
 	jobs := 0
 	for _, st := range runA.Steps {

@@ -13,6 +13,7 @@ import (
 
 	"github.com/chromedp/chromedp"
 	"github.com/grpo-dev/grpo/checkpoint"
+	"github.com/grpo-dev/grpo/internal/testutil"
 	"github.com/grpo-dev/grpo/server"
 )
 
@@ -38,15 +39,13 @@ func TestDashboardTranscripts(t *testing.T) {
 			Validation  map[string]json.RawMessage
 		}
 	}
-	for deadline := time.Now().Add(60 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+	finished := testutil.Eventually(func() bool {
 		_, b := do(t, "GET", s.URL()+"/api/v1/runs/t", "", "")
 		json.Unmarshal(b, &view)
-		if view.State == "succeeded" {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("run did not finish: %s", view.State)
-		}
+		return view.State == "succeeded"
+	})
+	if !finished {
+		t.Fatalf("run did not finish within %s: %s", testutil.Patience, view.State)
 	}
 	for _, st := range view.Steps {
 		if st.Transcripts != 2 {

@@ -3,7 +3,6 @@ package server_test
 import (
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/chromedp/chromedp"
 
@@ -21,7 +20,7 @@ func TestDashboardShowsWarnings(t *testing.T) {
 	base := s.URL()
 	launch(t, base, "", smallRun("long", 1000)+farRate)
 	t.Cleanup(func() { do(t, "POST", base+"/api/v1/runs/long/cancel", "", "") })
-	waitRun(t, base, "long", time.Minute, "its first step", func(r runJSON) bool { return len(r.Steps) > 0 })
+	waitRun(t, base, "long", "its first step", func(r runJSON) bool { return len(r.Steps) > 0 })
 	ctx := openDashboard(t, base+"/?run=long", 1280, 900)
 	const text = `document.querySelector("#warnings").textContent`
 	if _, err := chromedp.Run(ctx, chromedp.Poll[bool](`!document.querySelector("#warnings").hidden && `+text+`.startsWith("warning: trainer.hyperparameters.learning_rate 5e-06 is far from")`)); err != nil {

@@ -6,8 +6,8 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"testing"
-	"time"
 
+	"github.com/grpo-dev/grpo/internal/testutil"
 	"github.com/grpo-dev/grpo/orchestrator"
 	"github.com/grpo-dev/grpo/refmodel"
 	"github.com/grpo-dev/grpo/server"
@@ -75,8 +75,8 @@ func (o *endpointOutage) revive(t *testing.T) {
 // has want entries.
 func (o *endpointOutage) endpointsDown(t *testing.T, want int) []orchestrator.Event {
 	t.Helper()
-	deadline := time.Now().Add(time.Minute)
-	for {
+	var down []orchestrator.Event
+	reached := testutil.Eventually(func() bool {
 		var v struct {
 			Hosted        bool                 `json:"hosted"`
 			EndpointsDown []orchestrator.Event `json:"endpoints_down"`
@@ -91,14 +91,13 @@ func (o *endpointOutage) endpointsDown(t *testing.T, want int) []orchestrator.Ev
 		if !v.Hosted {
 			t.Fatalf("run outage no longer plays: %.300s", body)
 		}
-		if len(v.EndpointsDown) == want {
-			return v.EndpointsDown
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("endpoints_down has %d entries after a minute, want %d: %+v", len(v.EndpointsDown), want, v.EndpointsDown)
-		}
-		time.Sleep(50 * time.Millisecond)
+		down = v.EndpointsDown
+		return len(down) == want
+	})
+	if !reached {
+		t.Fatalf("endpoints_down has %d entries after %s, want %d: %+v", len(down), testutil.Patience, want, down)
 	}
+	return down
 }
 
 // TestRunShowsEndpointsDown: GET /api/v1/runs/{id} of a run playing in

@@ -9,9 +9,9 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/grpo-dev/grpo/checkpoint"
+	"github.com/grpo-dev/grpo/internal/testutil"
 	"github.com/grpo-dev/grpo/refmodel"
 	"github.com/grpo-dev/grpo/server"
 	"github.com/prometheus/client_golang/prometheus"
@@ -110,20 +110,15 @@ func getRun(tb testing.TB, base, name string) runJSON {
 	return r
 }
 
-// waitRun polls run name until cond holds, failing after timeout.
-func waitRun(tb testing.TB, base, name string, timeout time.Duration, what string, cond func(runJSON) bool) runJSON {
+// waitRun polls run name until cond holds, failing after
+// testutil.Patience.
+func waitRun(tb testing.TB, base, name, what string, cond func(runJSON) bool) runJSON {
 	tb.Helper()
-	deadline := time.Now().Add(timeout)
-	for {
-		r := getRun(tb, base, name)
-		if cond(r) {
-			return r
-		}
-		if time.Now().After(deadline) {
-			tb.Fatalf("run %s: %s not reached in %v; last: state %s, %d steps, error %q", name, what, timeout, r.State, len(r.Steps), r.Error)
-		}
-		time.Sleep(50 * time.Millisecond)
+	var r runJSON
+	if !testutil.Eventually(func() bool { r = getRun(tb, base, name); return cond(r) }) {
+		tb.Fatalf("run %s: %s not reached in %v; last: state %s, %d steps, error %q", name, what, testutil.Patience, r.State, len(r.Steps), r.Error)
 	}
+	return r
 }
 
 func finished(r runJSON) bool { return r.State != checkpoint.StateRunning && !r.Hosted }

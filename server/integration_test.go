@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/grpo-dev/grpo/internal/testutil"
 	"github.com/grpo-dev/grpo/server"
 )
 
@@ -139,32 +140,32 @@ scrape_configs:
 	})
 
 	promBase := "http://" + promAddr
-	deadline := time.Now().Add(60 * time.Second)
-	for {
-		res := promQuery(t, promBase, "/api/v1/query", url.Values{"query": {`up{job="grpo"}`}})
-		if len(res) == 1 && sampleValue(t, res[0].Value[1]) == 1 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("Prometheus did not scrape the daemon within 60s: %+v", res)
-		}
-		time.Sleep(200 * time.Millisecond)
+	var up []promSample
+	scraped := testutil.Eventually(func() bool {
+		up = promQuery(t, promBase, "/api/v1/query", url.Values{"query": {`up{job="grpo"}`}})
+		return len(up) == 1 && sampleValue(t, up[0].Value[1]) == 1
+	})
+	if !scraped {
+		t.Fatalf("Prometheus did not scrape the daemon within %s: %+v", testutil.Patience, up)
 	}
 
 	// Steps slow enough that Prometheus sees the curve move: many
 	// validation episodes per step.
 	t0 := time.Now()
 	launch(t, s.URL(), "", "run: {name: curve, steps: 3}\nvalidation: {episodes: 128, n: [5, 10]}\n")
-	r := waitRun(t, s.URL(), "curve", 2*time.Minute, "finish", finished)
+	// The run is slow by design: wait for it step by step, each step
+	// given the patience of one wait, not the whole run.
+	for step := range 3 {
+		waitRun(t, s.URL(), "curve", fmt.Sprintf("step %d", step), func(r runJSON) bool { return len(r.Steps) > step || finished(r) })
+	}
+	r := waitRun(t, s.URL(), "curve", "finish", finished)
 	if r.State != "succeeded" || r.Best == nil {
 		t.Fatalf("run state %s (%s), best %v", r.State, r.Error, r.Best)
 	}
 	t.Logf("run took %v", time.Since(t0))
 	last := r.Steps[len(r.Steps)-1].Validation.RewardMean
 	// The final values, each a gauge or counter the run sets at its own
-	// moment of the last step: wait until one scrape has them all. The run
-	// may outlast the first deadline on a loaded machine: give Prometheus
-	// its own minute from here.
+	// moment of the last step: wait until one scrape has them all.
 	final := map[string]float64{
 		`grpo_reward_mean{run="curve",split="validation",n="all"}`:      last,
 		`grpo_best_step{run="curve"}`:                                   float64(r.Best.Step),
@@ -179,9 +180,9 @@ scrape_configs:
 		`count(grpo_tool_calls_total{run="curve",split="validation"})`: 6,
 		`count(last_over_time(grpo_llm_requests_total{run="curve",outcome="ok"}[5m]) * on (run, endpoint) last_over_time(grpo_inference_endpoint_up{run="curve"}[5m]))`: 1,
 	}
-	deadline = time.Now().Add(60 * time.Second)
-	for {
-		var wrong []string
+	var wrong []string
+	allFinal := testutil.Eventually(func() bool {
+		wrong = nil
 		for q, want := range final {
 			res := promQuery(t, promBase, "/api/v1/query", url.Values{"query": {q}})
 			switch {
@@ -193,13 +194,10 @@ scrape_configs:
 				wrong = append(wrong, fmt.Sprintf("%s: series %v, want job grpo", q, res[0].Metric))
 			}
 		}
-		if len(wrong) == 0 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("after 60s of scrapes:\n%s", strings.Join(wrong, "\n"))
-		}
-		time.Sleep(500 * time.Millisecond)
+		return len(wrong) == 0
+	})
+	if !allFinal {
+		t.Fatalf("after %s of scrapes:\n%s", testutil.Patience, strings.Join(wrong, "\n"))
 	}
 
 	// The curve over time: every value Prometheus scraped is one of the

@@ -4,7 +4,6 @@ import (
 	"log/slog"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/grpo-dev/grpo/internal/testutil"
 	"github.com/grpo-dev/grpo/server"
@@ -20,7 +19,7 @@ func TestLogNamesTheRunOnce(t *testing.T) {
 	logger := slog.New(slog.NewTextHandler(&buf, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	s := e.MustStart(t, server.Options{Logger: logger})
 	launch(t, s.URL(), "", smallRun("once", 2)+"grpo: {resample_zero_variance: true, groups: 6, episodes_per_group: 2}\n")
-	waitRun(t, s.URL(), "once", time.Minute, "finish", finished)
+	waitRun(t, s.URL(), "once", "finish", finished)
 	s.Close()
 	// The orchestrator's lines (resampling), the embedded backend's (a
 	// job queued) and the daemon's (run finished) all name the run.

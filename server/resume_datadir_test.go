@@ -8,7 +8,6 @@ import (
 	"strings"
 	"sync"
 	"testing"
-	"time"
 
 	"github.com/grpo-dev/grpo/checkpoint"
 	"github.com/grpo-dev/grpo/config"
@@ -57,7 +56,7 @@ func testDaemonResumesInTheRunsDataDir(t *testing.T, stop int) {
 	}
 
 	s := e.MustStart(t, server.Options{})
-	got := waitRun(t, s.URL(), "cli", time.Minute, "finish", finished)
+	got := waitRun(t, s.URL(), "cli", "finish", finished)
 	if got.State != checkpoint.StateSucceeded {
 		t.Fatalf("state %s (%s), want succeeded", got.State, got.Error)
 	}

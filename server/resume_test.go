@@ -11,7 +11,6 @@ import (
 	"strings"
 	"sync"
 	"testing"
-	"time"
 
 	"github.com/grpo-dev/grpo/checkpoint"
 	"github.com/grpo-dev/grpo/server"
@@ -79,7 +78,7 @@ inference: {endpoints: [{url: `+ref.URL+`/v1}], model: refmodel}
 trainer: {kind: jobs, url: `+ref.URL+`, base_model: refmodel}
 validation: {episodes: 2}
 `)
-	r := waitRun(t, base, "rj", time.Minute, "the failed job to end the run", finished)
+	r := waitRun(t, base, "rj", "the failed job to end the run", finished)
 	if r.State != checkpoint.StateFailed || !strings.Contains(r.Error, "CUDA out of memory") || !strings.Contains(r.Error, `POST /api/v1/runs/RUN/resume with {"retry_job": true}`) {
 		t.Fatalf("after the failed job: state %s, error %q; want failed, naming the trainer's error and the API's retry", r.State, r.Error)
 	}
@@ -97,7 +96,7 @@ validation: {episodes: 2}
 	if code, got := resume(""); code != http.StatusOK {
 		t.Fatalf("plain resume = %d %s, want 200", code, got)
 	}
-	r = waitRun(t, base, "rj", time.Minute, "the plain resume to end", finished)
+	r = waitRun(t, base, "rj", "the plain resume to end", finished)
 	if r.State != checkpoint.StateFailed || !strings.Contains(r.Error, "CUDA out of memory") {
 		t.Fatalf("after a plain resume: state %s, error %q; want failed again", r.State, r.Error)
 	}
@@ -108,7 +107,7 @@ validation: {episodes: 2}
 	if code, got := resume(`{"retry_job": true}`); code != http.StatusOK {
 		t.Fatalf("resume with retry_job = %d %s, want 200", code, got)
 	}
-	r = waitRun(t, base, "rj", time.Minute, "the retried run to end", finished)
+	r = waitRun(t, base, "rj", "the retried run to end", finished)
 	if r.State != checkpoint.StateSucceeded || len(r.Steps) != 3 {
 		t.Fatalf("after resume with retry_job: state %s (%q), %d steps; want succeeded with steps 0..2", r.State, r.Error, len(r.Steps))
 	}
@@ -140,7 +139,7 @@ func TestResumeCancelledRun(t *testing.T) {
 	s := e.MustStart(t, server.Options{})
 	base := s.URL()
 	launch(t, base, "", smallRun("again", 8))
-	waitRun(t, base, "again", time.Minute, "step 1", func(r runJSON) bool { return len(r.Steps) >= 2 })
+	waitRun(t, base, "again", "step 1", func(r runJSON) bool { return len(r.Steps) >= 2 })
 	if code, body := do(t, "POST", base+"/api/v1/runs/again/cancel", "", ""); code != http.StatusOK {
 		t.Fatalf("cancel = %d %s", code, body)
 	}
@@ -171,7 +170,7 @@ func TestResumeCancelledRun(t *testing.T) {
 	if code, body := do(t, "POST", base+"/api/v1/runs/again/resume", "", ""); code != http.StatusConflict || !contains(body, "run again is playing in this daemon already") {
 		t.Fatalf("second resume while it plays = %d %s, want 409", code, body)
 	}
-	r = waitRun(t, base, "again", 3*time.Minute, "finish", finished)
+	r = waitRun(t, base, "again", "finish", finished)
 	if r.State != checkpoint.StateSucceeded || len(r.Steps) != 9 {
 		t.Fatalf("after resume: state %s (%q), %d steps; want succeeded with 9", r.State, r.Error, len(r.Steps))
 	}

@@ -3,7 +3,6 @@ package server_test
 import (
 	"context"
 	"testing"
-	"time"
 
 	"github.com/grpo-dev/grpo/checkpoint"
 	"github.com/grpo-dev/grpo/server"
@@ -16,14 +15,14 @@ func TestRestartRecordsFinishedRun(t *testing.T) {
 	e := newEnv(t)
 	s1 := e.MustStart(t, server.Options{})
 	launch(t, s1.URL(), "", smallRun("done", 1))
-	waitRun(t, s1.URL(), "done", time.Minute, "finish", finished)
+	waitRun(t, s1.URL(), "done", "finish", finished)
 	s1.Close()
 	ctx := context.Background()
 	if err := e.store.SetRunState(ctx, "done", checkpoint.StateRunning, ""); err != nil {
 		t.Fatal(err)
 	}
 	s2 := e.MustStart(t, server.Options{})
-	r := waitRun(t, s2.URL(), "done", time.Minute, "succeeded", finished)
+	r := waitRun(t, s2.URL(), "done", "succeeded", finished)
 	if got, want := r.State, checkpoint.StateSucceeded; got != want {
 		t.Fatalf("state=%s (%s), want %s", got, r.Error, want)
 	}

@@ -100,7 +100,7 @@ func TestBrowserCannotDrive(t *testing.T) {
 		if code, resp := send(t, ctx, "POST", base+"/api/v1/runs", body, h); code != http.StatusCreated {
 			t.Fatalf("POST with %v = %d %s, want 201", h, code, resp)
 		}
-		waitRun(t, base, name, time.Minute, "finish", finished)
+		waitRun(t, base, name, "finish", finished)
 	}
 }
 

@@ -58,7 +58,7 @@ func TestRunNamesWithSlashes(t *testing.T) {
 		b, _ := io.ReadAll(resp.Body)
 		t.Fatalf("POST = %d %s, Location %q; want 201, /api/v1/runs/exp%%2Fshaped%%2F1", resp.StatusCode, b, resp.Header.Get("Location"))
 	}
-	r := waitRun(t, base, url.PathEscape(done), time.Minute, "the end", finished)
+	r := waitRun(t, base, url.PathEscape(done), "the end", finished)
 	if r.Run != done || r.State != checkpoint.StateSucceeded || len(r.Steps) != 2 {
 		t.Fatalf("GET run = %+v, want %s succeeded with 2 steps", r, done)
 	}
@@ -90,7 +90,7 @@ func TestRunNamesWithSlashes(t *testing.T) {
 
 	// Cancel a running one; the filtered stream carried its events only.
 	launch(t, base, "", "run: {name: "+long+", steps: 50}\nvalidation: {episodes: 4}\n")
-	waitRun(t, base, url.PathEscape(long), time.Minute, "step 1", func(r runJSON) bool { return len(r.Steps) >= 2 })
+	waitRun(t, base, url.PathEscape(long), "step 1", func(r runJSON) bool { return len(r.Steps) >= 2 })
 	if code, body := do(t, "POST", path(long)+"/cancel", "", ""); code != http.StatusOK {
 		t.Fatalf("cancel = %d %s", code, body)
 	}

@@ -102,7 +102,7 @@ func TestDaemonRunWarns(t *testing.T) {
 	if code, body := do(t, "POST", base+"/api/v1/runs/long/cancel", "", ""); code != http.StatusOK {
 		t.Fatalf("cancel: %d %s", code, body)
 	}
-	waitRun(t, base, "long", time.Minute, "cancelled", finished)
+	waitRun(t, base, "long", "cancelled", finished)
 	if strings.Contains(getRaw(t, base, "long"), `"warnings"`) {
 		t.Errorf("GET run long once it ended holds warnings: only a run that plays has them")
 	}

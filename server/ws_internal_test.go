@@ -11,6 +11,7 @@ import (
 	"github.com/gorilla/websocket"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/grpo-dev/grpo/internal/testutil"
 	"github.com/grpo-dev/grpo/orchestrator"
 )
 
@@ -40,10 +41,8 @@ func TestWSEventRightAfterHandshake(t *testing.T) {
 		conn.Close()
 		// Wait for the handler to unsubscribe, so the next connection
 		// alone can take the event.
-		for deadline := time.Now().Add(5 * time.Second); s.hub.len() > 0; time.Sleep(time.Millisecond) {
-			if time.Now().After(deadline) {
-				t.Fatal("the closed connection is still subscribed")
-			}
+		if !testutil.Eventually(func() bool { return s.hub.len() == 0 }) {
+			t.Fatalf("connection %d: the closed connection is still subscribed after %s (%d subscribers)", i, testutil.Patience, s.hub.len())
 		}
 	}
 }

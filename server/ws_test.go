@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/gorilla/websocket"
+	"github.com/grpo-dev/grpo/internal/testutil"
 	"github.com/grpo-dev/grpo/orchestrator"
 	"github.com/grpo-dev/grpo/server"
 )
@@ -130,15 +131,15 @@ func TestWSStreamsAreBounded(t *testing.T) {
 		t.Fatalf("third stream: %v, want 503", resp)
 	}
 	open[0].Close()
-	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
-		c, _, err := websocket.DefaultDialer.Dial(url, nil)
+	accepted := testutil.Eventually(func() bool {
+		c, _, err = websocket.DefaultDialer.Dial(url, nil)
 		if err == nil {
 			c.Close()
-			break
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("no stream accepted after one closed: %v", err)
-		}
+		return err == nil
+	})
+	if !accepted {
+		t.Fatalf("no stream accepted within %s after one closed: %v", testutil.Patience, err)
 	}
 	open[1].Close()
 }

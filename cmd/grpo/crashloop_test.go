@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/grpo-dev/grpo/checkpoint"
+	"github.com/grpo-dev/grpo/internal/testutil"
 	"github.com/grpo-dev/grpo/refmodel"
 )
 
@@ -80,10 +81,8 @@ func TestDaemonCrashLoopStops(t *testing.T) {
 	waitPolled := func(what string) {
 		t.Helper()
 		before := polls.Load()
-		for deadline := time.Now().Add(60 * time.Second); polls.Load() <= before; time.Sleep(10 * time.Millisecond) {
-			if time.Now().After(deadline) {
-				t.Fatalf("%s: the run does not poll its job", what)
-			}
+		if !testutil.Eventually(func() bool { return polls.Load() > before }) {
+			t.Fatalf("%s: the run did not poll its job within %s", what, testutil.Patience)
 		}
 	}
 	// kill SIGKILLs a process playing the run, and checks the count of
@@ -119,13 +118,17 @@ func TestDaemonCrashLoopStops(t *testing.T) {
 	d, base = start()
 	// The daemon answers before it has resumed (or refused) its runs.
 	var rs struct{ State, Error string }
-	for deadline := time.Now().Add(time.Minute); rs.State != "failed" && time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
-		resp, err = http.Get(base + "/api/v1/runs/loop")
+	refused := testutil.Eventually(func() bool {
+		resp, err := http.Get(base + "/api/v1/runs/loop")
 		if err != nil {
 			t.Fatal(err)
 		}
 		json.NewDecoder(resp.Body).Decode(&rs)
 		resp.Body.Close()
+		return rs.State == "failed"
+	})
+	if !refused {
+		t.Fatalf("after 3 failed starts: the run did not fail within %s: state %q error %q", testutil.Patience, rs.State, rs.Error)
 	}
 	if rs.State != "failed" || !strings.Contains(rs.Error, "resumed this run 3 times in a row") || !strings.Contains(rs.Error, "grpo run --resume loop --db "+db) || !strings.Contains(rs.Error, "POST /api/v1/runs/loop/resume") {
 		t.Fatalf("after 3 failed starts: state %q error %q; want failed, naming the count and how to resume", rs.State, rs.Error)

@@ -11,7 +11,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
+
+	"github.com/grpo-dev/grpo/internal/testutil"
 )
 
 // TestResumeWhileDaemonPlays (issue 13): 'grpo run --resume' of a run
@@ -60,10 +61,8 @@ func TestResumeWhileDaemonPlays(t *testing.T) {
 	if resp.StatusCode != http.StatusCreated {
 		t.Fatalf("launch: %s", resp.Status)
 	}
-	for deadline := time.Now().Add(60 * time.Second); len(get().Steps) < 2; time.Sleep(20 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("the daemon's run made no progress: %+v", get())
-		}
+	if !testutil.Eventually(func() bool { return len(get().Steps) >= 2 }) {
+		t.Fatalf("the daemon's run made no progress within %s: %+v", testutil.Patience, get())
 	}
 
 	var stdout, stderr bytes.Buffer
@@ -84,10 +83,8 @@ func TestResumeWhileDaemonPlays(t *testing.T) {
 		t.Errorf("the refusal is not the only output:\nstdout %q\nstderr %q", stdout.String(), stderr.String())
 	}
 	at := len(get().Steps)
-	for deadline := time.Now().Add(60 * time.Second); len(get().Steps) < at+2; time.Sleep(20 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("the daemon stopped committing steps after the refused resume: %+v", get())
-		}
+	if !testutil.Eventually(func() bool { return len(get().Steps) >= at+2 }) {
+		t.Fatalf("the daemon stopped committing steps after the refused resume (not 2 more within %s): %+v", testutil.Patience, get())
 	}
 	if rs := get(); rs.State != "running" || rs.Error != "" {
 		t.Fatalf("after the refused resume: state %q error %q; want running, no error", rs.State, rs.Error)

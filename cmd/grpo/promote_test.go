@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/grpo-dev/grpo/inference"
+	"github.com/grpo-dev/grpo/internal/testutil"
 	"github.com/grpo-dev/grpo/promote"
 )
 
@@ -42,7 +43,7 @@ func startRefmodel(t *testing.T, dataDir string) string {
 		}
 		close(lines)
 	}()
-	deadline := time.After(30 * time.Second)
+	deadline := time.After(testutil.Patience)
 	for {
 		select {
 		case l, ok := <-lines:
@@ -53,7 +54,7 @@ func startRefmodel(t *testing.T, dataDir string) string {
 				return strings.TrimSuffix(strings.Fields(rest)[0], ",")
 			}
 		case <-deadline:
-			t.Fatal("refmodel serve did not say where it serves")
+			t.Fatalf("refmodel serve did not say where it serves within %s", testutil.Patience)
 		}
 	}
 }

@@ -8,7 +8,6 @@ import (
 	"regexp"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/grpo-dev/grpo/internal/testutil"
 	"github.com/grpo-dev/grpo/rollout"
@@ -40,13 +39,14 @@ func TestRefmodelServe_Strict(t *testing.T) {
 	}()
 	addr := regexp.MustCompile(`serving on (http://127\.0\.0\.1:\d+)`)
 	var base string
-	for deadline := time.Now().Add(time.Minute); base == "" && time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
+	started := testutil.Eventually(func() bool {
 		if mm := addr.FindStringSubmatch(errb.String()); mm != nil {
 			base = mm[1]
 		}
-	}
-	if base == "" {
-		t.Fatalf("server did not start: %s", errb.String())
+		return base != ""
+	})
+	if !started {
+		t.Fatalf("server did not start within %s: %s", testutil.Patience, errb.String())
 	}
 	body, _ := json.Marshal(map[string]any{
 		"model":    "refmodel",

@@ -25,14 +25,14 @@ func TestServeLaunchAndWatch(t *testing.T) {
 
 	re := regexp.MustCompile(`listening on (http://127\.0\.0\.1:\d+)`)
 	var url string
-	for deadline := time.Now().Add(time.Minute); url == ""; {
+	started := testutil.Eventually(func() bool {
 		if m := re.FindStringSubmatch(serveErr.String()); m != nil {
 			url = m[1]
-		} else if time.Now().After(deadline) {
-			t.Fatalf("daemon did not start: %s", serveErr.String())
-		} else {
-			time.Sleep(10 * time.Millisecond)
 		}
+		return url != ""
+	})
+	if !started {
+		t.Fatalf("daemon did not start within %s: %s", testutil.Patience, serveErr.String())
 	}
 	resp, err := http.Post(url+"/api/v1/runs", "application/yaml", strings.NewReader("run: {name: w, steps: 2}\nvalidation: {episodes: 4}\n"))
 	if err != nil {

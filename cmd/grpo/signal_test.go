@@ -7,7 +7,6 @@ import (
 	"strings"
 	"syscall"
 	"testing"
-	"time"
 
 	"github.com/grpo-dev/grpo/internal/testutil"
 )
@@ -29,12 +28,10 @@ func TestSignalExitStatus(t *testing.T) {
 			t.Fatal(err)
 		}
 		// Wait for the first committed step, then signal.
-		for deadline := time.Now().Add(time.Minute); !strings.Contains(stderr.String(), "committed"); time.Sleep(20 * time.Millisecond) {
-			if time.Now().After(deadline) {
-				cmd.Process.Kill()
-				cmd.Wait()
-				t.Fatalf("no step committed within a minute: %s", stderr.String())
-			}
+		if !testutil.Eventually(func() bool { return strings.Contains(stderr.String(), "committed") }) {
+			cmd.Process.Kill()
+			cmd.Wait()
+			t.Fatalf("no step committed within %s: %s", testutil.Patience, stderr.String())
 		}
 		cmd.Process.Signal(c.sig)
 		err := cmd.Wait()

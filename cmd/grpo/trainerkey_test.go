@@ -14,8 +14,8 @@ import (
 	"strings"
 	"sync"
 	"testing"
-	"time"
 
+	"github.com/grpo-dev/grpo/internal/testutil"
 	"github.com/grpo-dev/grpo/refmodel"
 )
 
@@ -168,14 +168,18 @@ trainer: {kind: jobs, url: %s, api_key_env: GRPO_TEST_TRAINER_KEY, base_model: %
 		var state struct {
 			State, Error string
 		}
-		for deadline := time.Now().Add(60 * time.Second); state.State != "succeeded"; time.Sleep(50 * time.Millisecond) {
-			if time.Now().After(deadline) || state.State == "failed" {
-				t.Fatalf("daemon's run: %+v", state)
-			}
+		succeeded := testutil.Eventually(func() bool {
 			if resp, err := http.Get(base + "/api/v1/runs/keyed"); err == nil {
 				json.NewDecoder(resp.Body).Decode(&state)
 				resp.Body.Close()
 			}
+			if state.State == "failed" {
+				t.Fatalf("daemon's run: %+v", state)
+			}
+			return state.State == "succeeded"
+		})
+		if !succeeded {
+			t.Fatalf("daemon's run did not succeed within %s: %+v", testutil.Patience, state)
 		}
 		if a, d := tr.counts(); a < 4 || d != 0 {
 			t.Fatalf("trainer: %d authorized requests, %d denied; want every request authorized", a, d)

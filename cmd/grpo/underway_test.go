@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/grpo-dev/grpo/checkpoint"
+	"github.com/grpo-dev/grpo/internal/testutil"
 )
 
 // underwayJSON is the part of 'runs show --json' about what is under way.
@@ -129,21 +130,27 @@ func TestRunsShowKilledRun(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
-	for deadline := time.Now().Add(60 * time.Second); ; time.Sleep(50 * time.Millisecond) {
-		if _, err := os.Stat(db); err == nil {
-			if code, out, _ := cli(t, "runs", "show", "k", "--db", db, "--json"); code == 0 {
-				var u underwayJSON
-				if json.Unmarshal([]byte(out), &u) == nil && len(u.Steps) >= 2 {
-					if u.Lease == nil || !u.Lease.Live || u.Lease.PID != cmd.Process.Pid {
-						t.Fatalf("lease of a run playing in pid %d: %+v", cmd.Process.Pid, u.Lease)
-					}
-					break
-				}
-			}
+	var shown string // what 'runs show' said last
+	committed := testutil.Eventually(func() bool {
+		if _, err := os.Stat(db); err != nil {
+			return false
 		}
-		if time.Now().After(deadline) {
-			t.Fatal("the run committed no training step")
+		code, out, errs := cli(t, "runs", "show", "k", "--db", db, "--json")
+		shown = out + errs
+		if code != 0 {
+			return false
 		}
+		var u underwayJSON
+		if json.Unmarshal([]byte(out), &u) != nil || len(u.Steps) < 2 {
+			return false
+		}
+		if u.Lease == nil || !u.Lease.Live || u.Lease.PID != cmd.Process.Pid {
+			t.Fatalf("lease of a run playing in pid %d: %+v", cmd.Process.Pid, u.Lease)
+		}
+		return true
+	})
+	if !committed {
+		t.Fatalf("the run committed no training step within %s; runs show said: %.500s", testutil.Patience, shown)
 	}
 	cmd.Process.Signal(syscall.SIGKILL)
 	cmd.Wait()
