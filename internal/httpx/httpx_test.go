@@ -446,18 +446,59 @@ func TestNewHTTPClient_PoolFollowsConcurrency(t *testing.T) {
 	}
 }
 
+// TestSmallReadBuffer: with NewHTTPClient's 1 KB read buffer, answers
+// under, across and far over it, with or without a length, and a header
+// line longer than the buffer, are read whole, each connection kept.
+func TestSmallReadBuffer(t *testing.T) {
+	if tr := NewHTTPClient(8, nil).Transport.(*http.Transport); tr.ReadBufferSize != readBufferSize || tr.WriteBufferSize != 0 {
+		t.Fatalf("read buffer %d, write buffer %d; want %d and Go's default", tr.ReadBufferSize, tr.WriteBufferSize, readBufferSize)
+	}
+	srv, conns := countConns(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var size int
+		var chunked, longHeader bool
+		fmt.Sscanf(r.URL.Query().Get("size"), "%d", &size)
+		chunked, longHeader = r.URL.Query().Has("chunked"), r.URL.Query().Has("long")
+		if longHeader {
+			w.Header().Set("X-Long", strings.Repeat("h", 3*readBufferSize))
+		}
+		body := bytes.Repeat([]byte("0123456789abcdef"), size/16+1)[:size]
+		if !chunked {
+			w.Header().Set("Content-Length", fmt.Sprint(size))
+			w.Write(body)
+			return
+		}
+		for len(body) > 0 { // flushed in pieces: no Content-Length
+			n := min(len(body), 700)
+			w.Write(body[:n])
+			w.(http.Flusher).Flush()
+			body = body[n:]
+		}
+	}))
+	c := New(Options{HTTPClient: NewHTTPClient(2, nil)})
+	for _, size := range []int{0, 10, 900, 1024, 1500, 4096, 5000, 100 << 10} {
+		for _, q := range []string{"", "&chunked", "&long", "&chunked&long"} {
+			resp, _, err := c.Do(context.Background(), &Request{Method: http.MethodGet, URL: fmt.Sprintf("%s/?size=%d%s", srv.URL, size, q)})
+			if err != nil {
+				t.Fatalf("size %d%s: %v", size, q, err)
+			}
+			want := bytes.Repeat([]byte("0123456789abcdef"), size/16+1)[:size]
+			if !bytes.Equal(resp.Body, want) {
+				t.Fatalf("size %d%s: read %d bytes, not the %d sent", size, q, len(resp.Body), size)
+			}
+			if strings.Contains(q, "long") && len(resp.Header.Get("X-Long")) != 3*readBufferSize {
+				t.Fatalf("size %d%s: long header read as %d bytes", size, q, len(resp.Header.Get("X-Long")))
+			}
+		}
+	}
+	if n := conns.Load(); n != 1 {
+		t.Errorf("%d connections for sequential requests; want 1", n)
+	}
+}
+
 // TestConnectionsReused: answers are read whole, so sequential requests
 // share one kept-alive connection.
 func TestConnectionsReused(t *testing.T) {
-	var conns atomic.Int64
-	srv := httptest.NewUnstartedServer(answer(200, `{"ok":true}`))
-	srv.Config.ConnState = func(_ net.Conn, s http.ConnState) {
-		if s == http.StateNew {
-			conns.Add(1)
-		}
-	}
-	srv.Start()
-	defer srv.Close()
+	srv, conns := countConns(t, answer(200, `{"ok":true}`))
 	c := New(Options{HTTPClient: NewHTTPClient(4, nil)})
 	for range 20 {
 		if _, _, err := c.Do(context.Background(), &Request{Method: "POST", URL: srv.URL, Body: []byte(`{}`)}); err != nil {
@@ -467,6 +508,21 @@ func TestConnectionsReused(t *testing.T) {
 	if got := conns.Load(); got != 1 {
 		t.Fatalf("%d connections for 20 sequential requests, want 1", got)
 	}
+}
+
+// countConns serves h until the test ends, counting the connections
+// opened to it.
+func countConns(t *testing.T, h http.Handler) (*httptest.Server, *atomic.Int64) {
+	conns := new(atomic.Int64)
+	srv := httptest.NewUnstartedServer(h)
+	srv.Config.ConnState = func(_ net.Conn, s http.ConnState) {
+		if s == http.StateNew {
+			conns.Add(1)
+		}
+	}
+	srv.Start()
+	t.Cleanup(srv.Close)
+	return srv, conns
 }
 
 // TestReadBody: an answer is read whole whether its length is announced
