@@ -10,6 +10,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"net/http/httptrace"
 	"net/url"
 	"reflect"
 	"strings"
@@ -510,6 +511,89 @@ func TestConnectionsReused(t *testing.T) {
 	}
 }
 
+// TestEncodePerAttempt: a request with Encode is encoded for each
+// attempt, its body sent whole each time; an Encode error ends Do before
+// the attempt, counted as not made.
+func TestEncodePerAttempt(t *testing.T) {
+	var got []string
+	var mu sync.Mutex
+	srv, _ := countConns(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		mu.Lock()
+		got = append(got, string(b))
+		n := len(got)
+		mu.Unlock()
+		if n == 1 {
+			w.WriteHeader(http.StatusServiceUnavailable)
+			return
+		}
+		w.Write([]byte(`{}`))
+	}))
+	c := New(Options{Retry: Policy{Retries: 2, BaseDelay: time.Millisecond, MaxDelay: time.Millisecond}})
+	encoded := 0
+	encode := func() ([]byte, error) {
+		encoded++
+		return []byte(fmt.Sprintf(`{"n":%d}`, encoded)), nil
+	}
+	if _, attempts, err := c.Do(context.Background(), &Request{Method: "POST", URL: srv.URL, Encode: encode}); err != nil || attempts != 2 {
+		t.Fatalf("Do: %d attempts, %v; want 2, nil", attempts, err)
+	}
+	if want := []string{`{"n":1}`, `{"n":2}`}; !reflect.DeepEqual(got, want) || encoded != 2 {
+		t.Fatalf("server read %q after %d encodings; want %q after 2", got, encoded, want)
+	}
+	bad := errors.New("cannot encode")
+	_, attempts, err := c.Do(context.Background(), &Request{Method: "POST", URL: srv.URL, Encode: func() ([]byte, error) { return nil, bad }})
+	if !errors.Is(err, bad) || attempts != 0 || len(got) != 2 {
+		t.Fatalf("Do with a failing Encode: %d attempts, %v, %d requests; want 0, %v, none more", attempts, err, len(got)-2, bad)
+	}
+	if _, err := c.Send(context.Background(), &Request{Method: "POST", URL: srv.URL, Encode: func() ([]byte, error) { return nil, bad }}); !errors.Is(err, bad) {
+		t.Fatalf("Send with a failing Encode: %v; want %v", err, bad)
+	}
+}
+
+// TestEncodeBodyReleased: the body of a request with Encode is let go
+// once written (net/http's WroteRequest), not after a failed write, and
+// GetBody encodes it again.
+func TestEncodeBodyReleased(t *testing.T) {
+	c := New(Options{})
+	r := &Request{Method: "POST", URL: "http://127.0.0.1:8000/", Encode: func() ([]byte, error) { return []byte(`{"a":1}`), nil }}
+	for _, wrote := range []error{errors.New("broken pipe"), nil} {
+		hreq, err := c.newRequest(context.Background(), r, []byte(`{"a":1}`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if hreq.ContentLength != 7 || hreq.Header.Get("Content-Type") != "application/json" {
+			t.Fatalf("length %d, content type %q; want 7, JSON", hreq.ContentLength, hreq.Header.Get("Content-Type"))
+		}
+		trace := httptrace.ContextClientTrace(hreq.Context())
+		if trace == nil || trace.WroteRequest == nil {
+			t.Fatal("no WroteRequest hook")
+		}
+		trace.WroteRequest(httptrace.WroteRequestInfo{Err: wrote})
+		want := ""
+		if wrote != nil {
+			want = `{"a":1}`
+		}
+		if b, _ := io.ReadAll(hreq.Body); string(b) != want {
+			t.Fatalf("after WroteRequest (error %v) the body reads %q; want %q", wrote, b, want)
+		}
+	}
+	hreq, err := c.newRequest(context.Background(), r, []byte(`{"a":1}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, err := hreq.GetBody()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b, _ := io.ReadAll(body); string(b) != `{"a":1}` {
+		t.Fatalf("GetBody reads %q; want the body encoded again", b)
+	}
+	if plain, _ := c.newRequest(context.Background(), &Request{Method: "POST", URL: r.URL, Body: []byte(`{}`)}, []byte(`{}`)); httptrace.ContextClientTrace(plain.Context()) != nil {
+		t.Fatal("a request with Body (no Encode) is traced")
+	}
+}
+
 // countConns serves h until the test ends, counting the connections
 // opened to it.
 func countConns(t *testing.T, h http.Handler) (*httptest.Server, *atomic.Int64) {
@@ -604,7 +688,7 @@ func TestSlowDialWarned(t *testing.T) {
 func TestNewRequest(t *testing.T) {
 	c := New(Options{BearerToken: "secret"})
 	u := "http://127.0.0.1:8000/v1/chat/completions"
-	r, err := c.newRequest(context.Background(), &Request{Method: "POST", URL: u, Body: []byte(`{}`), Header: http.Header{"Accept": {"text/plain"}, "X-A": {"1"}}})
+	r, err := c.newRequest(context.Background(), &Request{Method: "POST", URL: u, Body: []byte(`{}`), Header: http.Header{"Accept": {"text/plain"}, "X-A": {"1"}}}, []byte(`{}`))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -612,7 +696,7 @@ func TestNewRequest(t *testing.T) {
 	if !reflect.DeepEqual(r.Header, want) || r.ContentLength != 2 || r.GetBody == nil {
 		t.Fatalf("header %v, length %d, GetBody set %v; want %v, 2, set", r.Header, r.ContentLength, r.GetBody != nil, want)
 	}
-	r, err = New(Options{}).newRequest(context.Background(), &Request{Method: "GET", URL: u})
+	r, err = New(Options{}).newRequest(context.Background(), &Request{Method: "GET", URL: u}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -620,7 +704,7 @@ func TestNewRequest(t *testing.T) {
 		t.Fatalf("GET: header %v, body %v; want %v and none", r.Header, r.Body, want)
 	}
 	for _, r := range []*Request{{Method: "BAD METHOD", URL: u}, {Method: "GET", URL: "http://[::1"}} {
-		_, err := c.newRequest(context.Background(), r)
+		_, err := c.newRequest(context.Background(), r, nil)
 		_, want := http.NewRequest(r.Method, r.URL, nil)
 		if err == nil || want == nil || err.Error() != want.Error() {
 			t.Fatalf("%s %s: error %v, want %v", r.Method, r.URL, err, want)
