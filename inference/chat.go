@@ -101,15 +101,14 @@ var ErrAutoToolChoice = errors.New(`the server does not accept tool_choice "auto
 
 var errNotCompletion = errors.New("answer is not a chat completion with choices")
 
-// Complete sends req and returns its first choice.
+// Complete sends req and returns its first choice. The body is encoded
+// for each attempt (httpx.Request.Encode), so that it is not held while
+// the answer is awaited.
 func (c *ChatClient) Complete(ctx context.Context, req *rollout.Request) (*rollout.Completion, error) {
-	body, err := c.encode(req)
-	if err != nil {
-		return nil, c.wrap(req, 0, err)
-	}
 	var comp *rollout.Completion
 	_, attempts, err := c.http.Do(ctx, &httpx.Request{
-		Method: http.MethodPost, URL: c.chatURL, Body: body,
+		Method: http.MethodPost, URL: c.chatURL,
+		Encode:       func() ([]byte, error) { return c.encode(req) },
 		RetryGarbage: true,
 		Accept: func(r *httpx.Response) error {
 			var err error

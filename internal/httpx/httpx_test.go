@@ -10,6 +10,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"net/http/httptrace"
 	"net/url"
 	"reflect"
 	"strings"
@@ -446,18 +447,59 @@ func TestNewHTTPClient_PoolFollowsConcurrency(t *testing.T) {
 	}
 }
 
+// TestSmallReadBuffer: with NewHTTPClient's 1 KB read buffer, answers
+// under, across and far over it, with or without a length, and a header
+// line longer than the buffer, are read whole, each connection kept.
+func TestSmallReadBuffer(t *testing.T) {
+	if tr := NewHTTPClient(8, nil).Transport.(*http.Transport); tr.ReadBufferSize != readBufferSize || tr.WriteBufferSize != 0 {
+		t.Fatalf("read buffer %d, write buffer %d; want %d and Go's default", tr.ReadBufferSize, tr.WriteBufferSize, readBufferSize)
+	}
+	srv, conns := countConns(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var size int
+		var chunked, longHeader bool
+		fmt.Sscanf(r.URL.Query().Get("size"), "%d", &size)
+		chunked, longHeader = r.URL.Query().Has("chunked"), r.URL.Query().Has("long")
+		if longHeader {
+			w.Header().Set("X-Long", strings.Repeat("h", 3*readBufferSize))
+		}
+		body := bytes.Repeat([]byte("0123456789abcdef"), size/16+1)[:size]
+		if !chunked {
+			w.Header().Set("Content-Length", fmt.Sprint(size))
+			w.Write(body)
+			return
+		}
+		for len(body) > 0 { // flushed in pieces: no Content-Length
+			n := min(len(body), 700)
+			w.Write(body[:n])
+			w.(http.Flusher).Flush()
+			body = body[n:]
+		}
+	}))
+	c := New(Options{HTTPClient: NewHTTPClient(2, nil)})
+	for _, size := range []int{0, 10, 900, 1024, 1500, 4096, 5000, 100 << 10} {
+		for _, q := range []string{"", "&chunked", "&long", "&chunked&long"} {
+			resp, _, err := c.Do(context.Background(), &Request{Method: http.MethodGet, URL: fmt.Sprintf("%s/?size=%d%s", srv.URL, size, q)})
+			if err != nil {
+				t.Fatalf("size %d%s: %v", size, q, err)
+			}
+			want := bytes.Repeat([]byte("0123456789abcdef"), size/16+1)[:size]
+			if !bytes.Equal(resp.Body, want) {
+				t.Fatalf("size %d%s: read %d bytes, not the %d sent", size, q, len(resp.Body), size)
+			}
+			if strings.Contains(q, "long") && len(resp.Header.Get("X-Long")) != 3*readBufferSize {
+				t.Fatalf("size %d%s: long header read as %d bytes", size, q, len(resp.Header.Get("X-Long")))
+			}
+		}
+	}
+	if n := conns.Load(); n != 1 {
+		t.Errorf("%d connections for sequential requests; want 1", n)
+	}
+}
+
 // TestConnectionsReused: answers are read whole, so sequential requests
 // share one kept-alive connection.
 func TestConnectionsReused(t *testing.T) {
-	var conns atomic.Int64
-	srv := httptest.NewUnstartedServer(answer(200, `{"ok":true}`))
-	srv.Config.ConnState = func(_ net.Conn, s http.ConnState) {
-		if s == http.StateNew {
-			conns.Add(1)
-		}
-	}
-	srv.Start()
-	defer srv.Close()
+	srv, conns := countConns(t, answer(200, `{"ok":true}`))
 	c := New(Options{HTTPClient: NewHTTPClient(4, nil)})
 	for range 20 {
 		if _, _, err := c.Do(context.Background(), &Request{Method: "POST", URL: srv.URL, Body: []byte(`{}`)}); err != nil {
@@ -467,6 +509,104 @@ func TestConnectionsReused(t *testing.T) {
 	if got := conns.Load(); got != 1 {
 		t.Fatalf("%d connections for 20 sequential requests, want 1", got)
 	}
+}
+
+// TestEncodePerAttempt: a request with Encode is encoded for each
+// attempt, its body sent whole each time; an Encode error ends Do before
+// the attempt, counted as not made.
+func TestEncodePerAttempt(t *testing.T) {
+	var got []string
+	var mu sync.Mutex
+	srv, _ := countConns(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		mu.Lock()
+		got = append(got, string(b))
+		n := len(got)
+		mu.Unlock()
+		if n == 1 {
+			w.WriteHeader(http.StatusServiceUnavailable)
+			return
+		}
+		w.Write([]byte(`{}`))
+	}))
+	c := New(Options{Retry: Policy{Retries: 2, BaseDelay: time.Millisecond, MaxDelay: time.Millisecond}})
+	encoded := 0
+	encode := func() ([]byte, error) {
+		encoded++
+		return []byte(fmt.Sprintf(`{"n":%d}`, encoded)), nil
+	}
+	if _, attempts, err := c.Do(context.Background(), &Request{Method: "POST", URL: srv.URL, Encode: encode}); err != nil || attempts != 2 {
+		t.Fatalf("Do: %d attempts, %v; want 2, nil", attempts, err)
+	}
+	if want := []string{`{"n":1}`, `{"n":2}`}; !reflect.DeepEqual(got, want) || encoded != 2 {
+		t.Fatalf("server read %q after %d encodings; want %q after 2", got, encoded, want)
+	}
+	bad := errors.New("cannot encode")
+	_, attempts, err := c.Do(context.Background(), &Request{Method: "POST", URL: srv.URL, Encode: func() ([]byte, error) { return nil, bad }})
+	if !errors.Is(err, bad) || attempts != 0 || len(got) != 2 {
+		t.Fatalf("Do with a failing Encode: %d attempts, %v, %d requests; want 0, %v, none more", attempts, err, len(got)-2, bad)
+	}
+	if _, err := c.Send(context.Background(), &Request{Method: "POST", URL: srv.URL, Encode: func() ([]byte, error) { return nil, bad }}); !errors.Is(err, bad) {
+		t.Fatalf("Send with a failing Encode: %v; want %v", err, bad)
+	}
+}
+
+// TestEncodeBodyReleased: the body of a request with Encode is let go
+// once written (net/http's WroteRequest), not after a failed write, and
+// GetBody encodes it again.
+func TestEncodeBodyReleased(t *testing.T) {
+	c := New(Options{})
+	r := &Request{Method: "POST", URL: "http://127.0.0.1:8000/", Encode: func() ([]byte, error) { return []byte(`{"a":1}`), nil }}
+	for _, wrote := range []error{errors.New("broken pipe"), nil} {
+		hreq, err := c.newRequest(context.Background(), r, []byte(`{"a":1}`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if hreq.ContentLength != 7 || hreq.Header.Get("Content-Type") != "application/json" {
+			t.Fatalf("length %d, content type %q; want 7, JSON", hreq.ContentLength, hreq.Header.Get("Content-Type"))
+		}
+		trace := httptrace.ContextClientTrace(hreq.Context())
+		if trace == nil || trace.WroteRequest == nil {
+			t.Fatal("no WroteRequest hook")
+		}
+		trace.WroteRequest(httptrace.WroteRequestInfo{Err: wrote})
+		want := ""
+		if wrote != nil {
+			want = `{"a":1}`
+		}
+		if b, _ := io.ReadAll(hreq.Body); string(b) != want {
+			t.Fatalf("after WroteRequest (error %v) the body reads %q; want %q", wrote, b, want)
+		}
+	}
+	hreq, err := c.newRequest(context.Background(), r, []byte(`{"a":1}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, err := hreq.GetBody()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b, _ := io.ReadAll(body); string(b) != `{"a":1}` {
+		t.Fatalf("GetBody reads %q; want the body encoded again", b)
+	}
+	if plain, _ := c.newRequest(context.Background(), &Request{Method: "POST", URL: r.URL, Body: []byte(`{}`)}, []byte(`{}`)); httptrace.ContextClientTrace(plain.Context()) != nil {
+		t.Fatal("a request with Body (no Encode) is traced")
+	}
+}
+
+// countConns serves h until the test ends, counting the connections
+// opened to it.
+func countConns(t *testing.T, h http.Handler) (*httptest.Server, *atomic.Int64) {
+	conns := new(atomic.Int64)
+	srv := httptest.NewUnstartedServer(h)
+	srv.Config.ConnState = func(_ net.Conn, s http.ConnState) {
+		if s == http.StateNew {
+			conns.Add(1)
+		}
+	}
+	srv.Start()
+	t.Cleanup(srv.Close)
+	return srv, conns
 }
 
 // TestReadBody: an answer is read whole whether its length is announced
@@ -548,7 +688,7 @@ func TestSlowDialWarned(t *testing.T) {
 func TestNewRequest(t *testing.T) {
 	c := New(Options{BearerToken: "secret"})
 	u := "http://127.0.0.1:8000/v1/chat/completions"
-	r, err := c.newRequest(context.Background(), &Request{Method: "POST", URL: u, Body: []byte(`{}`), Header: http.Header{"Accept": {"text/plain"}, "X-A": {"1"}}})
+	r, err := c.newRequest(context.Background(), &Request{Method: "POST", URL: u, Body: []byte(`{}`), Header: http.Header{"Accept": {"text/plain"}, "X-A": {"1"}}}, []byte(`{}`))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -556,7 +696,7 @@ func TestNewRequest(t *testing.T) {
 	if !reflect.DeepEqual(r.Header, want) || r.ContentLength != 2 || r.GetBody == nil {
 		t.Fatalf("header %v, length %d, GetBody set %v; want %v, 2, set", r.Header, r.ContentLength, r.GetBody != nil, want)
 	}
-	r, err = New(Options{}).newRequest(context.Background(), &Request{Method: "GET", URL: u})
+	r, err = New(Options{}).newRequest(context.Background(), &Request{Method: "GET", URL: u}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -564,7 +704,7 @@ func TestNewRequest(t *testing.T) {
 		t.Fatalf("GET: header %v, body %v; want %v and none", r.Header, r.Body, want)
 	}
 	for _, r := range []*Request{{Method: "BAD METHOD", URL: u}, {Method: "GET", URL: "http://[::1"}} {
-		_, err := c.newRequest(context.Background(), r)
+		_, err := c.newRequest(context.Background(), r, nil)
 		_, want := http.NewRequest(r.Method, r.URL, nil)
 		if err == nil || want == nil || err.Error() != want.Error() {
 			t.Fatalf("%s %s: error %v, want %v", r.Method, r.URL, err, want)
