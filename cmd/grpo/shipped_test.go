@@ -93,7 +93,7 @@ func TestShippedConfigsValid(t *testing.T) {
 	}
 	// A .yaml.in template's placeholders, as its script fills them.
 	fill := strings.NewReplacer("@VLLM_URL@", "http://127.0.0.1:8000/v1", "@TRAINER_URL@", "http://127.0.0.1:7000",
-		"@MODEL@", "tiny", "@MODEL_DIR@", "/models/tiny", "@DIR@", "stack", "@OUT@", "out")
+		"@MODEL@", "tiny", "@MODEL_DIR@", "/models/tiny", "@DIR@", "stack", "@OUT@", "out", "@OUT_PAPER@", "out-paper")
 	counts := map[string]int{}
 	for _, src := range sources {
 		data := []byte(fill.Replace(string(src.data)))
@@ -182,49 +182,61 @@ func namesPeers(cfg config.Config) bool {
 	return cfg.Trainer.Peer != ""
 }
 
-// TestCPULearningExperimentIsTheRecipe: the shipped experiment on the CPU
-// stack trains what deploy/cpu/up.sh writes (examples/cpu/grpo.yaml, which
+// TestCPULearningExperimentIsTheRecipe: the shipped experiments on the CPU
+// stack train what deploy/cpu/up.sh writes (examples/cpu/grpo.yaml, which
 // TestCPUExampleMatchesUpScript holds to up.sh): each arm's config is the
-// example's but for the run's name, seed, store, test split, reward and
-// (arm shaped-dr) the advantage's division by the group's standard deviation.
+// example's but for the run's name, seed, store, test split and reward;
+// and cpu-learning-paper's shaped runs are cpu-learning's own.
 func TestCPULearningExperimentIsTheRecipe(t *testing.T) {
 	ex, err := config.Load("../../examples/cpu/grpo.yaml", config.WithEmbedded(run.ConfigDefaults()))
 	if err != nil {
 		t.Fatal(err)
 	}
-	tmpl, err := os.ReadFile("../../examples/experiments/cpu-learning.yaml.in")
-	if err != nil {
-		t.Fatal(err)
-	}
-	fill := strings.NewReplacer("@VLLM_URL@", ex.Inference.Endpoints[0].URL, "@TRAINER_URL@", ex.Trainer.URL,
-		"@MODEL@", ex.Inference.Model, "@MODEL_DIR@", ex.Trainer.BaseModel, "@DIR@", t.TempDir(), "@OUT@", "out")
-	file := filepath.Join(t.TempDir(), "experiment.yaml")
-	if err := os.WriteFile(file, []byte(fill.Replace(string(tmpl))), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	f, err := experiment.Load(file)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(f.Seeds) < 3 || !reflect.DeepEqual(f.Test.N, []int{5, 10}) || f.Test.Episodes < 30 {
-		t.Errorf("seeds %v, test n %v x %d episodes: want >= 3 seeds and n = 5, 10 on >= 30 tables", f.Seeds, f.Test.N, f.Test.Episodes)
-	}
-	for _, arm := range []string{"shaped", "paper", "shaped-dr"} {
-		cfg, err := f.Config(arm, 2)
+	dir := t.TempDir()
+	load := func(name string) *experiment.File {
+		tmpl, err := os.ReadFile("../../examples/experiments/" + name + ".yaml.in")
 		if err != nil {
 			t.Fatal(err)
 		}
-		if fn := strings.TrimSuffix(arm, "-dr"); string(cfg.Reward.Function) != fn {
-			t.Errorf("arm %s trains with reward %s", arm, cfg.Reward.Function)
+		fill := strings.NewReplacer("@VLLM_URL@", ex.Inference.Endpoints[0].URL, "@TRAINER_URL@", ex.Trainer.URL,
+			"@MODEL@", ex.Inference.Model, "@MODEL_DIR@", ex.Trainer.BaseModel, "@DIR@", dir, "@OUT@", "out", "@OUT_PAPER@", "out-paper")
+		file := filepath.Join(t.TempDir(), name+".yaml")
+		if err := os.WriteFile(file, []byte(fill.Replace(string(tmpl))), 0o644); err != nil {
+			t.Fatal(err)
 		}
-		if cfg.GRPO.Advantage.StdNormalize != (arm != "shaped-dr") {
-			t.Errorf("arm %s: advantage.std_normalize %v", arm, cfg.GRPO.Advantage.StdNormalize)
+		f, err := experiment.Load(file)
+		if err != nil {
+			t.Fatal(err)
 		}
-		want := ex
-		want.Run.Name, want.Run.Seed, want.Run.DB = cfg.Run.Name, cfg.Run.Seed, cfg.Run.DB
-		want.Test, want.Reward, want.GRPO.Advantage.StdNormalize = cfg.Test, cfg.Reward, cfg.GRPO.Advantage.StdNormalize
-		if !reflect.DeepEqual(cfg, want) {
-			t.Errorf("arm %s:\n  %+v\nexamples/cpu/grpo.yaml:\n  %+v", arm, cfg, want)
+		return f
+	}
+	shaped, paper := load("cpu-learning"), load("cpu-learning-paper")
+	for _, f := range []*experiment.File{shaped, paper} {
+		if len(f.Seeds) < 3 || !reflect.DeepEqual(f.Test.N, []int{5, 10}) || f.Test.Episodes < 30 {
+			t.Errorf("seeds %v, test n %v x %d episodes: want >= 3 seeds and n = 5, 10 on >= 30 tables", f.Seeds, f.Test.N, f.Test.Episodes)
 		}
+		for _, a := range f.Arms {
+			cfg, err := f.Config(a.Name, 2)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if string(cfg.Reward.Function) != a.Name {
+				t.Errorf("arm %s trains with reward %s", a.Name, cfg.Reward.Function)
+			}
+			want := ex
+			want.Run.Name, want.Run.Seed, want.Run.DB = cfg.Run.Name, cfg.Run.Seed, cfg.Run.DB
+			want.Test, want.Reward = cfg.Test, cfg.Reward
+			if !reflect.DeepEqual(cfg, want) {
+				t.Errorf("arm %s:\n  %+v\nexamples/cpu/grpo.yaml:\n  %+v", a.Name, cfg, want)
+			}
+		}
+	}
+	a, errA := shaped.Config("shaped", 1)
+	b, errB := paper.Config("shaped", 1)
+	if errA != nil || errB != nil || !reflect.DeepEqual(a, b) || !reflect.DeepEqual(shaped.Seeds, paper.Seeds) || !reflect.DeepEqual(shaped.Test, paper.Test) {
+		t.Errorf("cpu-learning-paper's shaped runs are not cpu-learning's: %v %v\n  %+v\n  %+v", errA, errB, a, b)
+	}
+	if len(paper.Arms) != 2 || paper.Arms[1].Name != "paper" {
+		t.Errorf("cpu-learning-paper's arms: %+v, want shaped and paper", paper.Arms)
 	}
 }
