@@ -424,7 +424,9 @@ func (v *runView) event(e orchestrator.Event) {
 	defer v.mu.Unlock()
 	switch {
 	case e.RunStarted != nil:
-		v.total, v.started, v.last = e.RunStarted.Steps, e.Time, e.RunStarted.From-1
+		// A view shows one run at a time (grpo experiment plays several
+		// through one): the pace counts this run's steps only.
+		v.total, v.started, v.last, v.trained = e.RunStarted.Steps, e.Time, e.RunStarted.From-1, 0
 		if v.started.IsZero() {
 			v.started = time.Now()
 		}
