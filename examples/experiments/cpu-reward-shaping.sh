@@ -24,21 +24,11 @@ dir="$(cd "$1" && pwd)"
 out="${OUT:-$repo/docs/experiments/cpu-reward-shaping}"
 gap_out="${GAP_OUT:-$repo/docs/experiments/coordination-gap}"
 mkdir -p "$out" "$gap_out"
-grpo="${GRPO:-$dir/grpo}"
-[[ -n "${GRPO:-}" ]] || (cd "$repo" && go build -o "$grpo" ./cmd/grpo)
+# shellcheck source=cpu-stack.sh
+. "$here/cpu-stack.sh"
+cpu_stack_up
 
-trap '"$repo/deploy/cpu/down.sh" "$dir"' EXIT INT TERM
-times="$out/wall-times.txt"
-: >"$times"
-t0=$(date +%s)
-"$repo/deploy/cpu/up.sh" "$dir"
-echo "up.sh: $(($(date +%s) - t0)) s" | tee -a "$times"
-# shellcheck disable=SC1091
-. "$dir/stack.env"
-
-sed -e "s|@VLLM_URL@|$VLLM_URL|g" -e "s|@TRAINER_URL@|$TRAINER_URL|g" -e "s|@MODEL@|$MODEL|g" \
-    -e "s|@MODEL_DIR@|$MODEL_DIR|g" -e "s|@DIR@|$dir|g" -e "s|@OUT@|$out|g" \
-    "$here/cpu-reward-shaping.yaml.in" >"$dir/experiment.yaml"
+cpu_fill "$here/cpu-reward-shaping.yaml.in" "$dir/experiment.yaml"
 t=$(date +%s)
 "$grpo" experiment "$dir/experiment.yaml"
 echo "grpo experiment (2 arms x 2 seeds, 3 steps, test n=5 x 10 tables): $(($(date +%s) - t)) s" | tee -a "$times"
