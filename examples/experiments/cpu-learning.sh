@@ -26,22 +26,12 @@ dir="$(cd "$1" && pwd)"
 out="${OUT:-$repo/docs/experiments/cpu-learning}"
 out_paper="${OUT_PAPER:-$repo/docs/experiments/cpu-learning-paper}"
 mkdir -p "$out" "$out_paper"
-grpo="${GRPO:-$dir/grpo}"
-[[ -n "${GRPO:-}" ]] || (cd "$repo" && go build -o "$grpo" ./cmd/grpo)
-
-trap '"$repo/deploy/cpu/down.sh" "$dir"' EXIT INT TERM
-times="$out/wall-times.txt"
-: >"$times"
-t0=$(date +%s)
-"$repo/deploy/cpu/up.sh" "$dir"
-echo "up.sh: $(($(date +%s) - t0)) s" | tee -a "$times"
-# shellcheck disable=SC1091
-. "$dir/stack.env"
+# shellcheck source=cpu-stack.sh
+. "$here/cpu-stack.sh"
+cpu_stack_up
 
 for name in cpu-learning cpu-learning-paper; do
-  sed -e "s|@VLLM_URL@|$VLLM_URL|g" -e "s|@TRAINER_URL@|$TRAINER_URL|g" -e "s|@MODEL@|$MODEL|g" \
-      -e "s|@MODEL_DIR@|$MODEL_DIR|g" -e "s|@DIR@|$dir|g" -e "s|@OUT@|$out|g" -e "s|@OUT_PAPER@|$out_paper|g" \
-      "$here/$name.yaml.in" >"$dir/$name.yaml"
+  cpu_fill "$here/$name.yaml.in" "$dir/$name.yaml"
   t=$(date +%s)
   "$grpo" experiment "$dir/$name.yaml"
   echo "grpo experiment $name (32 steps a run, test n=5,10 x 30 tables): $(($(date +%s) - t)) s" | tee -a "$times"
