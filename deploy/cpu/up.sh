@@ -234,7 +234,7 @@ trainer:
   # grows by mini_batches a step). Measured on this stack (docs/EXPERIMENTS.md,
   # section 1d): 1e-2 with 4 mini-batches collapsed the policy at step 9
   # (every output invalid); 2e-3 with 2 barely moved it; this one learned in
-  # each of three seeds (test reward at n = 5: 0.10 -> 0.30-0.67).
+  # each of four seeds (test reward at n = 5: 0.10 -> 0.30-0.67).
   hyperparameters: {learning_rate: 4.0e-3, mini_batches: 4, warmup_steps: 4, epsilon: 0.2, epsilon_high: 0.2, kl_beta: 0.05, epochs: 1}
   job_timeout: 10m
 validation:

@@ -12,8 +12,8 @@
 #      resumes: finished runs are not trained again, on a stack restarted on
 #      other ports too.
 #   3. deploy/cpu/down.sh DIR, always (trap)
-# Five runs of 32 steps (shaped seeds 1-3, paper seeds 1-2) and their test
-# measurements: about an hour and three quarters on an otherwise idle
+# Six runs of 32 steps (shaped seeds 1-4, paper seeds 1-2) and their test
+# measurements: about two hours on an otherwise idle
 # 2-core machine (a shaped run about 18 minutes, a paper run about 25: its
 # episodes deadlock less and so last longer). Wall times go to
 # OUT/wall-times.txt.
